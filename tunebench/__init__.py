@@ -1,0 +1,2 @@
+"""tunebench: benchmark and tune vLLM deployments."""
+__version__ = "0.1.0"

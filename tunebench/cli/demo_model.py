@@ -1,0 +1,29 @@
+"""`tunebench demo-model`: build the embedded tiny model (cached)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("demo-model")
+    def demo_model(
+        output: Optional[Path] = typer.Option(
+            None, "--output", "-o", help="Where to build it (default: ~/.cache/tunebench/models/)."
+        ),
+    ) -> None:
+        """Build the tiny random-weight Llama and its tokenizer that the demo sweep serves.
+
+        Deterministic, offline, ~5 s; skipped when a finished build is already there.
+
+        Example: tunebench demo-model --output /tmp/tiny-llama
+        """
+        from tunebench import demo
+
+        target = output or demo.default_model_path()
+        existed = demo.is_built(target)
+        path = demo.build_demo_model(target)
+        typer.echo(f"{'already built' if existed else 'built'}: {path}")

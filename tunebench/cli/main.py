@@ -1,0 +1,90 @@
+"""The `tunebench` command and its one error boundary.
+
+Expected failures (TunebenchError) print one line and exit with their code (2 for a bad
+spec, 1 otherwise); Ctrl-C and SIGTERM exit 130 after teardown; anything unexpected exits
+3 and leaves a crash log with versions and the traceback (secrets redacted).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import traceback
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from tunebench.errors import TunebenchError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Benchmark and tune vLLM deployments: sweep engine args under GuideLLM load.",
+    pretty_exceptions_enable=False,
+)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _register_commands() -> None:
+    from tunebench.cli import demo_model, runs, sweep
+
+    sweep.register(app)
+    runs.register(app)
+    demo_model.register(app)
+
+
+def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001
+    # Same path as Ctrl-C: every `finally` tears down servers and load processes.
+    raise KeyboardInterrupt
+
+
+def _crash_log(exc: BaseException) -> str:
+    from tunebench import demo
+    from tunebench.redact import redact_text
+    from tunebench.sweep import versions
+
+    directory = demo.cache_root() / "crash"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    text = (
+        f"argv: {sys.argv}\nversions: {versions()}\n\n"
+        + "".join(traceback.format_exception(exc))
+    )
+    path.write_text(redact_text(text))
+    return str(path)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    _register_commands()
+    try:
+        app(standalone_mode=False)
+    except TunebenchError as exc:
+        err_console.print(Text("error: ", style="bold red") + Text(str(exc)))
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted", style="yellow")
+        sys.exit(130)
+    except (typer.Exit, SystemExit) as exc:
+        code = getattr(exc, "exit_code", None)
+        sys.exit(code if code is not None else getattr(exc, "code", 0))
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        path = _crash_log(exc)
+        err_console.print(
+            Text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}", style="red")
+        )
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    run()

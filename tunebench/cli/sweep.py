@@ -1,0 +1,83 @@
+"""`tunebench sweep SPEC`: run every server configuration x load point of a sweep file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tunebench.spec.loading import load_spec, read_yaml_mapping
+from tunebench.spec.plan import build_plan
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sweep")
+    def sweep(
+        spec_path: Path = typer.Argument(..., metavar="SPEC", help="A sweep file, e.g. sweeps/cpu-demo.yaml."),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory root (overrides the spec's `output`, default reports/)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and a time estimate; start nothing."),
+    ) -> None:
+        """Deploy each server configuration, drive GuideLLM load at each point, store the run.
+
+        Examples:
+          tunebench sweep sweeps/cpu-demo.yaml
+          tunebench sweep sweeps/latency.yaml --dry-run
+        """
+        from tunebench.progress import ConsoleReporter
+        from tunebench.report.console import summary_table
+        from tunebench.sweep import estimate_seconds, run_sweep
+
+        out = Console(highlight=False)
+        spec = load_spec(spec_path)
+        plan = build_plan(spec, spec_path)
+        if dry_run:
+            _print_plan(out, spec, plan, estimate_seconds(spec, plan))
+            return
+        root = output or Path(spec.output)
+        reporter = ConsoleReporter()
+        stores = []
+        try:
+            result = run_sweep(
+                spec, spec_path, read_yaml_mapping(spec_path), plan, root, reporter,
+                on_store=stores.append,
+            )
+        except KeyboardInterrupt:
+            reporter.close()
+            if stores:
+                reporter.note(f"interrupted; finished points are in {stores[0].path}")
+            raise
+        reporter.close()
+        store = result.store
+        out.print(summary_table(store.rows, title=f"run {store.run_id}"))
+        for outcome in result.failed:
+            out.print(f"[red]{outcome.config_id} failed:[/] {outcome.error}", markup=True)
+        out.print(f"run: {store.path}  (status: {store.manifest['status']})")
+        if result.failed:
+            raise typer.Exit(1)
+
+
+def _print_plan(out: Console, spec, plan, seconds: float) -> None:
+    table = Table(title=f"plan for {spec.name}: {len(plan.configs)} configurations x {len(plan.points)} points")
+    table.add_column("config")
+    table.add_column("model")
+    table.add_column("engine args")
+    for config in plan.configs:
+        table.add_row(f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args()))
+    out.print(table)
+    points = Table(title="load points (each configuration)")
+    for header in ("point", "kind", "target", "limit", "warmup"):
+        points.add_column(header)
+    for point in plan.points:
+        limit = ", ".join(
+            x for x in (
+                f"{point.max_seconds:g} s" if point.max_seconds else "",
+                f"{point.max_requests} requests" if point.max_requests else "",
+            ) if x
+        )
+        target = "-" if point.target is None else f"{point.target:g}"
+        points.add_row(point.point_id, point.kind, target, limit, "-" if point.warmup is None else f"{point.warmup:g}")
+    out.print(points)
+    out.print(f"deployment: {spec.deployment.kind}; estimated time: about {seconds / 60:.0f} min ({seconds:.0f} s)")

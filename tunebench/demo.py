@@ -1,0 +1,167 @@
+"""The embedded default model: a tiny Llama with random weights and a locally trained tokenizer.
+
+It makes tunebench work with no model hub: vLLM serves it like any checkpoint and GuideLLM
+tokenizes with it, so batching, KV cache, token accounting and metrics are all real, only
+the generated text is nonsense. The build is deterministic (fixed seeds, generated
+training text) and cached; a finished build is marked so a half-written one is rebuilt.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunebench.errors import TunebenchError
+
+_DONE_MARKER = ".tunebench-complete"
+
+
+@dataclass(frozen=True)
+class TinyModelRecipe:
+    name: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    layers: int
+    heads: int
+    max_positions: int
+    seed: int = 1234
+
+
+BUILTIN_MODELS = {
+    "tiny-llama": TinyModelRecipe(
+        name="tiny-llama-v1",
+        vocab_size=4096,
+        hidden_size=256,
+        intermediate_size=688,
+        layers=4,
+        heads=4,
+        max_positions=4096,
+    ),
+}
+DEFAULT_BUILTIN = "tiny-llama"
+
+# A chat template so that chat-completions requests work with the demo model too.
+_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+_WORDS = (
+    "the a of to and in that is for it as with was on be by at this from or an are not "
+    "have model server token cache batch request latency throughput queue memory block "
+    "prefill decode sequence prompt output engine scheduler kernel tensor layer weight "
+    "temperature minutes bake oven flour sugar butter egg salt mix stir heat pan bowl "
+    "river mountain city station morning evening winter summer garden window letter "
+    "number question answer system network storage cluster node pod service route "
+    "quickly slowly carefully first second third then after before while until because"
+).split()
+
+
+def cache_root() -> Path:
+    """Where built models live: $TUNEBENCH_HOME or ~/.cache/tunebench."""
+    home = os.environ.get("TUNEBENCH_HOME")
+    return Path(home) if home else Path.home() / ".cache" / "tunebench"
+
+
+def default_model_path(name: str = DEFAULT_BUILTIN) -> Path:
+    return cache_root() / "models" / BUILTIN_MODELS[name].name
+
+
+def is_built(path: Path) -> bool:
+    return (path / _DONE_MARKER).exists()
+
+
+def resolve_builtin(model: str) -> str:
+    """`builtin:NAME` -> the path of the built model (building it once); others unchanged."""
+    if not model.startswith("builtin:"):
+        return model
+    name = model.removeprefix("builtin:")
+    return str(build_demo_model(default_model_path(name), name))
+
+
+def _training_text(seed: int, sentences: int = 6000) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(sentences):
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 18))]
+        lines.append(" ".join(words).capitalize() + rng.choice([".", ".", "?", "!"]))
+    return lines
+
+
+def build_demo_model(output: Path | None = None, name: str = DEFAULT_BUILTIN) -> Path:
+    """Build the model at `output` (default: the cache) unless a finished build is there."""
+    recipe = BUILTIN_MODELS[name]
+    output = Path(output) if output else default_model_path(name)
+    if is_built(output):
+        return output
+    if output.exists() and any(output.iterdir()):
+        if not (output / "config.json").exists():
+            raise TunebenchError(
+                f"{output}: exists and is not a tunebench model; choose an empty --output"
+            )
+        shutil.rmtree(output)  # an unfinished build of ours
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=output.parent))
+    try:
+        _build_into(staging, recipe)
+        (staging / _DONE_MARKER).write_text(recipe.name + "\n")
+        staging.rename(output)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return output
+
+
+def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
+    # Imported here: they cost seconds and only this command needs them.
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    special = ["<unk>", "<s>", "</s>", "<pad>"]
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=recipe.vocab_size,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_training_text(recipe.seed), trainer=trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tokenizer.token_to_id("<s>"))]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=recipe.max_positions,
+    )
+    fast.chat_template = _CHAT_TEMPLATE
+    fast.save_pretrained(directory)
+
+    config = LlamaConfig(
+        vocab_size=len(fast),
+        hidden_size=recipe.hidden_size,
+        intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.layers,
+        num_attention_heads=recipe.heads,
+        num_key_value_heads=recipe.heads,
+        max_position_embeddings=recipe.max_positions,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+    )
+    torch.manual_seed(recipe.seed)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(directory, safe_serialization=True)

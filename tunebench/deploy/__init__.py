@@ -1,0 +1,23 @@
+"""Deployments by `kind`; see base.Deployment for the contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from tunebench.deploy.base import Deployment, ServerHandle
+from tunebench.deploy.endpoint import EndpointServer
+from tunebench.deploy.local import LocalVllmServer
+
+# kind -> factory(settings, work_dir, on_status) ; explicit, so a kind is found by reading.
+REGISTRY: dict[str, Callable[..., Deployment]] = {
+    "local": LocalVllmServer,
+    "endpoint": EndpointServer,
+}
+
+
+def create_deployment(settings, work_dir: Path, on_status=None) -> Deployment:
+    return REGISTRY[settings.kind](settings, work_dir, on_status)
+
+
+__all__ = ["Deployment", "ServerHandle", "REGISTRY", "create_deployment"]

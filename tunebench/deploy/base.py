@@ -1,0 +1,46 @@
+"""The Deployment seam: something that gives tunebench a vLLM server for one configuration.
+
+Contract for every implementation:
+- `start(config)` returns a ready `ServerHandle` (GET /health answered 200) or raises
+  `DeploymentError` whose message carries the server's own error line when there is one;
+  it never leaves a process behind when it raises.
+- `stop()` is idempotent, safe after a failed `start`, and reaps everything `start` began.
+- `log_text()` returns what the server logged so far ("" when the server is not ours).
+Secrets (API keys) live only in `ServerHandle.headers`, which is never written anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from tunebench.spec.plan import ServerConfig
+
+
+@dataclass(frozen=True)
+class ServerHandle:
+    base_url: str  # e.g. http://127.0.0.1:8123 (no trailing /v1)
+    metrics_url: str
+    served_model: str  # the model name requests must use
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    verify_tls: bool = True
+    started_s: float | None = None  # seconds from launch to healthy; None if not started by us
+
+    @property
+    def api_key(self) -> str | None:
+        auth = self.headers.get("Authorization", "")
+        return auth.removeprefix("Bearer ") or None
+
+
+class Deployment(Protocol):
+    kind: str
+
+    def start(self, config: ServerConfig) -> ServerHandle: ...
+
+    def stop(self) -> None: ...
+
+    def log_text(self) -> str: ...
+
+    @property
+    def log_path(self) -> Path | None: ...

@@ -1,0 +1,168 @@
+"""A vLLM OpenAI server started on this host, one process group per configuration."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import httpx
+
+from tunebench import demo
+from tunebench.errors import DeploymentError
+from tunebench.deploy.base import ServerHandle
+from tunebench.processes import ManagedProcess
+from tunebench.spec.models import LocalDeployment
+from tunebench.spec.plan import ServerConfig
+
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
+_ERROR_LINE = re.compile(
+    r"(error|exception|invalid|unrecognized|not supported|out of memory|Address already in use)",
+    re.IGNORECASE,
+)
+_NOISE = re.compile(r"(FutureWarning|DeprecationWarning|warnings\.warn|Traceback \(most recent)")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def gpu_visible() -> bool:
+    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd"))
+
+
+def server_error_line(log: str) -> str:
+    """The most telling line of a failed server's log: the last error-like line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if _ERROR_LINE.search(line) and not _NOISE.search(line):
+            return line[:400]
+    return lines[-1][:400] if lines else "(the server wrote nothing)"
+
+
+def tail(text: str, lines: int = 20) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class LocalVllmServer:
+    """`python -m vllm.entrypoints.openai.api_server` (or `vllm serve`) with the config's args."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        settings: LocalDeployment,
+        work_dir: Path,
+        on_status: Callable[[str], None] | None = None,
+    ):
+        self.settings = settings
+        self.work_dir = Path(work_dir)
+        self.on_status = on_status or (lambda message: None)
+        self._process: ManagedProcess | None = None
+        self._log_path: Path | None = None
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    def command(self, config: ServerConfig, model_path: str, port: int) -> list[str]:
+        python = self.settings.python or sys.executable
+        head = (
+            [python, "-m", VLLM_MODULE, "--model", model_path]
+            if self.settings.launcher == "module"
+            else [str(Path(python).parent / "vllm"), "serve", model_path]
+        )
+        argv = head + ["--host", self.settings.host, "--port", str(port)]
+        if config.tokenizer:
+            argv += ["--tokenizer", demo.resolve_builtin(config.tokenizer)]
+        return argv + config.command_args()
+
+    def environment(self, model_path: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("VLLM_CACHE_ROOT", str(demo.cache_root() / "vllm-cache"))
+        if Path(model_path).exists():
+            env.setdefault("HF_HUB_OFFLINE", "1")
+        if self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible()):
+            # Without an explicit KV space vLLM-CPU sizes memory per NUMA node and fails.
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{self.settings.kv_cache_space_gib:g}")
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+            prefix = Path(self.settings.python or sys.executable).resolve().parent.parent
+            iomp = prefix / "lib" / "libiomp5.so"
+            if iomp.exists() and "LD_PRELOAD" not in env:
+                env["LD_PRELOAD"] = str(iomp)  # bundled Intel OpenMP: faster decode
+        env.update(self.settings.env)
+        return env
+
+    def start(self, config: ServerConfig) -> ServerHandle:
+        self.stop()
+        model_path = demo.resolve_builtin(config.model)
+        port = self.settings.port or free_port(self.settings.host)
+        host = f"[{self.settings.host}]" if ":" in self.settings.host else self.settings.host
+        base_url = f"http://{host}:{port}"
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._log_path = self.work_dir / f"server-{config.config_id}.log"
+        self._log_path.write_bytes(b"")
+        argv = self.command(config, model_path, port)
+        try:
+            self._process = ManagedProcess(
+                argv, env=self.environment(model_path), log_path=self._log_path
+            )
+        except OSError as exc:
+            raise DeploymentError(f"cannot launch {argv[0]}: {exc.strerror}") from None
+        launched = time.monotonic()
+        self._wait_healthy(base_url, launched)
+        return ServerHandle(
+            base_url=base_url,
+            metrics_url=f"{base_url}/metrics",
+            served_model=model_path,
+            started_s=time.monotonic() - launched,
+        )
+
+    def _wait_healthy(self, base_url: str, launched: float) -> None:
+        assert self._process is not None
+        deadline = launched + self.settings.start_timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    log = self.log_text()
+                    self.stop()
+                    raise DeploymentError(
+                        f"vLLM exited with code {code} during start-up: {server_error_line(log)}",
+                        log_tail=tail(log),
+                    )
+                try:
+                    if client.get(f"{base_url}/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                elapsed = time.monotonic() - launched
+                if time.monotonic() > deadline:
+                    log = self.log_text()
+                    self.stop()
+                    raise DeploymentError(
+                        f"vLLM not healthy after {elapsed:.0f} s (start_timeout_s "
+                        f"{self.settings.start_timeout_s:g}); last log line: "
+                        f"{server_error_line(log)}",
+                        log_tail=tail(log),
+                    )
+                self.on_status(f"starting vLLM … {elapsed:.0f} s")
+                time.sleep(0.5)
+
+    def log_text(self) -> str:
+        if self._log_path and self._log_path.exists():
+            return self._log_path.read_text(errors="replace")
+        return ""
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+            self._process = None

@@ -1,0 +1,43 @@
+"""The one exception tree of tunebench.
+
+    TunebenchError              an expected failure with a message the user can act on
+     ├── SpecError              a sweep file is malformed (exit code 2)
+     ├── DeploymentError        a server could not be started, reached or verified
+     ├── LoadError              the load generator failed or produced no usable report
+     └── StoreError             the run directory is missing, locked or unreadable
+
+Lower layers' exceptions (pydantic, httpx, subprocess, OSError) are translated into these
+at the seam where they occur; the CLI is the only place that catches them.
+"""
+
+
+class TunebenchError(Exception):
+    """Expected failure; `str(exc)` is a single line that says what to do."""
+
+    exit_code = 1
+
+
+class SpecError(TunebenchError):
+    exit_code = 2
+
+
+class DeploymentError(TunebenchError):
+    """A server configuration failed; `log_tail` holds the server's last log lines."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class LoadError(TunebenchError):
+    pass
+
+
+class StoreError(TunebenchError):
+    pass
+
+
+class Interrupted(TunebenchError):
+    """Raised by the SIGTERM handler so that teardown runs as for Ctrl-C."""
+
+    exit_code = 130

@@ -1,0 +1,38 @@
+"""The LoadDriver seam: drives load against a ready server, one result per load point.
+
+Contract: `run()` calls `on_result` for every finished point as soon as it is finished
+(so the caller can store it before the next ends), in plan order; it raises `LoadError`
+if the generator fails, after reporting the points that did finish; it never leaves a
+process behind, also on KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from tunebench.deploy.base import ServerHandle
+from tunebench.spec.plan import LoadPoint
+
+
+@dataclass(frozen=True)
+class ClientResult:
+    point: LoadPoint
+    point_id: str  # equals point.point_id except for sweep profiles (sweep-0, sweep-1, ...)
+    columns: dict[str, Any]  # client-side statistics, see load.guidellm.CLIENT_COLUMNS
+    start_time: float  # epoch seconds of the measured window
+    end_time: float
+    raw_report: Path | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+class LoadDriver(Protocol):
+    def run(
+        self,
+        handle: ServerHandle,
+        points: list[LoadPoint],
+        work_dir: Path,
+        on_result: Callable[[ClientResult], None],
+        on_start: Callable[[LoadPoint], None] | None = None,
+    ) -> None: ...

@@ -1,0 +1,206 @@
+"""The GuideLLM load driver: the only module (with its worker) that knows GuideLLM.
+
+All load points of one server configuration run in one worker process
+(`guidellm_worker.py`): GuideLLM's start-up costs ~8 s of CPU and 12-20 s of wall time per
+process on a small machine, so one process per configuration instead of one per point.
+Consecutive points of the same kind and limits form one GuideLLM profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tunebench.deploy.base import ServerHandle
+from tunebench.errors import LoadError
+from tunebench.load.base import ClientResult
+from tunebench.load.guidellm_report import client_columns, measured_window, strategy_of
+from tunebench.processes import ManagedProcess
+from tunebench.spec.models import FileData, SyntheticData
+from tunebench.spec.plan import LoadPoint
+
+DEFAULT_SWEEP_POINTS = 10
+_PROFILE_TARGET_FIELD = {"concurrent": "streams", "throughput": "max_concurrency",
+                         "poisson": "rate", "constant": "rate"}
+
+
+def data_args(data: SyntheticData | FileData, spec_dir: Path) -> dict[str, Any]:
+    if isinstance(data, SyntheticData):
+        out: dict[str, Any] = {
+            "kind": "synthetic_text",
+            "prompt_tokens": data.prompt_tokens,
+            "output_tokens": data.output_tokens,
+        }
+        if data.prompt_tokens_stdev:
+            out["prompt_tokens_stdev"] = data.prompt_tokens_stdev
+        if data.output_tokens_stdev:
+            out["output_tokens_stdev"] = data.output_tokens_stdev
+        return out
+    path = (spec_dir / data.path).resolve()
+    suffix = path.suffix.lower().lstrip(".")
+    kind = {"jsonl": "json", "txt": "text"}.get(suffix, suffix)
+    return {"kind": f"{kind}_file", "path": str(path)}
+
+
+def expected_benchmarks(point: LoadPoint) -> int:
+    return (point.sweep_points or DEFAULT_SWEEP_POINTS) if point.kind == "sweep" else 1
+
+
+def build_groups(points: list[LoadPoint]) -> list[dict[str, Any]]:
+    """Consecutive points sharing kind and limits -> one GuideLLM profile with overrides."""
+    groups: list[dict[str, Any]] = []
+    key_of = lambda p: (p.kind, p.warmup, p.max_seconds is None, p.max_requests is None)  # noqa: E731
+    for point in points:
+        if groups and groups[-1]["_key"] == key_of(point) and point.kind not in ("synchronous", "sweep"):
+            groups[-1]["_points"].append(point)
+        else:
+            groups.append({"_key": key_of(point), "_points": [point]})
+    return [_group_args(group["_points"]) for group in groups]
+
+
+def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
+    first = points[0]
+    profile: dict[str, Any] = {"kind": first.kind}
+    if first.warmup is not None:
+        profile["warmup"] = first.warmup
+    if first.kind == "sweep" and first.sweep_points:
+        profile["sweep_size"] = first.sweep_points
+    field = _PROFILE_TARGET_FIELD.get(first.kind)
+    if field:
+        values = [int(p.target) if field != "rate" else float(p.target) for p in points]
+        profile[field] = values
+    constraints: list[dict[str, Any]] = []
+    if first.max_seconds is not None:
+        constraints.append({"kind": "max_duration", "seconds": [p.max_seconds for p in points]})
+    if first.max_requests is not None:
+        constraints.append({"kind": "max_requests", "count": [p.max_requests for p in points]})
+    return {"profile": profile, "constraints": constraints}
+
+
+def time_budget_s(points: list[LoadPoint], per_request_s: float = 2.0) -> float:
+    """An upper bound for the worker; past it the load is declared hung and stopped."""
+    total = 120.0
+    for point in points:
+        count = expected_benchmarks(point)
+        seconds = point.max_seconds or (point.max_requests or 100) * per_request_s
+        total += count * (seconds * 2 + 30)
+    return total
+
+
+class GuideLLMDriver:
+    def __init__(
+        self,
+        data: SyntheticData | FileData,
+        spec_dir: Path,
+        tokenizer: str,
+        python: str | None = None,
+        request_format: str = "/v1/completions",
+    ):
+        self.data = data
+        self.spec_dir = spec_dir
+        self.tokenizer = tokenizer
+        self.python = python or sys.executable
+        self.request_format = request_format
+
+    def run(
+        self,
+        handle: ServerHandle,
+        points: list[LoadPoint],
+        work_dir: Path,
+        on_result: Callable[[ClientResult], None],
+        on_start: Callable[[LoadPoint], None] | None = None,
+    ) -> None:
+        if not points:
+            return
+        work_dir.mkdir(parents=True, exist_ok=True)
+        out_dir = work_dir / "benchmarks"
+        job = {
+            "target": handle.base_url,
+            "model": handle.served_model,
+            "tokenizer": self.tokenizer,
+            "verify_tls": handle.verify_tls,
+            "request_format": self.request_format,
+            "data": data_args(self.data, self.spec_dir),
+            "groups": build_groups(points),
+            "out_dir": str(out_dir),
+        }
+        job_path = work_dir / "guidellm-job.json"
+        job_path.write_text(json.dumps(job, indent=2))
+        env = dict(os.environ)
+        env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "1")  # default spawns up to 10
+        env["PYTHONWARNINGS"] = "ignore::FutureWarning"
+        env.pop("TUNEBENCH_API_KEY", None)
+        if handle.api_key:
+            env["TUNEBENCH_API_KEY"] = handle.api_key
+        process = ManagedProcess(
+            [self.python, "-m", "tunebench.load.guidellm_worker", str(job_path)],
+            env=env,
+            log_path=work_dir / "guidellm.log",
+            capture_stdout=True,
+        )
+        try:
+            self._follow(process, points, time_budget_s(points), on_result, on_start)
+        finally:
+            process.stop(grace_s=5)
+
+    def _follow(self, process, points, budget_s, on_result, on_start) -> None:
+        events: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            for line in process.popen.stdout:
+                events.put(line)
+            events.put(None)
+
+        threading.Thread(target=pump, name="guidellm-events", daemon=True).start()
+        slots = [(point, j) for point in points for j in range(expected_benchmarks(point))]
+        deadline = time.monotonic() + budget_s
+        finished = False
+        while True:
+            try:
+                line = events.get(timeout=1.0)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise LoadError(f"GuideLLM did not finish within {budget_s:.0f} s; stopped it")
+                continue
+            if line is None:
+                break
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # stray output of a library; the log has it
+            if event.get("event") == "start" and event["index"] < len(slots) and on_start:
+                point, j = slots[event["index"]]
+                if j == 0:
+                    on_start(point)
+            elif event.get("event") == "done":
+                point, j = slots[event["index"]]
+                on_result(self._result(point, j, Path(event["path"])))
+            elif event.get("event") == "finished":
+                finished = True
+        code = process.wait(timeout=30)
+        if not finished or code != 0:
+            log = (process.log_path.read_text(errors="replace") if process.log_path else "")
+            last = [l for l in log.splitlines() if l.strip()][-1:] or ["(no output)"]
+            raise LoadError(f"GuideLLM exited with code {code}: {last[0][:300]}")
+
+    def _result(self, point: LoadPoint, index: int, path: Path) -> ClientResult:
+        try:
+            benchmark = json.loads(path.read_text())["benchmarks"][0]
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            raise LoadError(f"{path}: unreadable GuideLLM report: {exc}") from None
+        start, end = measured_window(benchmark)
+        kind, target = strategy_of(benchmark)
+        point_id = point.point_id
+        if point.kind == "sweep":
+            point_id = f"sweep-{index}"
+        warnings = [w.get("message", "") for w in benchmark.get("warnings") or []]
+        columns = client_columns(benchmark)
+        columns["target"] = target if point.kind == "sweep" else point.target
+        columns["strategy"] = kind
+        return ClientResult(point, point_id, columns, start, end, path, warnings)

@@ -1,0 +1,126 @@
+"""GuideLLM report JSON -> tunebench's client-side columns (pure functions, no GuideLLM import).
+
+Reads `benchmarks[i]` of GuideLLM 0.8 reports; metric names are those GuideLLM has used
+since 0.2 (`time_to_first_token_ms`, `inter_token_latency_ms`, `request_latency` in
+seconds, ...), so older reports parse too where the fields exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CLIENT_COLUMNS = (
+    "achieved_rps",
+    "achieved_concurrency",
+    "requests_ok",
+    "requests_failed",
+    "requests_incomplete",
+    "duration_s",
+    "ttft_mean_ms",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "itl_mean_ms",
+    "itl_p50_ms",
+    "itl_p95_ms",
+    "itl_p99_ms",
+    "tpot_mean_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "e2e_mean_s",
+    "e2e_p50_s",
+    "e2e_p95_s",
+    "e2e_p99_s",
+    "output_tok_s",
+    "total_tok_s",
+    "prompt_tokens_mean",
+    "output_tokens_mean",
+    "client_warnings",
+)
+
+_DISTRIBUTIONS = {
+    "ttft": ("time_to_first_token_ms", "ms", ("mean", "p50", "p90", "p95", "p99")),
+    "itl": ("inter_token_latency_ms", "ms", ("mean", "p50", "p95", "p99")),
+    "tpot": ("time_per_output_token_ms", "ms", ("mean", "p50", "p95")),
+    "e2e": ("request_latency", "s", ("mean", "p50", "p95", "p99")),
+}
+
+
+def _successful(metrics: dict[str, Any], name: str) -> dict[str, Any] | None:
+    value = metrics.get(name)
+    if isinstance(value, dict):
+        return value.get("successful") if "successful" in value else value
+    return None
+
+
+def _stat(dist: dict[str, Any] | None, which: str) -> float | None:
+    if not dist or not dist.get("count"):
+        return None
+    if which == "mean":
+        return dist.get("mean")
+    if which == "p50":
+        return dist.get("median", (dist.get("percentiles") or {}).get("p50"))
+    return (dist.get("percentiles") or {}).get(which)
+
+
+def strategy_of(benchmark: dict[str, Any]) -> tuple[str, float | None]:
+    """(kind, target) of a benchmark: streams for concurrent/throughput, rate for async."""
+    strategy = (benchmark.get("config") or {}).get("strategy") or {}
+    kind = strategy.get("type_") or strategy.get("type") or "unknown"
+    if kind == "concurrent":
+        return kind, strategy.get("streams")
+    if kind == "throughput":
+        return kind, strategy.get("max_concurrency")
+    if kind in ("constant", "poisson", "async"):
+        return kind, strategy.get("rate")
+    return kind, None
+
+
+def measured_window(benchmark: dict[str, Any]) -> tuple[float, float]:
+    scheduler = benchmark.get("scheduler_metrics") or {}
+    start = scheduler.get("measure_start_time") or benchmark.get("start_time") or 0.0
+    end = scheduler.get("measure_end_time") or benchmark.get("end_time") or start
+    return float(start), float(end)
+
+
+def client_columns(benchmark: dict[str, Any]) -> dict[str, Any]:
+    metrics = benchmark.get("metrics") or {}
+    totals = metrics.get("request_totals") or {}
+    start, end = measured_window(benchmark)
+    row: dict[str, Any] = {
+        "achieved_rps": _stat(_successful(metrics, "requests_per_second"), "mean"),
+        "achieved_concurrency": _stat(_successful(metrics, "request_concurrency"), "mean"),
+        "requests_ok": totals.get("successful"),
+        "requests_failed": totals.get("errored"),
+        "requests_incomplete": totals.get("incomplete"),
+        "duration_s": round(end - start, 3) if end > start else None,
+        "output_tok_s": _stat(_successful(metrics, "output_tokens_per_second"), "mean"),
+        "total_tok_s": _stat(_successful(metrics, "tokens_per_second"), "mean"),
+        "prompt_tokens_mean": _stat(_successful(metrics, "prompt_token_count"), "mean"),
+        "output_tokens_mean": _stat(_successful(metrics, "output_token_count"), "mean"),
+    }
+    for prefix, (name, unit, stats) in _DISTRIBUTIONS.items():
+        dist = _successful(metrics, name)
+        for which in stats:
+            row[f"{prefix}_{which}_{unit}"] = _stat(dist, which)
+    codes = [w.get("code", "?") for w in benchmark.get("warnings") or [] if isinstance(w, dict)]
+    row["client_warnings"] = ";".join(codes)
+    return row
+
+
+def request_samples(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-request latency samples of the successful requests (for statistics later)."""
+    out = []
+    for request in (benchmark.get("requests") or {}).get("successful") or []:
+        out.append(
+            {
+                "ttft_ms": request.get("time_to_first_token_ms"),
+                "itl_ms": request.get("inter_token_latency_ms"),
+                "tpot_ms": request.get("time_per_output_token_ms"),
+                "e2e_s": request.get("request_latency"),
+                "prompt_tokens": request.get("prompt_tokens"),
+                "output_tokens": request.get("output_tokens"),
+            }
+        )
+    return out

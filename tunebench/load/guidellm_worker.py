@@ -1,0 +1,137 @@
+"""Child process that runs every load point of one server configuration with GuideLLM.
+
+Started by `guidellm.py` as `python -m tunebench.load.guidellm_worker JOB.json` in its own
+process group. It pays GuideLLM's start-up (imports, tokenizer) once for all points, runs
+the job's groups in order (one GuideLLM profile per group, possibly several rates), and
+writes each finished benchmark at once as a one-benchmark GuideLLM report
+`<out_dir>/<index>.json` (atomically), so the parent can store that point before the next
+one ends. Progress goes to stdout as JSON lines: {"event": "start"|"done", ...}.
+
+The API key, if any, comes from the TUNEBENCH_API_KEY environment variable, never from
+the job file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, "time": time.time(), **fields}), flush=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> int:
+    from guidellm.benchmark.benchmarker import Benchmarker
+    from guidellm.benchmark.entrypoints import (
+        resolve_backend,
+        resolve_constraints,
+        resolve_profile,
+        resolve_to_single_benchmark,
+        resolve_tokenizer,
+    )
+    from guidellm.benchmark.progress import CompositeBenchmarkerProgress
+    from guidellm.benchmark.schemas import (
+        GenerativeBenchmark,
+        GenerativeBenchmarkAccumulator,
+        GenerativeBenchmarksReport,
+    )
+    from guidellm.data import create_data_loader
+    from guidellm.scheduler import NonDistributedEnvironment
+    from guidellm.schemas.benchmark import BenchmarkScenario
+
+    backend: dict[str, Any] = {
+        "kind": "openai_http",
+        "target": job["target"],
+        "model": job["model"],
+        "request_format": job.get("request_format", "/v1/completions"),
+        "verify": job.get("verify_tls", True),
+    }
+    if os.environ.get("TUNEBENCH_API_KEY"):
+        backend["api_key"] = os.environ["TUNEBENCH_API_KEY"]
+    scenario = BenchmarkScenario.model_validate(
+        {
+            "spec": {
+                "backend": backend,
+                "profile": group["profile"],
+                "constraints": group["constraints"],
+                "data": [job["data"]],
+                "tokenizer": {"kind": "huggingface_auto", "model": job["tokenizer"]},
+                "outputs": [],
+            }
+        }
+    )
+    args = resolve_to_single_benchmark(scenario.get_benchmarks())
+    backend_obj, model = await resolve_backend(backend_args=args.backend)
+    await resolve_tokenizer(args=args, model=model)
+    loader = await create_data_loader(
+        loader_config=args.data_loader,
+        data_config=args.data,
+        tokenizer_config=args.tokenizer,
+        column_mapper_config=args.data_column_mapper,
+        preprocessors_config=args.data_preprocessors,
+        finalizer_config=args.data_finalizer,
+        random_seed=args.seed.value,
+    )
+    profile = await resolve_profile(
+        profile=args.profile,
+        constraints=resolve_constraints(args),
+        random_seed=args.seed.value,
+    )
+    metrics = args.metrics
+    async for benchmark in Benchmarker().run(
+        accumulator_class=GenerativeBenchmarkAccumulator,
+        benchmark_class=GenerativeBenchmark,
+        requests=loader,
+        backend=backend_obj,
+        profile=profile,
+        environment=NonDistributedEnvironment(),
+        progress=CompositeBenchmarkerProgress([]),
+        sample_size=metrics.sample_size,
+        warmup=args.profile.warmup,
+        cooldown=args.profile.cooldown,
+        prefer_response_metrics=metrics.prefer_response_metrics,
+        slo=metrics.slo,
+        confidence=metrics.confidence,
+        warnings=metrics.warnings,
+    ):
+        if not benchmark:
+            continue
+        report = GenerativeBenchmarksReport(config=scenario, benchmarks=[benchmark])
+        path = Path(job["out_dir"]) / f"{index:03d}.json"
+        _write_atomic(path, report.model_dump_json())
+        _emit("done", index=index, path=str(path))
+        index += 1
+        _emit("start", index=index)
+    return index
+
+
+async def _main(job_path: Path) -> None:
+    job = json.loads(job_path.read_text())
+    Path(job["out_dir"]).mkdir(parents=True, exist_ok=True)
+    index = job.get("first_index", 0)
+    _emit("start", index=index)
+    for group in job["groups"]:
+        index = await _run_group(group, job, index)
+    _emit("finished", index=index)
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tunebench.load.guidellm_worker JOB.json")
+    asyncio.run(_main(Path(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

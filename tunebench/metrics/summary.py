@@ -1,0 +1,69 @@
+"""Per-point server statistics from a scraped time series.
+
+A point's window is GuideLLM's measured interval [start, end]. Gauges are averaged and
+maximised over the snapshots inside it; counters and histogram sums use the last snapshot
+at or before `start` as the baseline and the first one at or after `end` as the final
+value, so every request of the point is counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunebench.metrics.parse import Snapshot
+
+SERVER_COLUMNS = (
+    "kv_usage_mean",
+    "kv_usage_max",
+    "running_mean",
+    "running_max",
+    "waiting_mean",
+    "waiting_max",
+    "queue_time_mean_s",
+    "prefill_time_mean_s",
+    "decode_time_mean_s",
+    "preemptions",
+    "prefix_hit_rate",
+    "spec_acceptance_rate",
+    "spec_mean_acceptance_length",
+    "server_samples",
+)
+
+
+def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dict[str, Any]:
+    """Server statistics for [start, end]; every value is None when there is no data."""
+    out: dict[str, Any] = {column: None for column in SERVER_COLUMNS}
+    inside = [s for s in snapshots if start <= s.time <= end]
+    before = [s for s in snapshots if s.time <= start]
+    after = [s for s in snapshots if s.time >= end]
+    out["server_samples"] = len(inside)
+    for key, prefix in (("kv_usage", "kv_usage"), ("running", "running"), ("waiting", "waiting")):
+        values = [s.values[key] for s in inside if key in s.values]
+        if values:
+            out[f"{prefix}_mean"] = sum(values) / len(values)
+            out[f"{prefix}_max"] = max(values)
+    if not (before and after):
+        return out
+    first, last = before[-1], after[0]
+
+    def delta(key: str) -> float | None:
+        if key in first.values and key in last.values:
+            return max(0.0, last.values[key] - first.values[key])
+        return None
+
+    def ratio(numerator: str, denominator: str) -> float | None:
+        top, bottom = delta(numerator), delta(denominator)
+        return top / bottom if top is not None and bottom else None
+
+    out["queue_time_mean_s"] = ratio("queue_time_sum", "queue_time_count")
+    out["prefill_time_mean_s"] = ratio("prefill_time_sum", "prefill_time_count")
+    out["decode_time_mean_s"] = ratio("decode_time_sum", "decode_time_count")
+    out["preemptions"] = delta("preemptions")
+    out["prefix_hit_rate"] = ratio("prefix_hits", "prefix_queries")
+    if out["prefix_hit_rate"] is None:
+        rates = [s.values["prefix_hit_rate_gauge"] for s in inside if "prefix_hit_rate_gauge" in s.values]
+        out["prefix_hit_rate"] = sum(rates) / len(rates) if rates else None
+    out["spec_acceptance_rate"] = ratio("spec_accepted_tokens", "spec_draft_tokens")
+    per_draft = ratio("spec_accepted_tokens", "spec_drafts")
+    out["spec_mean_acceptance_length"] = 1 + per_draft if per_draft is not None else None
+    return out

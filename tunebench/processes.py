@@ -1,0 +1,128 @@
+"""Child processes in their own process groups, always reaped.
+
+Every server or load generator tunebench starts gets a new session (so a new process
+group whose id is its pid). Stopping it signals the whole group: vLLM's API server, engine
+core and workers go together, and nothing else on the machine is touched. Groups still
+alive at interpreter exit are stopped by an atexit hook as a last resort.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Sequence
+
+_live: dict[int, "ManagedProcess"] = {}
+_live_lock = threading.Lock()
+
+
+class ManagedProcess:
+    """A child started with `start_new_session=True`; `stop()` ends its whole group.
+
+    Output goes to `log_path`; with `capture_stdout`, stdout is a text pipe
+    (`self.popen.stdout`) and only stderr goes to the log.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        log_path: Path | None = None,
+        capture_stdout: bool = False,
+    ):
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log: IO[bytes] | None = open(log_path, "ab") if log_path else None
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if capture_stdout else (self._log or subprocess.DEVNULL),
+                stderr=(self._log or subprocess.DEVNULL) if capture_stdout else subprocess.STDOUT,
+                text=capture_stdout or None,
+                start_new_session=True,
+            )
+        except OSError:
+            if self._log:
+                self._log.close()
+            raise
+        self.pgid = self.popen.pid
+        with _live_lock:
+            _live[self.pgid] = self
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.popen.wait(timeout)
+
+    def group_alive(self) -> bool:
+        """True while any process of the group exists (children can outlive the leader)."""
+        try:
+            os.killpg(self.pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        # A zombie leader still counts for killpg; reap it and ask again.
+        if self.popen.poll() is not None:
+            try:
+                os.killpg(self.pgid, 0)
+            except ProcessLookupError:
+                return False
+        return True
+
+    def stop(self, grace_s: float = 15.0) -> int | None:
+        """SIGTERM the group, wait up to `grace_s`, then SIGKILL what is left. Idempotent."""
+        try:
+            self._signal_group(signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and self.group_alive():
+                time.sleep(0.1)
+            if self.group_alive():
+                self._signal_group(signal.SIGKILL)
+                deadline = time.monotonic() + 5
+                while time.monotonic() < deadline and self.group_alive():
+                    time.sleep(0.05)
+            try:
+                return self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                return None
+        finally:
+            if self._log:
+                self._log.close()
+                self._log = None
+            with _live_lock:
+                _live.pop(self.pgid, None)
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pgid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def live_groups() -> list[int]:
+    with _live_lock:
+        return list(_live)
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    with _live_lock:
+        remaining = list(_live.values())
+    for process in remaining:
+        process.stop(grace_s=5)

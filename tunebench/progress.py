@@ -1,0 +1,97 @@
+"""Progress of long work: a Reporter seam with a rich console implementation and a silent one."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.status import Status
+from rich.text import Text
+
+from tunebench.spec.plan import LoadPoint, ServerConfig
+
+
+class Reporter(Protocol):
+    def config_starting(self, config: ServerConfig, index: int, total: int) -> None: ...
+    def server_status(self, message: str) -> None: ...
+    def server_ready(self, config: ServerConfig, seconds: float | None) -> None: ...
+    def point_starting(self, config: ServerConfig, point: LoadPoint) -> None: ...
+    def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None: ...
+    def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None: ...
+    def note(self, message: str) -> None: ...
+
+
+class SilentReporter:
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    return "-" if value in (None, "") else f"{float(value):.{digits}f}"
+
+
+class ConsoleReporter:
+    """One line per event, a live spinner while a server starts or a point runs."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True, highlight=False)
+        self._status: Status | None = None
+        self._point_started = 0.0
+
+    def _spin(self, message: str) -> None:
+        if self._status is None:
+            self._status = self.console.status(message)
+            self._status.start()
+        else:
+            self._status.update(message)
+
+    def _stop_spin(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def config_starting(self, config, index, total):
+        self._stop_spin()
+        self.console.print(f"[bold]\\[{index}/{total}] {config.config_id}: {config.label}[/]")
+        self._spin("starting server …")
+
+    def server_status(self, message):
+        self._spin(message)
+
+    def server_ready(self, config, seconds):
+        self._stop_spin()
+        took = f" in {seconds:.0f} s" if seconds is not None else ""
+        self.console.print(f"  server ready{took}")
+
+    def point_starting(self, config, point):
+        self._point_started = time.monotonic()
+        target = "" if point.target is None else f" target {point.target:g}"
+        limit = f"{point.max_seconds:g} s" if point.max_seconds else f"{point.max_requests} requests"
+        self._spin(f"  load {point.point_id}{target} ({limit}) …")
+
+    def point_done(self, config, row):
+        self._stop_spin()
+        flag = "" if str(row.get("valid")) in ("True", "true", "1") else " [yellow](invalid)[/]"
+        self.console.print(
+            f"  {row['point_id']:<16} achieved {_fmt(row.get('achieved_rps'), 2)} req/s, "
+            f"conc {_fmt(row.get('achieved_concurrency'))}, "
+            f"TTFT p50 {_fmt(row.get('ttft_p50_ms'))} ms, "
+            f"{_fmt(row.get('output_tok_s'), 0)} tok/s, "
+            f"{row.get('requests_ok')} ok / {row.get('requests_failed')} failed{flag}"
+        )
+
+    def config_failed(self, config, message, log_tail=""):
+        self._stop_spin()
+        self.console.print(Text("  failed: ", style="red") + Text(message))
+        if log_tail:
+            self.console.print("  [dim]server log tail:[/]")
+            for line in log_tail.splitlines()[-8:]:
+                self.console.print(Text(f"    {line[:200]}", style="dim"))
+
+    def note(self, message):
+        self._stop_spin()
+        self.console.print(message)
+
+    def close(self):
+        self._stop_spin()

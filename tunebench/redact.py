@@ -1,0 +1,55 @@
+"""Keep secrets out of everything tunebench writes or prints.
+
+Two nets: keys whose names look secret (token, key, secret, password, authorization) have
+their values replaced in any mapping, and the values of secret-looking environment
+variables are replaced wherever they occur in text (server logs, error messages).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable
+
+MASK = "***"
+# A name is secret when it ends in one of these words (HF_TOKEN, api-key, AWS_SECRET_ACCESS_KEY,
+# Authorization), not when it merely contains them (prompt_tokens, max-num-batched-tokens).
+_SECRET_NAME = re.compile(
+    r"(^|[_.-])(token|secret|password|passwd|api[_-]?key|access[_-]?key|secret[_-]?key"
+    r"|authorization|credentials?|bearer)$",
+    re.I,
+)
+_BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+_MIN_SECRET_LEN = 6
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name.strip()))
+
+
+def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
+    environ = os.environ if environ is None else environ
+    return [v for k, v in environ.items() if is_secret_name(k) and len(v) >= _MIN_SECRET_LEN]
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    for secret in sorted(set(secrets) | set(environment_secrets()), key=len, reverse=True):
+        if len(secret) >= _MIN_SECRET_LEN:
+            text = text.replace(secret, MASK)
+    return _BEARER.sub(r"\1" + MASK, text)
+
+
+def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of `value` with secret-named keys masked and known secret strings replaced."""
+    secrets = list(secrets)
+    if isinstance(value, dict):
+        return {
+            k: (MASK if is_secret_name(str(k)) and v not in (None, "", False) and not str(k).endswith("_env")
+                else redact(v, secrets))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    return value

@@ -1,0 +1,205 @@
+"""Reading a sweep file: bytes -> YAML -> SweepSpec, with one-line errors.
+
+Every failure becomes a `SpecError` whose message names the file, the key path and what
+is allowed, e.g.
+    sweeps/x.yaml: load.profiles[0].kind: 'burst' is not allowed; use one of synchronous, ...
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tunebench.errors import SpecError
+from tunebench.spec.models import SweepSpec
+
+MAX_SPEC_BYTES = 1_000_000
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice (PyYAML would keep the last silently)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears twice; keep one", mark
+            )
+        seen[key] = True
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
+)
+
+
+def read_yaml_mapping(path: Path, what: str = "sweep file") -> dict[str, Any]:
+    """The top-level mapping of a YAML file, or a SpecError that says what is wrong."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such {what}; check the path") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory; give the path of a {what}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(
+            f"{path}: {len(raw):,} bytes is too large for a {what} (limit {MAX_SPEC_BYTES:,})"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        raise SpecError(f"{path}{where}: YAML syntax error: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: YAML error: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: YAML nested too deeply") from None
+    if data is None:
+        raise SpecError(f"{path}: the file is empty; see sweeps/cpu-demo.yaml for an example")
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{path}: the top level must be a mapping of keys (name, model, ...), "
+            f"not a {type(data).__name__}"
+        )
+    return data
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep file."""
+    path = Path(path)
+    data = read_yaml_mapping(path)
+    return validate_spec(data, path)
+
+
+def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{path}: {describe_validation_error(exc, SweepSpec)}") from None
+
+
+def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
+    """One line for the first error of a pydantic ValidationError (+ how many more)."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = tuple(first["loc"])
+    key, model = _key_path(loc, root)
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        allowed = ", ".join(model.model_fields) if model else "see the documentation"
+        message = f"unknown key; allowed here: {allowed}"
+    elif kind == "missing":
+        message = "required key is missing"
+    elif kind in ("literal_error", "union_tag_invalid"):
+        expected = first.get("ctx", {}).get("expected") or first.get("ctx", {}).get(
+            "expected_tags", ""
+        )
+        message = f"{first.get('input')!r} is not allowed; use one of {expected}"
+    elif kind == "union_tag_not_found":
+        tags = first.get("ctx", {}).get("expected_tags", "")
+        message = f"needs a kind: one of {tags}"
+    else:
+        message = first["msg"].removeprefix("Value error, ")
+        if "input" in first and kind not in ("model_type", "dict_type") and _short(first["input"]):
+            message += f" (got {first['input']!r})"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{key or '(top level)'}: {message}{more}"
+
+
+def _short(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool)) and len(repr(value)) <= 60
+
+
+def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] | None]:
+    """Readable key path ('load.profiles[0].kind') and the model that owns the last key.
+
+    Discriminated unions insert their tag (e.g. 'local') into pydantic's location; those
+    parts pick the union member and are left out of the path the user sees.
+    """
+    parts: list[str] = []
+    model: type[BaseModel] | None = root
+    owner: type[BaseModel] | None = root
+    annotation: Any = None
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+            annotation = _element_type(annotation)
+            model = _as_model(annotation)
+            continue
+        member = _union_member(annotation, item)
+        if member is not None:
+            model, annotation = member, None
+            continue
+        if model is not None and item in model.model_fields:
+            owner = model
+            annotation = model.model_fields[item].annotation
+            model = _as_model(annotation)
+        else:
+            owner = model
+            annotation, model = _dict_value_type(annotation), None
+        parts.append(("." if parts else "") + str(item))
+    return "".join(parts), owner
+
+
+def _strip(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _members(annotation: Any) -> tuple:
+    annotation = _strip(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return tuple(_strip(a) for a in typing.get_args(annotation))
+    return (annotation,)
+
+
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    for member in _members(annotation):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return member
+    return None
+
+
+def _union_member(annotation: Any, tag: Any) -> type[BaseModel] | None:
+    for member in _members(annotation):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            kind = member.model_fields.get("kind")
+            if kind is not None and tag in typing.get_args(kind.annotation):
+                return member
+    return None
+
+
+def _element_type(annotation: Any) -> Any:
+    for member in _members(annotation):
+        if typing.get_origin(member) is list:
+            return typing.get_args(member)[0]
+    return None
+
+
+def _dict_value_type(annotation: Any) -> Any:
+    for member in _members(annotation):
+        if typing.get_origin(member) is dict:
+            return typing.get_args(member)[1]
+    return None

@@ -1,0 +1,226 @@
+"""Pydantic models of a sweep file (`sweeps/*.yaml`).
+
+Every model forbids unknown keys, so a typo is an error that names the key instead of a
+setting that silently does nothing. In-memory plans are built from these by `plan.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Engine-arg values as they may appear in YAML. A mapping becomes a JSON argument
+# (e.g. speculative-config), a list becomes several values after one flag.
+ArgValue = Union[bool, int, float, str, dict[str, Any], list[Any], None]
+
+#: Engine args that tunebench documents and checks; any other vLLM flag passes through.
+FIRST_CLASS_ARGS = (
+    "max-num-seqs",
+    "max-model-len",
+    "max-num-batched-tokens",
+    "gpu-memory-utilization",
+    "dtype",
+    "quantization",
+    "kv-cache-dtype",
+    "speculative-config",
+    "enable-prefix-caching",
+    "enforce-eager",
+    "tensor-parallel-size",
+)
+
+#: Keys that a matrix or variant may set besides engine args.
+NON_ARG_KEYS = ("model", "tokenizer")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LocalDeployment(Strict):
+    """Start `vllm serve` (as `python -m vllm.entrypoints.openai.api_server`) on this host."""
+
+    kind: Literal["local"]
+    host: Literal["127.0.0.1", "localhost", "::1"] = "127.0.0.1"
+    port: int | None = Field(None, ge=1024, le=65535, description="None: a free port")
+    start_timeout_s: float = Field(600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    python: str | None = Field(None, description="interpreter that has vLLM; default: this one")
+    launcher: Literal["module", "vllm-serve"] = "module"
+    cpu: Literal["auto", "on", "off"] = Field(
+        "auto", description="set the vLLM CPU environment (auto: when no GPU is visible)"
+    )
+    kv_cache_space_gib: float = Field(1.0, gt=0, description="VLLM_CPU_KVCACHE_SPACE on CPU")
+
+
+class EndpointDeployment(Strict):
+    """An already running OpenAI-compatible vLLM server; tunebench never starts or stops it."""
+
+    kind: Literal["endpoint"]
+    url: str
+    metrics_url: str | None = None
+    api_key_env: str | None = Field(None, description="name of the env var holding the key")
+    verify_tls: bool = True
+    ready_timeout_s: float = Field(30.0, gt=0)
+
+    @field_validator("url", "metrics_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+
+Deployment = Annotated[Union[LocalDeployment, EndpointDeployment], Field(discriminator="kind")]
+
+
+class Variant(Strict):
+    """A named server configuration; `model` may name a separately quantized checkpoint."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+    model: str | None = None
+    tokenizer: str | None = None
+    args: dict[str, ArgValue] = Field(default_factory=dict)
+
+
+class Server(Strict):
+    args: dict[str, ArgValue] = Field(default_factory=dict)
+    variants: list[Variant] = Field(default_factory=list)
+    matrix: dict[str, list[ArgValue]] = Field(default_factory=dict)
+
+    @field_validator("args", "matrix")
+    @classmethod
+    def _flag_names(cls, value: dict) -> dict:
+        for key in value:
+            if key.startswith("-"):
+                raise ValueError(f"write engine args without dashes: {key.lstrip('-')!r}")
+            if "_" in key:
+                raise ValueError(f"write engine args with dashes: {key.replace('_', '-')!r}")
+        return value
+
+    @field_validator("matrix")
+    @classmethod
+    def _non_empty_lists(cls, value: dict) -> dict:
+        for key, values in value.items():
+            if not values:
+                raise ValueError(f"{key}: an empty list gives no configuration; list ≥ 1 value")
+            if len({repr(v) for v in values}) != len(values):
+                raise ValueError(f"{key}: values repeat; list each value once")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_variants(self) -> "Server":
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError("variants: names repeat; give each variant its own name")
+        return self
+
+
+class SyntheticData(Strict):
+    kind: Literal["synthetic"]
+    prompt_tokens: int = Field(gt=0)
+    output_tokens: int = Field(gt=0)
+    prompt_tokens_stdev: int = Field(0, ge=0)
+    output_tokens_stdev: int = Field(0, ge=0)
+    seed: int = 42
+
+
+FILE_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".arrow", ".txt")
+
+
+class FileData(Strict):
+    """A local dataset file GuideLLM can read (JSONL, CSV, JSON, Parquet)."""
+
+    kind: Literal["file"]
+    path: str = Field(description="relative to the sweep file; .jsonl .json .csv .parquet .txt")
+
+    @field_validator("path")
+    @classmethod
+    def _known_suffix(cls, value: str) -> str:
+        if not value.lower().endswith(FILE_DATA_SUFFIXES):
+            raise ValueError(f"use a file ending in one of {', '.join(FILE_DATA_SUFFIXES)}")
+        return value
+
+
+Data = Annotated[Union[SyntheticData, FileData], Field(discriminator="kind")]
+
+Number = Annotated[float, Field(gt=0)]
+Streams = Annotated[int, Field(gt=0)]
+
+
+class Profile(Strict):
+    """One load shape; a list of `streams` or `rate` gives one load point per value."""
+
+    kind: Literal["synchronous", "concurrent", "poisson", "constant", "throughput", "sweep"]
+    streams: Streams | list[Streams] | None = None
+    rate: Number | list[Number] | None = None
+    max_seconds: float | None = Field(None, gt=0)
+    max_requests: int | None = Field(None, gt=0)
+    warmup: float | None = Field(
+        None, ge=0, description="<1: fraction of the point excluded; ≥1: seconds"
+    )
+    sweep_points: int | None = Field(None, ge=3, description="kind: sweep; GuideLLM default 10")
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> "Profile":
+        streams, rate, kind = self.streams, self.rate, self.kind
+        if kind == "concurrent" and streams is None:
+            raise ValueError("kind concurrent needs streams: a number or a list, e.g. [1, 4, 8]")
+        if kind in ("poisson", "constant") and rate is None:
+            raise ValueError(f"kind {kind} needs rate (requests/s): a number or a list")
+        if kind == "throughput" and streams is None:
+            raise ValueError("kind throughput needs streams (its maximum concurrency)")
+        if kind in ("synchronous", "sweep") and (streams is not None or rate is not None):
+            raise ValueError(f"kind {kind} takes neither streams nor rate")
+        if kind in ("concurrent", "throughput") and rate is not None:
+            raise ValueError(f"kind {kind} takes streams, not rate")
+        if kind in ("poisson", "constant") and streams is not None:
+            raise ValueError(f"kind {kind} takes rate, not streams")
+        if self.sweep_points is not None and kind != "sweep":
+            raise ValueError("sweep_points only applies to kind sweep")
+        if self.max_seconds is None and self.max_requests is None:
+            raise ValueError("set max_seconds or max_requests so that the point ends")
+        if kind in ("poisson", "constant") and self.max_seconds is None:
+            # GuideLLM sends a request-limited rate profile faster than the rate asked for.
+            raise ValueError(f"kind {kind} needs max_seconds (request limits distort rates)")
+        return self
+
+    def targets(self) -> list[float | None]:
+        value = self.streams if self.streams is not None else self.rate
+        if value is None:
+            return [None]
+        return list(value) if isinstance(value, list) else [value]
+
+
+class Load(Strict):
+    data: Data
+    profiles: list[Profile] = Field(min_length=1)
+
+
+class Metrics(Strict):
+    enabled: bool = True
+    interval_s: float = Field(1.0, ge=0.1, le=60)
+
+
+class SweepSpec(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    description: str | None = None
+    model: str = Field(min_length=1)
+    tokenizer: str | None = None
+    served_model_name: str | None = None
+    deployment: Deployment
+    server: Server = Field(default_factory=Server)
+    load: Load
+    metrics: Metrics = Field(default_factory=Metrics)
+    output: str = "reports"
+
+    @model_validator(mode="after")
+    def _endpoint_is_fixed(self) -> "SweepSpec":
+        if isinstance(self.deployment, EndpointDeployment) and (
+            self.server.matrix or self.server.variants
+        ):
+            raise ValueError(
+                "server.matrix/variants: an endpoint deployment cannot change server args; "
+                "use deployment kind local (or helm)"
+            )
+        return self

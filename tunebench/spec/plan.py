@@ -1,0 +1,201 @@
+"""Expand a SweepSpec into the work to do: server configurations x load points.
+
+Configurations are variants x the product of the matrix lists (in file order), each
+merged over the base `server.args`. Load points are each profile's list of targets.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunebench.errors import SpecError
+from tunebench.spec.models import NON_ARG_KEYS, SweepSpec
+
+BUILTIN_PREFIX = "builtin:"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    config_id: str  # c1, c2, ... in plan order
+    label: str  # what distinguishes it, e.g. "max-num-seqs=2"
+    model: str
+    tokenizer: str | None
+    args: dict[str, Any]  # merged engine args, file order
+    varied: dict[str, Any] = field(default_factory=dict)  # matrix/variant values only
+
+    def command_args(self) -> list[str]:
+        return engine_arg_list(self.args)
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    point_id: str  # e.g. concurrent-4, poisson-2.5, synchronous
+    kind: str
+    target: float | None  # streams or rate; None for synchronous/sweep
+    max_seconds: float | None
+    max_requests: int | None
+    warmup: float | None
+    sweep_points: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    configs: list[ServerConfig]
+    points: list[LoadPoint]
+
+
+def engine_arg_list(args: dict[str, Any]) -> list[str]:
+    """Engine args as vLLM command-line flags.
+
+    True -> `--flag`; False -> `--no-flag` (vLLM's boolean options accept it); None -> left
+    out (vLLM's default); a mapping -> JSON; a list -> several values after one flag.
+    """
+    out: list[str] = []
+    for name, value in args.items():
+        flag = f"--{name}"
+        if value is None:
+            continue
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            out.append(f"--no-{name}")
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
+        elif isinstance(value, list):
+            out += [flag, *(str(v) for v in value)]
+        else:
+            out += [flag, _scalar(value)]
+    return out
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def format_value(value: Any) -> str:
+    """Short, stable text of an arg value for labels and CSV columns."""
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return _scalar(value)
+
+
+def resolve_model(model: str, spec_dir: Path, key: str, spec_path: Path) -> str:
+    """A builtin name, an existing local path (relative to the spec file), or a hub id."""
+    if model.startswith(BUILTIN_PREFIX):
+        from tunebench import demo
+
+        name = model.removeprefix(BUILTIN_PREFIX)
+        if name not in demo.BUILTIN_MODELS:
+            raise SpecError(
+                f"{spec_path}: {key}: unknown builtin model {name!r}; "
+                f"use one of {', '.join(BUILTIN_PREFIX + n for n in demo.BUILTIN_MODELS)}"
+            )
+        return model  # built on demand by the runner, cached
+    if model.startswith(("/", "./", "../", "~")):
+        path = (spec_dir / Path(model).expanduser()).resolve()
+        if not path.exists():
+            raise SpecError(f"{spec_path}: {key}: local model path {path} does not exist")
+        return str(path)
+    return model
+
+
+def build_plan(spec: SweepSpec, spec_path: Path) -> Plan:
+    spec_dir = spec_path.parent
+    configs = _expand_configs(spec, spec_dir, spec_path)
+    points = _expand_points(spec)
+    _check_context_fits(spec, configs, spec_path)
+    return Plan(configs=configs, points=points)
+
+
+def _expand_configs(spec: SweepSpec, spec_dir: Path, spec_path: Path) -> list[ServerConfig]:
+    variants = spec.server.variants or [None]
+    matrix_keys = list(spec.server.matrix)
+    combos = list(itertools.product(*(spec.server.matrix[k] for k in matrix_keys)))
+    configs: list[ServerConfig] = []
+    for variant in variants:
+        for combo in combos:
+            varied: dict[str, Any] = {}
+            args = dict(spec.server.args)
+            model, tokenizer = spec.model, spec.tokenizer
+            label_parts: list[str] = []
+            if variant is not None:
+                label_parts.append(variant.name)
+                varied["variant"] = variant.name
+                args.update(variant.args)
+                model = variant.model or model
+                tokenizer = variant.tokenizer or tokenizer
+            for key, value in zip(matrix_keys, combo):
+                varied[key] = value
+                label_parts.append(f"{key}={format_value(value)}")
+                if key == "model":
+                    model = str(value)
+                elif key == "tokenizer":
+                    tokenizer = str(value)
+                else:
+                    args[key] = value
+            index = len(configs) + 1
+            where = f"server.matrix.model" if "model" in varied else "model"
+            configs.append(
+                ServerConfig(
+                    config_id=f"c{index}",
+                    label=", ".join(label_parts) or "base",
+                    model=resolve_model(model, spec_dir, where, spec_path),
+                    tokenizer=(
+                        resolve_model(tokenizer, spec_dir, "tokenizer", spec_path)
+                        if tokenizer
+                        else None
+                    ),
+                    args={k: v for k, v in args.items() if k not in NON_ARG_KEYS},
+                    varied=varied,
+                )
+            )
+    return configs
+
+
+def _expand_points(spec: SweepSpec) -> list[LoadPoint]:
+    points: list[LoadPoint] = []
+    seen: set[str] = set()
+    for number, profile in enumerate(spec.load.profiles):
+        for target in profile.targets():
+            point_id = profile.kind if target is None else f"{profile.kind}-{_scalar(target)}"
+            if point_id in seen:
+                raise SpecError(
+                    f"load.profiles[{number}]: point {point_id} is listed twice; list it once"
+                )
+            seen.add(point_id)
+            points.append(
+                LoadPoint(
+                    point_id=point_id,
+                    kind=profile.kind,
+                    target=target,
+                    max_seconds=profile.max_seconds,
+                    max_requests=profile.max_requests,
+                    warmup=profile.warmup,
+                    sweep_points=profile.sweep_points,
+                )
+            )
+    return points
+
+
+def _check_context_fits(spec: SweepSpec, configs: list[ServerConfig], spec_path: Path) -> None:
+    data = spec.load.data
+    if data.kind != "synthetic":
+        return
+    needed = data.prompt_tokens + 2 * data.prompt_tokens_stdev + data.output_tokens
+    for config in configs:
+        limit = config.args.get("max-model-len")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit < needed:
+            raise SpecError(
+                f"{spec_path}: max-model-len {limit} ({config.label}) is smaller than "
+                f"load.data prompt+output tokens ({needed}); raise max-model-len or shorten data"
+            )

