@@ -24,8 +24,8 @@ _live_lock = threading.Lock()
 class ManagedProcess:
     """A child started with `start_new_session=True`; `stop()` ends its whole group.
 
-    Output goes to `log_path`; with `capture_stdout`, stdout is a text pipe
-    (`self.popen.stdout`) and only stderr goes to the log.
+    Output goes to `log_path`; with `capture_stdout`, stdin and stdout are text pipes
+    (`self.popen.stdin`, `self.popen.stdout`) and only stderr goes to the log.
     """
 
     def __init__(
@@ -45,7 +45,7 @@ class ManagedProcess:
                 self.argv,
                 env=env,
                 cwd=cwd,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if capture_stdout else (self._log or subprocess.DEVNULL),
                 stderr=(self._log or subprocess.DEVNULL) if capture_stdout else subprocess.STDOUT,
                 text=capture_stdout or None,

@@ -62,8 +62,11 @@ class ConfigRunner:
             status="starting",
         )
         scraper: MetricsScraper | None = None
+        driver = self.make_driver(config)
         done = 0
         try:
+            # The load generator imports while the server starts: both take seconds.
+            driver.prepare(points, store.path / "guidellm" / config.config_id)
             try:
                 handle = self.deployment.start(config)
             except DeploymentError as exc:
@@ -80,6 +83,8 @@ class ConfigRunner:
             store.update_config(
                 config.config_id, status="running", start_s=handle.started_s,
                 effective=effective, invalid_reasons=reasons,
+                server_pgid=getattr(self.deployment, "pgid", None),
+                load_pgid=getattr(driver, "pgid", None),
             )
             if reasons:
                 self.reporter.note(f"  [yellow]not in effect:[/] {'; '.join(reasons)}")
@@ -97,12 +102,8 @@ class ConfigRunner:
                     self._write_timeseries(config, scraper)
                 self.reporter.point_done(config, row)
 
-            driver = self.make_driver(config)
             try:
-                driver.run(
-                    handle, points, store.path / "guidellm" / config.config_id, on_result,
-                    lambda point: self.reporter.point_starting(config, point),
-                )
+                driver.run(handle, on_result, lambda p: self.reporter.point_starting(config, p))
             except LoadError as exc:
                 store.update_config(config.config_id, status="failed", error=str(exc),
                                     points_done=done)
@@ -111,6 +112,7 @@ class ConfigRunner:
             store.update_config(config.config_id, status="complete", points_done=done)
             return ConfigOutcome(config.config_id, "complete", done)
         finally:
+            driver.close()
             if scraper is not None:
                 scraper.stop()
                 self._write_timeseries(config, scraper)

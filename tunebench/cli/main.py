@@ -18,6 +18,11 @@ from rich.text import Text
 
 from tunebench.errors import TunebenchError
 
+try:  # typer >= 0.25 vendors click as typer._click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click.exceptions import ClickException
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -61,24 +66,23 @@ def run() -> None:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     _register_commands()
     try:
-        app(standalone_mode=False)
+        # standalone_mode=False returns a command's typer.Exit code instead of exiting.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except TunebenchError as exc:
         err_console.print(Text("error: ", style="bold red") + Text(str(exc)))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted", style="yellow")
         sys.exit(130)
-    except (typer.Exit, SystemExit) as exc:
-        code = getattr(exc, "exit_code", None)
-        sys.exit(code if code is not None else getattr(exc, "code", 0))
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except ClickException as exc:  # usage errors: unknown command or option, exit 2
+        exc.show()
+        sys.exit(exc.exit_code)
+    except Exception as exc:
         path = _crash_log(exc)
         err_console.print(
             Text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}", style="red")

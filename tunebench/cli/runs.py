@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
         """
         if format not in FORMATS:
             raise TunebenchError(f"--format {format!r}: use one of {', '.join(FORMATS)}")
-        from tunebench.report.console import summary_table
+        from tunebench.report.console import summary_table, wide_console
 
         store = RunStore.open(resolve_run(run, root))
         if format == "json":
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write((store.path / "points.csv").read_text() if store.rows else "")
         else:
             m = store.manifest
-            Console(highlight=False).print(summary_table(store.rows, title=f"{store.run_id} ({m.get('status')})"))
+            wide_console().print(summary_table(store.rows, title=f"{store.run_id} ({m.get('status')})"))
             for entry in m.get("configs", []):
                 if entry.get("error"):
                     Console(highlight=False).print(f"{entry['config_id']} failed: {entry['error']}", markup=False)

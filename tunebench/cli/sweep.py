@@ -27,10 +27,10 @@ def register(app: typer.Typer) -> None:
           tunebench sweep sweeps/latency.yaml --dry-run
         """
         from tunebench.progress import ConsoleReporter
-        from tunebench.report.console import summary_table
+        from tunebench.report.console import summary_table, wide_console
         from tunebench.sweep import estimate_seconds, run_sweep
 
-        out = Console(highlight=False)
+        out = wide_console()
         spec = load_spec(spec_path)
         plan = build_plan(spec, spec_path)
         if dry_run:

@@ -72,6 +72,10 @@ class LocalVllmServer:
     def log_path(self) -> Path | None:
         return self._log_path
 
+    @property
+    def pgid(self) -> int | None:
+        return self._process.pgid if self._process else None
+
     def command(self, config: ServerConfig, model_path: str, port: int) -> list[str]:
         python = self.settings.python or sys.executable
         head = (

@@ -1,6 +1,6 @@
 """The LoadDriver seam: drives load against a ready server, one result per load point.
 
-Contract: `run()` calls `on_result` for every finished point as soon as it is finished
+Contract: `prepare()` may start work before the server is ready; `run()` calls `on_result` for every finished point as soon as it is finished
 (so the caller can store it before the next ends), in plan order; it raises `LoadError`
 if the generator fails, after reporting the points that did finish; it never leaves a
 process behind, also on KeyboardInterrupt.
@@ -28,11 +28,16 @@ class ClientResult:
 
 
 class LoadDriver(Protocol):
+    def prepare(self, points: list[LoadPoint], work_dir: Path) -> None:
+        """Get ready (e.g. start and import) while the server is still starting."""
+
     def run(
         self,
         handle: ServerHandle,
-        points: list[LoadPoint],
-        work_dir: Path,
         on_result: Callable[[ClientResult], None],
         on_start: Callable[[LoadPoint], None] | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Drive every prepared point against `handle`, reporting each as it finishes."""
+
+    def close(self) -> None:
+        """Stop and reap anything `prepare` started; idempotent."""

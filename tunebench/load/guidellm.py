@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import subprocess
 import sys
 import threading
 import time
@@ -94,6 +95,8 @@ def time_budget_s(points: list[LoadPoint], per_request_s: float = 2.0) -> float:
 
 
 class GuideLLMDriver:
+    """One worker process per server configuration: `prepare`, then `run`, then `close`."""
+
     def __init__(
         self,
         data: SyntheticData | FileData,
@@ -107,50 +110,39 @@ class GuideLLMDriver:
         self.tokenizer = tokenizer
         self.python = python or sys.executable
         self.request_format = request_format
+        self._process: ManagedProcess | None = None
+        self._points: list[LoadPoint] = []
+        self._events: queue.Queue[str | None] = queue.Queue()
 
-    def run(
-        self,
-        handle: ServerHandle,
-        points: list[LoadPoint],
-        work_dir: Path,
-        on_result: Callable[[ClientResult], None],
-        on_start: Callable[[LoadPoint], None] | None = None,
-    ) -> None:
-        if not points:
-            return
+    @property
+    def pgid(self) -> int | None:
+        return self._process.pgid if self._process else None
+
+    def prepare(self, points: list[LoadPoint], work_dir: Path) -> None:
+        """Start the worker now so that it imports GuideLLM while the server starts."""
+        self.close()
+        self._points = list(points)
         work_dir.mkdir(parents=True, exist_ok=True)
-        out_dir = work_dir / "benchmarks"
         job = {
-            "target": handle.base_url,
-            "model": handle.served_model,
             "tokenizer": self.tokenizer,
-            "verify_tls": handle.verify_tls,
             "request_format": self.request_format,
             "data": data_args(self.data, self.spec_dir),
-            "groups": build_groups(points),
-            "out_dir": str(out_dir),
+            "groups": build_groups(self._points),
+            "out_dir": str(work_dir / "benchmarks"),
         }
         job_path = work_dir / "guidellm-job.json"
         job_path.write_text(json.dumps(job, indent=2))
         env = dict(os.environ)
         env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "1")  # default spawns up to 10
         env["PYTHONWARNINGS"] = "ignore::FutureWarning"
-        env.pop("TUNEBENCH_API_KEY", None)
-        if handle.api_key:
-            env["TUNEBENCH_API_KEY"] = handle.api_key
-        process = ManagedProcess(
+        self._process = ManagedProcess(
             [self.python, "-m", "tunebench.load.guidellm_worker", str(job_path)],
             env=env,
             log_path=work_dir / "guidellm.log",
             capture_stdout=True,
         )
-        try:
-            self._follow(process, points, time_budget_s(points), on_result, on_start)
-        finally:
-            process.stop(grace_s=5)
-
-    def _follow(self, process, points, budget_s, on_result, on_start) -> None:
-        events: queue.Queue[str | None] = queue.Queue()
+        self._events = queue.Queue()
+        process, events = self._process, self._events
 
         def pump() -> None:
             for line in process.popen.stdout:
@@ -158,7 +150,36 @@ class GuideLLMDriver:
             events.put(None)
 
         threading.Thread(target=pump, name="guidellm-events", daemon=True).start()
-        slots = [(point, j) for point in points for j in range(expected_benchmarks(point))]
+
+    def run(
+        self,
+        handle: ServerHandle,
+        on_result: Callable[[ClientResult], None],
+        on_start: Callable[[LoadPoint], None] | None = None,
+    ) -> None:
+        if self._process is None:
+            raise LoadError("GuideLLM worker was not prepared")
+        if not self._points:
+            return
+        # Sent through the pipe, so the API key never touches a file or an environment.
+        go = {"target": handle.base_url, "model": handle.served_model,
+              "verify_tls": handle.verify_tls, "api_key": handle.api_key}
+        try:
+            self._process.popen.stdin.write(json.dumps(go) + "\n")
+            self._process.popen.stdin.flush()
+            self._process.popen.stdin.close()
+        except OSError:
+            pass  # it died early; _follow reports its exit code and last log line
+        self._follow(time_budget_s(self._points), on_result, on_start)
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.stop(grace_s=5)
+            self._process = None
+
+    def _follow(self, budget_s, on_result, on_start) -> None:
+        process, events = self._process, self._events
+        slots = [(point, j) for point in self._points for j in range(expected_benchmarks(point))]
         deadline = time.monotonic() + budget_s
         finished = False
         while True:
@@ -174,18 +195,22 @@ class GuideLLMDriver:
                 event = json.loads(line)
             except ValueError:
                 continue  # stray output of a library; the log has it
-            if event.get("event") == "start" and event["index"] < len(slots) and on_start:
+            kind = event.get("event")
+            if kind == "start" and event["index"] < len(slots) and on_start:
                 point, j = slots[event["index"]]
                 if j == 0:
                     on_start(point)
-            elif event.get("event") == "done":
+            elif kind == "done":
                 point, j = slots[event["index"]]
                 on_result(self._result(point, j, Path(event["path"])))
-            elif event.get("event") == "finished":
+            elif kind == "finished":
                 finished = True
-        code = process.wait(timeout=30)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            code = None
         if not finished or code != 0:
-            log = (process.log_path.read_text(errors="replace") if process.log_path else "")
+            log = process.log_path.read_text(errors="replace") if process.log_path else ""
             last = [l for l in log.splitlines() if l.strip()][-1:] or ["(no output)"]
             raise LoadError(f"GuideLLM exited with code {code}: {last[0][:300]}")
 
@@ -196,9 +221,7 @@ class GuideLLMDriver:
             raise LoadError(f"{path}: unreadable GuideLLM report: {exc}") from None
         start, end = measured_window(benchmark)
         kind, target = strategy_of(benchmark)
-        point_id = point.point_id
-        if point.kind == "sweep":
-            point_id = f"sweep-{index}"
+        point_id = f"sweep-{index}" if point.kind == "sweep" else point.point_id
         warnings = [w.get("message", "") for w in benchmark.get("warnings") or []]
         columns = client_columns(benchmark)
         columns["target"] = target if point.kind == "sweep" else point.target

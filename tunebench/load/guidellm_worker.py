@@ -1,14 +1,15 @@
 """Child process that runs every load point of one server configuration with GuideLLM.
 
 Started by `guidellm.py` as `python -m tunebench.load.guidellm_worker JOB.json` in its own
-process group. It pays GuideLLM's start-up (imports, tokenizer) once for all points, runs
+process group, while the server is still starting: it imports GuideLLM (~6 s of CPU), says
+{"event": "imported"}, then waits for one JSON line on stdin with the server's `target`
+and `model` (or end of input: exit). It pays GuideLLM's start-up once for all points, runs
 the job's groups in order (one GuideLLM profile per group, possibly several rates), and
 writes each finished benchmark at once as a one-benchmark GuideLLM report
 `<out_dir>/<index>.json` (atomically), so the parent can store that point before the next
 one ends. Progress goes to stdout as JSON lines: {"event": "start"|"done", ...}.
 
-The API key, if any, comes from the TUNEBENCH_API_KEY environment variable, never from
-the job file.
+The API key, if any, arrives with the stdin line, never in the job file.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
         "request_format": job.get("request_format", "/v1/completions"),
         "verify": job.get("verify_tls", True),
     }
-    if os.environ.get("TUNEBENCH_API_KEY"):
-        backend["api_key"] = os.environ["TUNEBENCH_API_KEY"]
+    if job.get("api_key"):
+        backend["api_key"] = job["api_key"]
     scenario = BenchmarkScenario.model_validate(
         {
             "spec": {
@@ -119,6 +120,13 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
 
 async def _main(job_path: Path) -> None:
     job = json.loads(job_path.read_text())
+    import guidellm.benchmark.entrypoints  # noqa: F401  - the slow part, done before "go"
+
+    _emit("imported")
+    go = sys.stdin.readline()
+    if not go.strip():
+        return  # the server never came up; nothing to do
+    job.update(json.loads(go))
     Path(job["out_dir"]).mkdir(parents=True, exist_ok=True)
     index = job.get("first_index", 0)
     _emit("start", index=index)

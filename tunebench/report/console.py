@@ -52,3 +52,11 @@ def summary_table(rows: Iterable[dict[str, Any]], title: str | None = None) -> T
                 cells.append(_cell(row.get(key), digits))
         table.add_row(*cells)
     return table
+
+
+def wide_console(stderr: bool = False) -> "Console":
+    """A console that does not squeeze tables to 80 columns when output is piped."""
+    from rich.console import Console
+
+    console = Console(highlight=False, stderr=stderr)
+    return console if console.is_terminal else Console(highlight=False, stderr=stderr, width=200)
