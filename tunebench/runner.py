@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -67,11 +68,13 @@ class ConfigRunner:
         try:
             # The load generator imports while the server starts: both take seconds.
             driver.prepare(points, store.path / "guidellm" / config.config_id)
+            launched = time.monotonic()
             try:
                 handle = self.deployment.start(config)
             except DeploymentError as exc:
                 store.update_config(config.config_id, status="failed", error=str(exc),
-                                    log_tail=redact_text(exc.log_tail))
+                                    log_tail=redact_text(exc.log_tail),
+                                    start_s=round(time.monotonic() - launched, 1))
                 self.reporter.config_failed(config, str(exc), redact_text(exc.log_tail))
                 return ConfigOutcome(config.config_id, "failed", 0, str(exc))
             self.reporter.server_ready(config, handle.started_s)
@@ -81,7 +84,8 @@ class ConfigRunner:
             )
             reasons = ineffective_args(config.args, effective)
             store.update_config(
-                config.config_id, status="running", start_s=handle.started_s,
+                config.config_id, status="running",
+                start_s=round(handle.started_s or (time.monotonic() - launched), 1),
                 effective=effective, invalid_reasons=reasons,
                 server_pgid=getattr(self.deployment, "pgid", None),
                 load_pgid=getattr(driver, "pgid", None),

@@ -70,7 +70,7 @@ def run() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except TunebenchError as exc:
-        err_console.print(Text("error: ", style="bold red") + Text(str(exc)))
+        err_console.print(Text("error: ", style="bold red") + Text(str(exc)), soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted", style="yellow")
@@ -85,7 +85,8 @@ def run() -> None:
     except Exception as exc:
         path = _crash_log(exc)
         err_console.print(
-            Text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}", style="red")
+            Text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}", style="red"),
+            soft_wrap=True,
         )
         sys.exit(3)
 

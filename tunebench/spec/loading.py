@@ -99,31 +99,50 @@ def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
         raise SpecError(f"{path}: {describe_validation_error(exc, SweepSpec)}") from None
 
 
+_TYPE_MISMATCH = {
+    "int_type", "int_parsing", "float_type", "float_parsing", "string_type", "bool_type",
+    "bool_parsing", "list_type", "dict_type", "model_type", "none_required", "literal_error",
+}
+
+
+def _most_specific(errors: list[dict]) -> dict:
+    """Among a union's alternatives, the error that says most (not 'wrong type' for each)."""
+    informative = [e for e in errors if e["type"] not in _TYPE_MISMATCH]
+    return informative[0] if informative else errors[0]
+
+
 def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
-    """One line for the first error of a pydantic ValidationError (+ how many more)."""
+    """One line for the first problem of a pydantic ValidationError (+ how many more)."""
     errors = exc.errors(include_url=False)
-    first = errors[0]
-    loc = tuple(first["loc"])
-    key, model = _key_path(loc, root)
+    first_key = _key_path(tuple(errors[0]["loc"]), root)[0]
+    same_key = [e for e in errors if _key_path(tuple(e["loc"]), root)[0].startswith(first_key)]
+    first = _most_specific(same_key)
+    key, model, annotation = _key_path(tuple(first["loc"]), root)
     kind = first["type"]
+    ctx = first.get("ctx") or {}
     if kind == "extra_forbidden":
         allowed = ", ".join(model.model_fields) if model else "see the documentation"
         message = f"unknown key; allowed here: {allowed}"
     elif kind == "missing":
         message = "required key is missing"
-    elif kind in ("literal_error", "union_tag_invalid"):
-        expected = first.get("ctx", {}).get("expected") or first.get("ctx", {}).get(
-            "expected_tags", ""
-        )
-        message = f"{first.get('input')!r} is not allowed; use one of {expected}"
+    elif kind == "literal_error":
+        message = f"{first.get('input')!r} is not allowed; use one of {ctx.get('expected', '')}"
+    elif kind == "union_tag_invalid":
+        message = f"{ctx.get('tag')!r} is not allowed; use one of {ctx.get('expected_tags', '')}"
     elif kind == "union_tag_not_found":
-        tags = first.get("ctx", {}).get("expected_tags", "")
+        tags = ", ".join(repr(t) for t in _kind_tags(annotation))
         message = f"needs a kind: one of {tags}"
+    elif kind == "string_pattern_mismatch":
+        message = (
+            "may contain only letters, digits, '.', '_' and '-', starting with a letter or "
+            f"digit (got {first.get('input')!r})"
+        )
     else:
         message = first["msg"].removeprefix("Value error, ")
         if "input" in first and kind not in ("model_type", "dict_type") and _short(first["input"]):
             message += f" (got {first['input']!r})"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    others = {k for e in errors if not (k := _key_path(tuple(e["loc"]), root)[0]).startswith(first_key)}
+    more = f" (+{len(others)} more)" if others else ""
     return f"{key or '(top level)'}: {message}{more}"
 
 
@@ -131,11 +150,13 @@ def _short(value: Any) -> bool:
     return isinstance(value, (int, float, str, bool)) and len(repr(value)) <= 60
 
 
-def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] | None]:
-    """Readable key path ('load.profiles[0].kind') and the model that owns the last key.
+def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] | None, Any]:
+    """Readable key path ('load.profiles[0].kind'), the model owning the last key, and the
+    annotation at that key.
 
-    Discriminated unions insert their tag (e.g. 'local') into pydantic's location; those
-    parts pick the union member and are left out of the path the user sees.
+    Pydantic inserts union members into its location: the tag of a discriminated union
+    ('local') or the type of a plain union member ('constrained-int', 'list[...]'). Those
+    parts pick the member and are left out of the path the user sees.
     """
     parts: list[str] = []
     model: type[BaseModel] | None = root
@@ -155,11 +176,24 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
             owner = model
             annotation = model.model_fields[item].annotation
             model = _as_model(annotation)
-        else:
+        elif _dict_value_type(annotation) is not None:
             owner = model
             annotation, model = _dict_value_type(annotation), None
+        elif annotation is not None and len(_members(annotation)) > 1:
+            continue  # a plain union's member tag
+        else:
+            owner = model
+            annotation, model = None, None
         parts.append(("." if parts else "") + str(item))
-    return "".join(parts), owner
+    return "".join(parts), owner, annotation
+
+
+def _kind_tags(annotation: Any) -> list[str]:
+    tags: list[str] = []
+    for member in _members(annotation):
+        if isinstance(member, type) and issubclass(member, BaseModel) and "kind" in member.model_fields:
+            tags += list(typing.get_args(member.model_fields["kind"].annotation))
+    return tags
 
 
 def _strip(annotation: Any) -> Any:

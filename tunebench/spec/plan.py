@@ -112,7 +112,7 @@ def resolve_model(model: str, spec_dir: Path, key: str, spec_path: Path) -> str:
 def build_plan(spec: SweepSpec, spec_path: Path) -> Plan:
     spec_dir = spec_path.parent
     configs = _expand_configs(spec, spec_dir, spec_path)
-    points = _expand_points(spec)
+    points = _expand_points(spec, spec_path)
     _check_context_fits(spec, configs, spec_path)
     return Plan(configs=configs, points=points)
 
@@ -162,7 +162,7 @@ def _expand_configs(spec: SweepSpec, spec_dir: Path, spec_path: Path) -> list[Se
     return configs
 
 
-def _expand_points(spec: SweepSpec) -> list[LoadPoint]:
+def _expand_points(spec: SweepSpec, spec_path: Path) -> list[LoadPoint]:
     points: list[LoadPoint] = []
     seen: set[str] = set()
     for number, profile in enumerate(spec.load.profiles):
@@ -170,7 +170,8 @@ def _expand_points(spec: SweepSpec) -> list[LoadPoint]:
             point_id = profile.kind if target is None else f"{profile.kind}-{_scalar(target)}"
             if point_id in seen:
                 raise SpecError(
-                    f"load.profiles[{number}]: point {point_id} is listed twice; list it once"
+                    f"{spec_path}: load.profiles[{number}]: point {point_id} is listed twice; "
+                    "list it once"
                 )
             seen.add(point_id)
             points.append(

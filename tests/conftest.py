@@ -1,0 +1,34 @@
+"""Shared helpers: run the real `tunebench` CLI in a subprocess, find the repo's files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+    """`tunebench ARGS` as a user runs it; returns the CompletedProcess (text)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("COLUMNS", "200")
+    return subprocess.run(
+        [sys.executable, "-m", "tunebench.cli.main", *args],
+        cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    return FIXTURES

