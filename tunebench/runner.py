@@ -99,6 +99,11 @@ class ConfigRunner:
 
             def on_result(result: ClientResult) -> None:
                 nonlocal done
+                if scraper is not None:
+                    # Counters need a scrape after the window; don't wait for the next tick.
+                    latest = scraper.snapshots()[-1:]
+                    if not latest or latest[0].time < result.end_time:
+                        scraper.scrape_once()
                 row = self._row(config, result, scraper, reasons)
                 store.add_point(row)
                 done += 1

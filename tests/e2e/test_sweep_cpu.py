@@ -42,7 +42,10 @@ def test_every_point_measured_with_server_metrics(e2e_sweep, label):
                        "prefill_time_mean_s", "decode_time_mean_s", "preemptions",
                        "prefix_hit_rate", "ttft_p50_ms", "itl_p50_ms", "output_tok_s"):
             assert row[column] != "", (column, row)
-        assert float(row["kv_usage_max"]) > 0
+    # Gauges are sampled once a second, and on 2 cores a scrape may land between bursts;
+    # over the whole configuration the server must have been seen busy.
+    assert max(float(r["running_max"]) for r in rows) >= 1
+    assert max(float(r["kv_usage_max"]) for r in rows) > 0
     assert (e2e_sweep.path / f"metrics/{e2e_sweep.config(label)['config_id']}.csv").exists()
 
 
@@ -65,10 +68,12 @@ def test_effective_configuration_recorded(e2e_sweep, label, seqs):
 def test_physics_max_num_seqs_2_queues_at_8_streams(e2e_sweep):
     small = e2e_sweep.point("mns2", "concurrent-8")
     large = e2e_sweep.point("mns8", "concurrent-8")
-    assert float(small["waiting_max"]) > 0
+    # Requests waited: the time-averaged queue depth (exact, from the queue-time histogram)
+    # is above zero; the sampled gauge may or may not catch a burst at 1 scrape/s.
+    assert float(small["queue_depth_mean"]) > 0.05, small
+    assert float(small["queue_time_mean_s"]) > 10 * float(large["queue_time_mean_s"])
     assert float(small["running_max"]) <= 2
     assert float(small["ttft_p50_ms"]) > float(large["ttft_p50_ms"])
-    assert float(small["queue_time_mean_s"]) > float(large["queue_time_mean_s"])
 
 
 def test_run_directory_layout(e2e_sweep):

@@ -76,6 +76,7 @@ def test_window_gauges_counters_histograms():
     # counters: baseline is the last scrape at or before start (t=0), final at or after end
     assert out["preemptions"] == 2
     assert out["queue_time_mean_s"] == pytest.approx(3.0 / 20)
+    assert out["queue_depth_mean"] == pytest.approx(3.0 / 20)  # Little's law: 3 s over 20 s
     assert out["prefix_hit_rate"] == pytest.approx(10 / 40)
     assert out["spec_acceptance_rate"] == pytest.approx(0.5)
     assert out["spec_mean_acceptance_length"] == pytest.approx(1 + 30 / 20)

@@ -48,6 +48,7 @@ CATALOGUE: tuple[Metric, ...] = (
     *_histogram("queue_time", "vllm:request_queue_time_seconds"),
     *_histogram("prefill_time", "vllm:request_prefill_time_seconds"),
     *_histogram("decode_time", "vllm:request_decode_time_seconds"),
+    *_histogram("inference_time", "vllm:request_inference_time_seconds"),
     *_histogram("ttft_server", "vllm:time_to_first_token_seconds"),
 )
 

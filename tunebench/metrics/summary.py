@@ -4,6 +4,11 @@ A point's window is GuideLLM's measured interval [start, end]. Gauges are averag
 maximised over the snapshots inside it; counters and histogram sums use the last snapshot
 at or before `start` as the baseline and the first one at or after `end` as the final
 value, so every request of the point is counted.
+
+Gauges are samples: a 1 s scrape can miss short bursts (seen on small CPU hosts, where the
+engine often holds 0-1 requests at the instant of a scrape). The `*_depth_mean` columns
+are exact time averages by Little's law instead: the mean number of requests waiting is
+the queue time all requests spent in the window divided by the window's length.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ SERVER_COLUMNS = (
     "running_max",
     "waiting_mean",
     "waiting_max",
+    "queue_depth_mean",
+    "running_depth_mean",
     "queue_time_mean_s",
     "prefill_time_mean_s",
     "decode_time_mean_s",
@@ -55,6 +62,12 @@ def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dic
         top, bottom = delta(numerator), delta(denominator)
         return top / bottom if top is not None and bottom else None
 
+    span = last.time - first.time
+    if span > 0:
+        for column, key in (("queue_depth_mean", "queue_time_sum"),
+                            ("running_depth_mean", "inference_time_sum")):
+            total = delta(key)
+            out[column] = total / span if total is not None else None
     out["queue_time_mean_s"] = ratio("queue_time_sum", "queue_time_count")
     out["prefill_time_mean_s"] = ratio("prefill_time_sum", "prefill_time_count")
     out["decode_time_mean_s"] = ratio("decode_time_sum", "decode_time_count")
