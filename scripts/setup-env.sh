@@ -37,4 +37,9 @@ if [ -n "$broken" ]; then
     "$PY" -m pip uninstall --quiet -y $broken
 fi
 
-"$PY" -c "import torch, vllm, guidellm; print('[setup] ok: torch', torch.__version__, '| vllm', vllm.__version__, '| guidellm', guidellm.__version__ if hasattr(guidellm, '__version__') else '?')"
+"$PY" - <<'PYEOF'
+import importlib.metadata as md
+import torch, vllm, guidellm  # noqa: F401  - fail here, not in the first sweep
+print("[setup] ok: torch", torch.__version__, "| vllm", vllm.__version__,
+      "| guidellm", md.version("guidellm"))
+PYEOF
