@@ -39,17 +39,32 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     return _BEARER.sub(r"\1" + MASK, text)
 
 
+def secret_values(mapping: dict[str, Any]) -> list[str]:
+    """Values of secret-named keys (e.g. an `api-key` engine arg), for redacting free text."""
+    return [str(v) for k, v in mapping.items() if is_secret_name(str(k)) and v not in (None, "", False, True)]
+
+
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy of `value` with secret-named keys masked and known secret strings replaced."""
+    """A copy of `value` with secret-named keys masked and known secret strings replaced.
+
+    In a list, the item after a secret-named flag (`--api-key KEY`) is masked too.
+    """
     secrets = list(secrets)
+    if isinstance(value, list):
+        out = []
+        for index, item in enumerate(value):
+            previous = value[index - 1] if index else None
+            if isinstance(previous, str) and previous.startswith("--") and is_secret_name(previous[2:]):
+                out.append(MASK)
+            else:
+                out.append(redact(item, secrets))
+        return out
     if isinstance(value, dict):
         return {
             k: (MASK if is_secret_name(str(k)) and v not in (None, "", False) and not str(k).endswith("_env")
                 else redact(v, secrets))
             for k, v in value.items()
         }
-    if isinstance(value, list):
-        return [redact(v, secrets) for v in value]
     if isinstance(value, str):
         return redact_text(value, secrets)
     return value

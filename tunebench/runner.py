@@ -22,7 +22,7 @@ from tunebench.metrics.catalogue import COLUMNS as METRIC_COLUMNS
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.summary import summarize_window
 from tunebench.progress import Reporter
-from tunebench.redact import redact_text
+from tunebench.redact import redact_text, secret_values
 from tunebench.spec.models import Metrics
 from tunebench.spec.plan import LoadPoint, ServerConfig, format_value
 from tunebench.store.run import RunStore
@@ -126,7 +126,7 @@ class ConfigRunner:
                 scraper.stop()
                 self._write_timeseries(config, scraper)
             self.deployment.stop()
-            self._redact_log()
+            self._redact_log(secret_values(config.args))
 
     def _row(
         self,
@@ -168,11 +168,11 @@ class ConfigRunner:
             writer.writerow([f"{snap.time:.3f}", *(_num(snap.values.get(c)) for c in METRIC_COLUMNS)])
         self.store.write_text(f"metrics/{config.config_id}.csv", buffer.getvalue())
 
-    def _redact_log(self) -> None:
+    def _redact_log(self, secrets: list[str]) -> None:
         path: Path | None = self.deployment.log_path
         if path and path.exists():
             text = path.read_text(errors="replace")
-            clean = redact_text(text)
+            clean = redact_text(text, secrets)
             if clean != text:
                 path.write_text(clean)
 

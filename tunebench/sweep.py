@@ -129,7 +129,9 @@ def run_sweep(
     )
     if on_store:
         on_store(store)
-    deployment = create_deployment(spec.deployment, store.path / "logs", reporter.server_status)
+    deployment = create_deployment(
+        spec.deployment, store.path / "logs", reporter.server_status, spec.served_model_name
+    )
 
     def make_driver(config: ServerConfig) -> GuideLLMDriver:
         tokenizer = config.tokenizer or config.model

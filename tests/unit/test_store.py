@@ -71,3 +71,14 @@ def test_redaction(monkeypatch):
     assert clean["load"]["data"]["prompt_tokens"] == 64
     assert clean["note"] == f"uses {MASK}"
     assert redact_text("Authorization: Bearer abcdef123456789") == f"Authorization: Bearer {MASK}"
+
+
+def test_secret_engine_args_are_masked_in_lists_and_text():
+    from tunebench.redact import secret_values
+
+    args = {"api-key": "k3y-value-123", "max-num-seqs": 8, "enforce-eager": True}
+    assert redact(["--max-num-seqs", "8", "--api-key", "k3y-value-123"]) == [
+        "--max-num-seqs", "8", "--api-key", MASK]
+    assert secret_values(args) == ["k3y-value-123"]
+    log = "non-default args: {'api_key': 'k3y-value-123', 'max_num_seqs': 8}"
+    assert "k3y-value-123" not in redact_text(log, secret_values(args))

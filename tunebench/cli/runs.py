@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import csv
 import json
+from enum import Enum
 import sys
 from pathlib import Path
 
@@ -14,7 +14,10 @@ from rich.table import Table
 from tunebench.errors import TunebenchError
 from tunebench.store.run import RunStore, list_runs, resolve_run
 
-FORMATS = ("table", "json", "csv")
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
 
 
 def _typed(value: str):
@@ -56,7 +59,7 @@ def register(app: typer.Typer) -> None:
     @app.command("show")
     def show(
         run: str = typer.Argument(..., metavar="RUN", help="Run id, unique part of it, or path."),
-        format: str = typer.Option("table", "--format", "-f", help="table | json | csv"),
+        format: Format = typer.Option(Format.table, "--format", "-f", help="table | json | csv"),
         root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
     ) -> None:
         """Print a run's points.
@@ -65,15 +68,13 @@ def register(app: typer.Typer) -> None:
           tunebench show 20261121-1530-cpu-demo
           tunebench show cpu-demo --format json | jq '.[].ttft_p50_ms'
         """
-        if format not in FORMATS:
-            raise TunebenchError(f"--format {format!r}: use one of {', '.join(FORMATS)}")
         from tunebench.report.console import summary_table, wide_console
 
         store = RunStore.open(resolve_run(run, root))
-        if format == "json":
+        if format is Format.json:
             rows = [{k: _typed(v) for k, v in row.items()} for row in store.rows]
             typer.echo(json.dumps(rows, indent=2))
-        elif format == "csv":
+        elif format is Format.csv:
             sys.stdout.write((store.path / "points.csv").read_text() if store.rows else "")
         else:
             m = store.manifest

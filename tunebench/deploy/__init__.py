@@ -9,15 +9,17 @@ from tunebench.deploy.base import Deployment, ServerHandle
 from tunebench.deploy.endpoint import EndpointServer
 from tunebench.deploy.local import LocalVllmServer
 
-# kind -> factory(settings, work_dir, on_status) ; explicit, so a kind is found by reading.
+# kind -> factory(settings, work_dir, on_status, served_model_name); explicit, so a kind is found by reading.
 REGISTRY: dict[str, Callable[..., Deployment]] = {
     "local": LocalVllmServer,
     "endpoint": EndpointServer,
 }
 
 
-def create_deployment(settings, work_dir: Path, on_status=None) -> Deployment:
-    return REGISTRY[settings.kind](settings, work_dir, on_status)
+def create_deployment(
+    settings, work_dir: Path, on_status=None, served_model_name: str | None = None
+) -> Deployment:
+    return REGISTRY[settings.kind](settings, work_dir, on_status, served_model_name)
 
 
 __all__ = ["Deployment", "ServerHandle", "REGISTRY", "create_deployment"]

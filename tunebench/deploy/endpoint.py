@@ -23,8 +23,10 @@ class EndpointServer:
         settings: EndpointDeployment,
         work_dir: Path,
         on_status: Callable[[str], None] | None = None,
+        served_model_name: str | None = None,
     ):
         self.settings = settings
+        self.served_model_name = served_model_name
         self.on_status = on_status or (lambda message: None)
 
     @property
@@ -59,7 +61,13 @@ class EndpointServer:
                         )
                     response.raise_for_status()
                     models = response.json().get("data") or []
-                    served = models[0]["id"] if models else config.model
+                    ids = [m.get("id") for m in models]
+                    if self.served_model_name and self.served_model_name not in ids:
+                        raise DeploymentError(
+                            f"{url} serves {', '.join(map(str, ids)) or 'no model'}, not "
+                            f"served_model_name {self.served_model_name!r}; fix served_model_name"
+                        )
+                    served = self.served_model_name or (ids[0] if ids else config.model)
                     return ServerHandle(
                         base_url=url,
                         metrics_url=self.settings.metrics_url or f"{url}/metrics",

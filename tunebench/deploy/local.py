@@ -61,8 +61,10 @@ class LocalVllmServer:
         settings: LocalDeployment,
         work_dir: Path,
         on_status: Callable[[str], None] | None = None,
+        served_model_name: str | None = None,
     ):
         self.settings = settings
+        self.served_model_name = served_model_name
         self.work_dir = Path(work_dir)
         self.on_status = on_status or (lambda message: None)
         self._process: ManagedProcess | None = None
@@ -84,6 +86,8 @@ class LocalVllmServer:
             else [str(Path(python).parent / "vllm"), "serve", model_path]
         )
         argv = head + ["--host", self.settings.host, "--port", str(port)]
+        if self.served_model_name:
+            argv += ["--served-model-name", self.served_model_name]
         if config.tokenizer:
             argv += ["--tokenizer", demo.resolve_builtin(config.tokenizer)]
         return argv + config.command_args()
@@ -126,7 +130,7 @@ class LocalVllmServer:
         return ServerHandle(
             base_url=base_url,
             metrics_url=f"{base_url}/metrics",
-            served_model=model_path,
+            served_model=self.served_model_name or model_path,
             started_s=time.monotonic() - launched,
         )
 

@@ -1,0 +1,45 @@
+"""`tunebench demo-model`: deterministic, offline, cached, loadable."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="transformers is not installed"
+)
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_build_is_deterministic_and_cached(tmp_path, cli):
+    first, second = tmp_path / "a", tmp_path / "b"
+    out = cli("demo-model", "--output", str(first), env={"HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"built: {first}"
+    assert cli("demo-model", "--output", str(second)).returncode == 0
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert _digest(first / name) == _digest(second / name), name
+    again = cli("demo-model", "--output", str(first))
+    assert again.stdout.strip() == f"already built: {first}"
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(first)
+    tokenizer = AutoTokenizer.from_pretrained(first)
+    assert config.model_type == "llama" and config.num_hidden_layers == 4
+    ids = tokenizer("The server batches requests.")["input_ids"]
+    assert 3 <= len(ids) < 20 and tokenizer.eos_token == "</s>"
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+
+
+def test_refuses_a_foreign_directory(tmp_path, cli):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = cli("demo-model", "--output", str(tmp_path))
+    assert result.returncode == 1
+    assert "exists and is not a tunebench model" in result.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"
