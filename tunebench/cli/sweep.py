@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         spec_path: Path = typer.Argument(..., metavar="SPEC", help="A sweep file, e.g. sweeps/cpu-demo.yaml."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory root (overrides the spec's `output`, default reports/)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and a time estimate; start nothing."),
+        report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.
 
@@ -51,6 +52,14 @@ def register(app: typer.Typer) -> None:
             raise
         reporter.close()
         store = result.store
+        if report and store.rows:
+            from tunebench.report.html import write_report
+
+            try:
+                out.print(f"report: {write_report(store.path)}")
+            except Exception as exc:  # noqa: BLE001 - the measured run must not be lost to a plot
+                out.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
+                          f"retry with: tunebench report {store.path}[/]")
         out.print(summary_table(store.rows, title=f"run {store.run_id}"))
         for outcome in result.failed:
             out.print(f"[red]{outcome.config_id} failed:[/] {outcome.error}", markup=True)

@@ -25,6 +25,7 @@ class ClientResult:
     end_time: float
     raw_report: Path | None = None
     warnings: list[str] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)  # per successful request
 
 
 class LoadDriver(Protocol):

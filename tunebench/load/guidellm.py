@@ -21,7 +21,9 @@ from typing import Any, Callable
 from tunebench.deploy.base import ServerHandle
 from tunebench.errors import LoadError
 from tunebench.load.base import ClientResult
-from tunebench.load.guidellm_report import client_columns, measured_window, strategy_of
+from tunebench.load.guidellm_report import (
+    client_columns, measured_window, request_samples, strategy_of,
+)
 from tunebench.processes import ManagedProcess
 from tunebench.spec.models import FileData, SyntheticData
 from tunebench.spec.plan import LoadPoint
@@ -226,4 +228,5 @@ class GuideLLMDriver:
         columns = client_columns(benchmark)
         columns["target"] = target if point.kind == "sweep" else point.target
         columns["strategy"] = kind
-        return ClientResult(point, point_id, columns, start, end, path, warnings)
+        return ClientResult(point, point_id, columns, start, end, path, warnings,
+                            request_samples(benchmark))

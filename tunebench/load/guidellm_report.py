@@ -66,7 +66,9 @@ def _stat(dist: dict[str, Any] | None, which: str) -> float | None:
 
 def strategy_of(benchmark: dict[str, Any]) -> tuple[str, float | None]:
     """(kind, target) of a benchmark: streams for concurrent/throughput, rate for async."""
-    strategy = (benchmark.get("config") or {}).get("strategy") or {}
+    # GuideLLM 0.4+: config.strategy; 0.2-0.3: args.strategy
+    strategy = ((benchmark.get("config") or {}).get("strategy")
+                or (benchmark.get("args") or {}).get("strategy") or {})
     kind = strategy.get("type_") or strategy.get("type") or "unknown"
     if kind == "concurrent":
         return kind, strategy.get("streams")
@@ -78,9 +80,11 @@ def strategy_of(benchmark: dict[str, Any]) -> tuple[str, float | None]:
 
 
 def measured_window(benchmark: dict[str, Any]) -> tuple[float, float]:
-    scheduler = benchmark.get("scheduler_metrics") or {}
-    start = scheduler.get("measure_start_time") or benchmark.get("start_time") or 0.0
-    end = scheduler.get("measure_end_time") or benchmark.get("end_time") or start
+    scheduler = benchmark.get("scheduler_metrics") or benchmark.get("run_stats") or {}
+    start = (scheduler.get("measure_start_time") or benchmark.get("start_time")
+             or scheduler.get("start_time") or 0.0)
+    end = (scheduler.get("measure_end_time") or benchmark.get("end_time")
+           or scheduler.get("end_time") or start)
     return float(start), float(end)
 
 

@@ -6,7 +6,9 @@ from tunebench.load.guidellm_report import CLIENT_COLUMNS
 from tunebench.metrics.summary import SERVER_COLUMNS
 
 ID_COLUMNS = ("run_id", "config_id", "config_label", "point_id", "load_kind", "target")
-STATUS_COLUMNS = ("server_metrics", "valid", "invalid_reason", "start_time", "end_time")
+STATUS_COLUMNS = (
+    "server_metrics", "valid", "invalid_reason", "start_time", "end_time", "raw_report",
+)
 
 
 def point_columns(varied_args: list[str]) -> list[str]:

@@ -5,6 +5,7 @@
     points.csv               one row per configuration x load point (see columns.py)
     guidellm/<config>/       GuideLLM's job, log and raw per-point reports
     metrics/<config>.csv     the /metrics time series scraped during that configuration
+    requests/<config>.csv    per-request latency samples of every point (for statistics)
     logs/server-<config>.log the vLLM server log (secrets redacted)
 
 Every write goes to a temporary file and is renamed over the target, so a crash leaves
@@ -28,6 +29,8 @@ from tunebench.redact import redact
 from tunebench.store.columns import point_columns
 
 SCHEMA_VERSION = 1
+REQUEST_COLUMNS = ("point_id", "ttft_ms", "itl_ms", "tpot_ms", "e2e_s", "prompt_tokens",
+                   "output_tokens")
 STATUSES = ("running", "complete", "failed", "interrupted")
 
 
@@ -61,6 +64,7 @@ class RunStore:
         self.path = path
         self.manifest = manifest
         self.rows: list[dict[str, Any]] = []
+        self._requests: dict[str, list[dict[str, Any]]] = {}
 
     @property
     def run_id(self) -> str:
@@ -139,6 +143,18 @@ class RunStore:
         for row in self.rows:
             writer.writerow({k: _csv_value(v) for k, v in row.items()})
         write_atomic(self.path / "points.csv", buffer.getvalue())
+
+    def add_requests(self, config_id: str, point_id: str, samples: list[dict[str, Any]]) -> None:
+        """Per-request samples of one point, in `requests/<config_id>.csv` (rewritten atomically)."""
+        self._requests.setdefault(config_id, []).extend(
+            {"point_id": point_id, **sample} for sample in samples
+        )
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=REQUEST_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for sample in self._requests[config_id]:
+            writer.writerow({k: _csv_value(v) for k, v in sample.items()})
+        write_atomic(self.path / "requests" / f"{config_id}.csv", buffer.getvalue())
 
     def write_text(self, relative: str, text: str) -> Path:
         target = self.path / relative

@@ -1,0 +1,1 @@
+"""Analysis reads only the run store: frames -> compare / plots -> report."""

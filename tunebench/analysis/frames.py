@@ -1,0 +1,89 @@
+"""Runs -> pandas DataFrames. The only analysis module that reads run directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from tunebench.errors import StoreError
+from tunebench.load.guidellm_report import request_samples
+from tunebench.store.columns import ID_COLUMNS
+from tunebench.store.run import resolve_run
+
+TEXT_COLUMNS = {*ID_COLUMNS, "variant", "server_metrics", "invalid_reason", "client_warnings",
+                "raw_report", "valid"} - {"target"}
+
+
+def run_path(run: str | Path, root: str | Path = "reports") -> Path:
+    return resolve_run(str(run), Path(root))
+
+
+def load_manifest(run: str | Path, root: str | Path = "reports") -> dict:
+    path = run_path(run, root)
+    return json.loads((path / "manifest.json").read_text())
+
+
+def load_run(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:
+    """The points of a run, one row per configuration x load point, numbers as numbers."""
+    path = run_path(run, root)
+    points = path / "points.csv"
+    if not points.exists():
+        return pd.DataFrame(columns=list(ID_COLUMNS))
+    frame = pd.read_csv(points, dtype=str, keep_default_na=False)
+    varied = set(json.loads((path / "manifest.json").read_text()).get("varied_args", []))
+    for column in frame.columns:
+        if column in TEXT_COLUMNS or column in varied:
+            continue
+        frame[column] = pd.to_numeric(frame[column].replace("", None), errors="coerce")
+    if "valid" in frame:
+        frame["valid"] = frame["valid"].isin(["True", "true", "1"])
+    frame.attrs["run_path"] = str(path)
+    return frame
+
+
+def load_requests(
+    run: str | Path, root: str | Path = "reports", config_id: str | None = None,
+    point_id: str | None = None,
+) -> pd.DataFrame:
+    """Per-request samples (ttft_ms, itl_ms, tpot_ms, e2e_s, tokens) of a run's points."""
+    path = run_path(run, root)
+    frames = []
+    files = sorted((path / "requests").glob("*.csv"))
+    for file in files:
+        if config_id and file.stem != config_id:
+            continue
+        frame = pd.read_csv(file)
+        frame.insert(0, "config_id", file.stem)
+        frames.append(frame)
+    if not files:
+        frames = _requests_from_raw_reports(path, config_id)
+    if not frames:
+        return pd.DataFrame(columns=["config_id", "point_id", "ttft_ms", "itl_ms", "tpot_ms", "e2e_s"])
+    out = pd.concat(frames, ignore_index=True)
+    if point_id:
+        out = out[out["point_id"] == point_id]
+    return out
+
+
+def _requests_from_raw_reports(path: Path, config_id: str | None) -> list[pd.DataFrame]:
+    points = load_run(path)
+    if "raw_report" not in points:  # runs written before the column existed: plan order
+        order = points.groupby("config_id").cumcount()
+        points["raw_report"] = [f"guidellm/{c}/benchmarks/{i:03d}.json"
+                                for c, i in zip(points["config_id"], order)]
+    frames = []
+    for row in points.itertuples():
+        raw = getattr(row, "raw_report", "")
+        if not raw or (config_id and row.config_id != config_id):
+            continue
+        try:
+            benchmark = json.loads((path / raw).read_text())["benchmarks"][0]
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            raise StoreError(f"{path / raw}: unreadable GuideLLM report: {exc}") from None
+        frame = pd.DataFrame(request_samples(benchmark))
+        frame.insert(0, "point_id", row.point_id)
+        frame.insert(0, "config_id", row.config_id)
+        frames.append(frame)
+    return frames

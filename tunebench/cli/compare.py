@@ -1,0 +1,133 @@
+"""`tunebench compare RUN_A RUN_B ...` and `tunebench compare RUN --by ARG`."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+VERDICT_STYLE = {"better": "green", "worse": "bold red", "no significant change": "dim", "n/a": "dim"}
+
+
+class Format(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+    csv = "csv"
+
+
+def _num(value, digits=2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _point(row: dict, key: list[str]) -> str:
+    parts = [f"{row['load_kind']}"]
+    if row.get("target") is not None and not (isinstance(row["target"], float) and math.isnan(row["target"])):
+        parts[0] += f" {row['target']:g}"
+    parts += [str(row[k]) for k in key if k not in ("load_kind", "target")]
+    return " · ".join(parts)
+
+
+def _ci(row: dict) -> str:
+    if row["ci_low_pct"] is None or (isinstance(row["ci_low_pct"], float) and math.isnan(row["ci_low_pct"])):
+        return "-"
+    return f"[{row['ci_low_pct']:+.1f}, {row['ci_high_pct']:+.1f}]"
+
+
+def _lines(result) -> list[list[str]]:
+    rows = result.to_dict()["rows"]
+    return [[r["candidate"], _point(r, result.key), r["label"], _num(r["a"]), _num(r["b"]),
+             "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%", _ci(r), r["verdict"]]
+            for r in rows]
+
+
+HEADERS = ["candidate", "point", "metric", "A", "B", "change", "95% CI %", "verdict"]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compare")
+    def compare(
+        runs: List[str] = typer.Argument(..., metavar="RUN...", help="Baseline run first, then the runs to compare with it."),
+        by: Optional[str] = typer.Option(None, "--by", help="Compare the configurations inside one run by this server arg."),
+        metric: Optional[List[str]] = typer.Option(None, "--metric", "-m", help="Metric to compare (repeatable): ttft_p50 ttft_p95 ttft_p99 itl_p50 itl_p95 tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps."),
+        format: Format = typer.Option(Format.table, "--format", "-f", help="table | markdown | json | csv"),
+        fail_on_regression: Optional[float] = typer.Option(None, "--fail-on-regression", metavar="PCT", help="Exit 1 when a metric is significantly worse by more than PCT percent."),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."),
+        confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Confidence level of the intervals."),
+        min_change: float = typer.Option(1.0, "--min-change", help="Changes smaller than this percent are never significant."),
+        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+    ) -> None:
+        """Compare runs point by point: A, B, change and a verdict from a bootstrap interval.
+
+        Points are aligned by load kind and target. Latency percentiles are bootstrapped from
+        the per-request samples; throughput from the request counts; repeats when present.
+
+        Examples:
+          tunebench compare 20261121-0900-latency 20261121-1000-latency
+          tunebench compare cpu-demo --by max-num-seqs --metric ttft_p50 --metric output_tok_s
+          tunebench compare base-run new-run --fail-on-regression 5 --format markdown
+        """
+        from tunebench.analysis.api import compare as run_compare
+        from tunebench.report.console import wide_console
+
+        result = run_compare(list(runs), by=by, metrics=metric, root=root,
+                             confidence=confidence, min_change_pct=min_change)
+        if format is Format.json:
+            typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        elif format is Format.csv:
+            result.rows.to_csv(sys.stdout, index=False)
+        elif format is Format.markdown:
+            typer.echo(_markdown(result))
+        else:
+            _print_table(result, wide_console())
+        if plot:
+            from tunebench.analysis.overlay import write_overlay
+
+            typer.echo(f"plot: {write_overlay(result, list(runs), by, root, plot)}", err=format is not Format.table)
+        if fail_on_regression is not None:
+            regressions = result.regressions(fail_on_regression)
+            if not regressions.empty:
+                worst = regressions.loc[regressions["change_pct"].abs().idxmax()]
+                typer.echo(
+                    f"regression: {len(regressions)} metric(s) significantly worse by more than "
+                    f"{fail_on_regression:g}% (worst: {worst['label']} at {worst['load_kind']} "
+                    f"{worst['target']:g}, {worst['change_pct']:+.1f}%)", err=True)
+                raise typer.Exit(1)
+
+
+def _print_table(result, console) -> None:
+    if result.args_differ:
+        console.print(Text("args that differ (baseline first): ", style="bold") + Text(
+            "; ".join(f"{k}: {' → '.join(map(str, v))}" for k, v in result.args_differ.items())))
+    table = Table(title=f"baseline: {result.baseline}", header_style="bold")
+    for header in HEADERS:
+        table.add_column(header, justify="right" if header in ("A", "B", "change") else "left")
+    for line in _lines(result):
+        table.add_row(*line[:-1], Text(line[-1], style=VERDICT_STYLE.get(line[-1], "")))
+    console.print(table)
+    for x in result.crossovers:
+        console.print(f"crossover: {x['metric']} ({x['load_kind']}) {x['baseline']} vs {x['candidate']} "
+                      f"cross at target ≈ {x['target']:.2f}; lower below: {x['better_below']}, above: {x['better_above']}")
+
+
+def _markdown(result) -> str:
+    out = []
+    if result.args_differ:
+        out.append("Args that differ: " + "; ".join(
+            f"`{k}`: {' → '.join(map(str, v))}" for k, v in result.args_differ.items()) + "\n")
+    out.append(f"Baseline: `{result.baseline}`\n")
+    out.append("| " + " | ".join(HEADERS) + " |")
+    out.append("|" + "---|" * len(HEADERS))
+    out += ["| " + " | ".join(line) + " |" for line in _lines(result)]
+    for x in result.crossovers:
+        out.append(f"\nCrossover: {x['metric']} ({x['load_kind']}) at target ≈ {x['target']:.2f}")
+    return "\n".join(out)
