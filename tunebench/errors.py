@@ -1,7 +1,8 @@
 """The one exception tree of tunebench.
 
     TunebenchError              an expected failure with a message the user can act on
-     ├── SpecError              a sweep file is malformed (exit code 2)
+     ├── SpecError              a sweep, batch or result file is malformed (exit code 2)
+     ├── UsageError             a command-line value is not allowed (exit code 2)
      ├── DeploymentError        a server could not be started, reached or verified
      ├── LoadError              the load generator failed or produced no usable report
      └── StoreError             the run directory is missing, locked or unreadable
@@ -18,6 +19,10 @@ class TunebenchError(Exception):
 
 
 class SpecError(TunebenchError):
+    exit_code = 2
+
+
+class UsageError(TunebenchError):
     exit_code = 2
 
 

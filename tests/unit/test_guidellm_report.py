@@ -16,34 +16,35 @@ from tunebench.spec.plan import LoadPoint
 
 @pytest.fixture
 def benchmark(fixtures):
-    return json.loads((fixtures / "guidellm/v0.8.1-concurrent-4.json").read_text())["benchmarks"][0]
+    # A real GuideLLM 0.8.1 report (max-num-seqs 2, concurrent 1 and 8; 40 request records each)
+    return json.loads((fixtures / "guidellm/v0.8.1-mns2-c1-c8.json").read_text())["benchmarks"][1]
 
 
 def test_strategy_and_window(benchmark):
-    assert strategy_of(benchmark) == ("concurrent", 4)
+    assert strategy_of(benchmark) == ("concurrent", 8)
     start, end = measured_window(benchmark)
-    assert end - start == pytest.approx(6.0, abs=0.01)
+    assert end - start == pytest.approx(10.0, abs=0.01)
 
 
 def test_client_columns(benchmark):
     row = client_columns(benchmark)
-    assert row["requests_ok"] == 88 and row["requests_failed"] == 0
-    assert row["requests_incomplete"] == 3
-    assert row["achieved_rps"] == pytest.approx(14.5)
-    assert row["achieved_concurrency"] == pytest.approx(2.006, abs=1e-3)
-    assert row["ttft_p50_ms"] == pytest.approx(69.305, abs=1e-3)
-    assert row["ttft_p95_ms"] == pytest.approx(251.955, abs=1e-3)
+    assert row["requests_ok"] == 128 and row["requests_failed"] == 0
+    assert row["requests_incomplete"] == 0
+    assert row["achieved_rps"] == pytest.approx(12.2)
+    assert row["achieved_concurrency"] == pytest.approx(4.214, abs=1e-3)
+    assert row["ttft_p50_ms"] == pytest.approx(262.643, abs=1e-3)
+    assert row["ttft_p95_ms"] == pytest.approx(427.042, abs=1e-3)
     assert row["ttft_p50_ms"] <= row["ttft_p90_ms"] <= row["ttft_p95_ms"] <= row["ttft_p99_ms"]
     assert row["itl_p50_ms"] is not None and row["tpot_p50_ms"] is not None
     assert 0 < row["e2e_p50_s"] < row["e2e_p99_s"] < 1  # seconds, not ms
-    assert row["output_tok_s"] == pytest.approx(469.33, abs=0.01)
+    assert row["output_tok_s"] == pytest.approx(391.13, abs=0.01)
     assert row["output_tokens_mean"] == 32
     assert row["client_warnings"] == "generation_delay_ttft;root_late"
 
 
 def test_request_samples(benchmark):
     samples = request_samples(benchmark)
-    assert len(samples) == 5
+    assert len(samples) == 40
     assert all(s["ttft_ms"] > 0 and s["output_tokens"] == 32 for s in samples)
 
 

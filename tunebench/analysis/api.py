@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tunebench.analysis.compare import LOAD_KEY, Comparison, Side, compare_sides, resolve_metrics
 from tunebench.analysis.frames import load_manifest, load_requests, load_run
-from tunebench.errors import TunebenchError
+from tunebench.errors import TunebenchError, UsageError
 
 
 def _config_args(manifest: dict) -> dict[str, dict]:
@@ -50,17 +50,24 @@ def run_sides(runs: list[str], root: str | Path = "reports") -> tuple[list[Side]
     return sides, key
 
 
-def by_sides(run: str, arg: str, root: str | Path = "reports") -> tuple[list[Side], tuple[str, ...]]:
+def by_sides(run: str, arg: str, root: str | Path = "reports",
+             baseline: str | None = None) -> tuple[list[Side], tuple[str, ...]]:
     points = load_run(run, root)
     manifest = load_manifest(points.attrs["run_path"], root)
     varied = manifest.get("varied_args", [])
     if arg not in points.columns:
         choices = ", ".join(varied) or "none (the run has one configuration)"
-        raise TunebenchError(f"--by {arg!r}: not a varied arg of {manifest['run_id']}; use one of {choices}")
+        raise UsageError(f"--by {arg!r}: not a varied arg of {manifest['run_id']}; use one of {choices}")
     requests = load_requests(points.attrs["run_path"], root)
     others = tuple(c for c in varied if c != arg)
     sides = []
-    for value in dict.fromkeys(points[arg]):
+    values = list(dict.fromkeys(points[arg]))
+    if baseline is not None:
+        if baseline not in values:
+            raise UsageError(f"--baseline {baseline!r}: {arg} takes {', '.join(values)} in this run")
+        values.remove(baseline)
+        values.insert(0, baseline)
+    for value in values:
         subset = points[points[arg] == value]
         sides.append(Side(f"{arg}={value}", subset, requests, {arg: value}))
     return sides, (*LOAD_KEY, *others)
@@ -69,15 +76,18 @@ def by_sides(run: str, arg: str, root: str | Path = "reports") -> tuple[list[Sid
 def compare(
     runs: list[str], by: str | None = None, metrics: list[str] | None = None,
     root: str | Path = "reports", confidence: float = 0.95, min_change_pct: float = 1.0,
-    seed: int = 0,
+    seed: int = 0, baseline: str | None = None,
 ) -> Comparison:
+    """Compare runs (baseline first), or with `by` the configurations of one run."""
     if by:
         if len(runs) != 1:
-            raise TunebenchError("--by compares the configurations inside one run; give one run")
-        sides, key = by_sides(runs[0], by, root)
+            raise UsageError("--by compares the configurations inside one run; give one run")
+        sides, key = by_sides(runs[0], by, root, baseline)
     else:
+        if baseline is not None:
+            raise UsageError("--baseline goes with --by; with runs, the first run is the baseline")
         if len(runs) < 2:
-            raise TunebenchError("give two or more runs, or one run with --by ARG")
+            raise UsageError("give two or more runs, or one run with --by ARG")
         sides, key = run_sides(runs, root)
     return compare_sides(sides, resolve_metrics(metrics), key, confidence=confidence,
                          min_change_pct=min_change_pct, seed=seed)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunebench.errors import TunebenchError
+from tunebench.errors import TunebenchError, UsageError
 
 SIGNIFICANT_WORSE = "worse"
 SIGNIFICANT_BETTER = "better"
@@ -61,6 +61,7 @@ METRICS: dict[str, CompareMetric] = {
 DEFAULT_METRICS = ("ttft_p50", "ttft_p95", "itl_p50", "itl_p95", "e2e_p95", "output_tok_s",
                    "achieved_rps")
 LOAD_KEY = ("load_kind", "target")
+MIN_SAMPLES = 10  # fewer per side: no verdict (a bootstrap of 5 values says little)
 
 
 @dataclass
@@ -96,9 +97,7 @@ def resolve_metrics(names: list[str] | None) -> list[CompareMetric]:
         return [METRICS[n] for n in DEFAULT_METRICS]
     unknown = [n for n in names if n not in METRICS]
     if unknown:
-        raise TunebenchError(
-            f"--metric {unknown[0]!r} is unknown; use one of {', '.join(METRICS)}"
-        )
+        raise UsageError(f"--metric {unknown[0]!r} is unknown; use one of {', '.join(METRICS)}")
     return [METRICS[n] for n in names]
 
 
@@ -135,11 +134,11 @@ def _estimate(
     observed = float(values[0]) if len(values) else None
     if metric.sample:
         column = samples[metric.sample].dropna().to_numpy(dtype=float) if metric.sample in samples else np.array([])
-        if len(column) >= 2:
+        if len(column) >= MIN_SAMPLES:
             value = float(np.quantile(column, metric.quantile))
             return value, _quantile_draws(column, metric.quantile, rng, n_draws), len(column)
         return observed, None, len(column)
-    if observed is not None and len(samples) >= 2:
+    if observed is not None and len(samples) >= MIN_SAMPLES:
         return observed, _throughput_draws(observed, samples, metric.throughput, rng, n_draws), len(samples)
     return observed, None, len(samples)
 

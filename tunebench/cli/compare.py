@@ -58,6 +58,7 @@ def register(app: typer.Typer) -> None:
     def compare(
         runs: List[str] = typer.Argument(..., metavar="RUN...", help="Baseline run first, then the runs to compare with it."),
         by: Optional[str] = typer.Option(None, "--by", help="Compare the configurations inside one run by this server arg."),
+        baseline: Optional[str] = typer.Option(None, "--baseline", help="With --by: the arg value to compare against (default: the first)."),
         metric: Optional[List[str]] = typer.Option(None, "--metric", "-m", help="Metric to compare (repeatable): ttft_p50 ttft_p95 ttft_p99 itl_p50 itl_p95 tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps."),
         format: Format = typer.Option(Format.table, "--format", "-f", help="table | markdown | json | csv"),
         fail_on_regression: Optional[float] = typer.Option(None, "--fail-on-regression", metavar="PCT", help="Exit 1 when a metric is significantly worse by more than PCT percent."),
@@ -73,14 +74,14 @@ def register(app: typer.Typer) -> None:
 
         Examples:
           tunebench compare 20261121-0900-latency 20261121-1000-latency
-          tunebench compare cpu-demo --by max-num-seqs --metric ttft_p50 --metric output_tok_s
+          tunebench compare cpu-demo --by max-num-seqs --baseline 8 --metric ttft_p50 --metric output_tok_s
           tunebench compare base-run new-run --fail-on-regression 5 --format markdown
         """
         from tunebench.analysis.api import compare as run_compare
         from tunebench.report.console import wide_console
 
         result = run_compare(list(runs), by=by, metrics=metric, root=root,
-                             confidence=confidence, min_change_pct=min_change)
+                             confidence=confidence, min_change_pct=min_change, baseline=baseline)
         if format is Format.json:
             typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
         elif format is Format.csv:

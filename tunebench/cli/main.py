@@ -33,11 +33,12 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def _register_commands() -> None:
-    from tunebench.cli import compare, demo_model, report, runs, sweep
+    from tunebench.cli import compare, demo_model, import_results, report, runs, sweep
 
     sweep.register(app)
     compare.register(app)
     report.register(app)
+    import_results.register(app)
     runs.register(app)
     demo_model.register(app)
 

@@ -185,13 +185,13 @@ def list_runs(root: Path) -> list[Path]:
 
 
 def resolve_run(ref: str, root: Path) -> Path:
-    """A run by path, by id under `root`, or by a unique id prefix/suffix."""
+    """A run by path, by id under `root`, or by a unique part of its id."""
     direct = Path(ref)
     if (direct / "manifest.json").is_file():
         return direct
     if (root / ref / "manifest.json").is_file():
         return root / ref
-    matches = [p for p in list_runs(root) if p.name.startswith(ref) or p.name.endswith(ref)]
+    matches = [p for p in list_runs(root) if ref in p.name]
     if len(matches) == 1:
         return matches[0]
     if not matches:

@@ -1,0 +1,71 @@
+"""Plots are tested through their data; rendering only has to produce PNGs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tunebench.analysis.frames import load_run
+from tunebench.analysis.plots import (
+    concurrency_data, pareto_data, pareto_front, run_figures, timeseries_data, versus_data,
+    LATENCY_METRICS,
+)
+from tunebench.report.html import report_context
+from tunebench.testing import make_synthetic_run
+
+
+def test_versus_and_concurrency_data(tmp_path):
+    store = make_synthetic_run(tmp_path, configs=2, streams=(1, 2, 4, 8))
+    points = load_run(store.path)
+    data = versus_data(points, LATENCY_METRICS)
+    assert set(data["metric"]) == {"TTFT p50", "TTFT p95"}
+    assert len(data) == 2 * 4 * 2
+    for _, group in data.groupby(["config_label", "metric"]):
+        assert list(group["achieved_rps"]) == sorted(group["achieved_rps"])
+    workshop = concurrency_data(points)
+    p50 = workshop[(workshop["metric"] == "TTFT p50") & (workshop["config_label"] == "max-num-seqs=2")]
+    assert list(p50["streams"]) == [1, 2, 4, 8]
+    assert p50["value"].is_monotonic_increasing  # queueing beyond max-num-seqs
+
+
+def test_pareto_front():
+    tok = np.array([100, 200, 300, 250, 150.0])
+    ttft = np.array([50, 60, 200, 300, 40.0])
+    assert list(pareto_front(tok, ttft)) == [False, True, True, False, True]
+    frame = pd.DataFrame({"config_label": "a", "point_id": list("vwxyz"), "output_tok_s": tok,
+                          "ttft_p95_ms": ttft, "valid": [True, True, True, True, False]})
+    data = pareto_data(frame)
+    assert list(data["point_id"]) == list("vwxy")  # invalid points are left out
+    assert list(data["on_front"]) == [True, True, True, False]
+
+
+def test_timeseries_marks_point_windows(tmp_path):
+    store = make_synthetic_run(tmp_path, configs=1, streams=(1, 4))
+    points = load_run(store.path)
+    data = timeseries_data(Path(store.path), points, "c1")
+    assert set(data["series"]) == {"kv_usage_pct", "running", "waiting"}
+    assert set(data["point_id"].dropna()) == {"concurrent-1", "concurrent-4"}
+    running = data[(data["series"] == "running") & (data["point_id"] == "concurrent-4")]
+    assert (running["value"] == 2).all()  # min(streams 4, max-num-seqs 2)
+    assert data["seconds"].min() == 0
+
+
+def test_figures_render_as_png(tmp_path):
+    store = make_synthetic_run(tmp_path, configs=2, streams=(1, 4))
+    figures = run_figures(load_run(store.path), store.path)
+    titles = [t for t, _ in figures]
+    assert titles[:5] == ["TTFT vs achieved request rate", "TTFT per number of concurrent streams",
+                          "ITL vs achieved request rate", "Output tokens/s vs achieved request rate",
+                          "Latency-throughput Pareto"]
+    assert sum(t.startswith("Server time series") for t in titles) == 2
+    assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for _, png in figures)
+
+
+def test_report_context(tmp_path):
+    store = make_synthetic_run(tmp_path, configs=2, streams=(1, 2, 4, 8), slowdown={1: 0.6})
+    context = report_context(store.path)
+    assert len(context["rows"]) == 8 and len(context["configs"]) == 2
+    assert len(context["figures"]) == 7
+    assert context["m"]["status"] == "complete"

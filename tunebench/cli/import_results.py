@@ -1,0 +1,29 @@
+"""`tunebench import FILE... [--name NAME]`: existing results become a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import")
+    def import_(
+        files: List[Path] = typer.Argument(..., metavar="FILE...", help="GuideLLM report(s) (0.3-0.8, JSON/YAML) or vllm bench serve result JSON."),
+        name: Optional[str] = typer.Option(None, "--name", help="Run name (default: the first file's name)."),
+        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+    ) -> None:
+        """Turn existing benchmark results into a run that compare and report accept.
+
+        Server metrics are absent in imported runs and marked so.
+
+        Examples:
+          tunebench import benchmarks.json --name before-upgrade
+          tunebench import vllm-bench-rate4.json vllm-bench-rate8.json --name bench-sweep
+        """
+        from tunebench.importers import import_results
+
+        store = import_results(list(files), name, root)
+        typer.echo(f"imported {len(store.rows)} point(s): {store.path}")

@@ -1,0 +1,90 @@
+"""Synthetic runs in the real run format, for tests and benchmarks of the analysis side.
+
+Latencies follow a simple queueing shape (they grow with load, faster for a "slow"
+configuration), per-request samples are drawn from a lognormal around the point's
+median, so statistics have something real to chew on. Never used to prove server
+behaviour: that is what the CPU server tests are for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tunebench.metrics.summary import SERVER_COLUMNS
+from tunebench.store.run import RunStore
+
+
+def make_synthetic_run(
+    root: Path,
+    name: str = "synthetic",
+    configs: int = 2,
+    streams: tuple[int, ...] = (1, 2, 4, 8),
+    requests_per_point: int = 200,
+    slowdown: dict[int, float] | None = None,
+    seed: int = 0,
+    timeseries: bool = True,
+) -> RunStore:
+    """A complete run: `configs` values of max-num-seqs x `streams` concurrent points.
+
+    `slowdown[i]` multiplies the latency of configuration i (0-based); default 1.0.
+    """
+    rng = np.random.default_rng(seed)
+    slowdown = slowdown or {}
+    store = RunStore.create(Path(root), name, {
+        "spec": {"name": name}, "versions": {"tunebench": "synthetic"}, "host": {},
+        "deployment_kind": "synthetic", "varied_args": ["max-num-seqs"], "configs": [],
+    })
+    clock = 1_800_000_000.0
+    for index in range(configs):
+        seqs = 2 ** (index + 1)
+        config_id, label = f"c{index + 1}", f"max-num-seqs={seqs}"
+        factor = slowdown.get(index, 1.0)
+        store.update_config(config_id, label=label, model="synthetic", status="complete",
+                            args={"max-num-seqs": seqs}, command_args=["--max-num-seqs", str(seqs)],
+                            varied={"max-num-seqs": seqs}, effective={"max_model_len": 512})
+        series = []
+        for target in streams:
+            queueing = max(0.0, target / seqs - 1.0)
+            ttft_median = factor * 40.0 * (1 + queueing) * (1 + 0.05 * target)
+            itl_median = factor * 5.0 * (1 + 0.02 * target)
+            n = requests_per_point
+            ttft = ttft_median * rng.lognormal(0, 0.3, n)
+            itl = itl_median * rng.lognormal(0, 0.2, n)
+            e2e = (ttft + 31 * itl) / 1000
+            duration = 20.0
+            rps = min(target / e2e.mean(), n / duration)
+            start, clock = clock, clock + duration + 2
+            point_id = f"concurrent-{target}"
+            store.add_requests(config_id, point_id, [
+                {"ttft_ms": t, "itl_ms": i, "tpot_ms": i, "e2e_s": e, "prompt_tokens": 64, "output_tokens": 32}
+                for t, i, e in zip(ttft, itl, e2e)
+            ])
+            store.add_point({
+                "run_id": store.run_id, "config_id": config_id, "config_label": label,
+                "point_id": point_id, "load_kind": "concurrent", "target": target,
+                "max-num-seqs": str(seqs), "achieved_rps": rps,
+                "achieved_concurrency": rps * e2e.mean(), "requests_ok": n, "requests_failed": 0,
+                "requests_incomplete": 0, "duration_s": duration,
+                **{f"ttft_{q}_ms": float(np.percentile(ttft, p)) for q, p in
+                   (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99))},
+                "ttft_mean_ms": float(ttft.mean()),
+                **{f"itl_{q}_ms": float(np.percentile(itl, p)) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))},
+                "tpot_p50_ms": float(np.median(itl)),
+                **{f"e2e_{q}_s": float(np.percentile(e2e, p)) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))},
+                "output_tok_s": rps * 32, "total_tok_s": rps * 96,
+                **{c: None for c in SERVER_COLUMNS},
+                "kv_usage_max": min(1.0, 0.01 * target), "waiting_max": max(0, target - seqs),
+                "queue_depth_mean": max(0.0, target - seqs) * 0.5, "server_samples": 20,
+                "server_metrics": "present", "valid": True, "invalid_reason": "",
+                "start_time": start, "end_time": start + duration,
+            })
+            for second in range(int(duration) + 2):
+                series.append((start + second, min(1.0, 0.01 * target), min(target, seqs),
+                               max(0, target - seqs)))
+        if timeseries:
+            lines = ["time,kv_usage,running,waiting"] + [",".join(map(str, row)) for row in series]
+            store.write_text(f"metrics/{config_id}.csv", "\n".join(lines) + "\n")
+    store.set_status("complete")
+    return store
