@@ -18,15 +18,18 @@ demo: setup
 	$(VENV)/bin/tunebench sweep sweeps/cpu-demo.yaml
 
 test: setup
+	bash scripts/setup-test-deps.sh
 	$(PY) -m pytest -q
 
 # Unit tests only (seconds, no server).
 test-fast: setup
 	$(PY) -m pytest -q -m "not server"
 
-# Wall time of the demo sweep against server starts + measured load (overhead ratio).
+# Wall time of the demo sweep against server starts + measured load (overhead ratio), and
+# report/compare times on a synthetic run of 50 configurations x 10 points.
 benchmark: setup
 	$(PY) benchmarks/sweep_overhead.py sweeps/cpu-demo.yaml
+	$(PY) benchmarks/analysis_speed.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

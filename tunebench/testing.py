@@ -38,7 +38,7 @@ def make_synthetic_run(
     })
     clock = 1_800_000_000.0
     for index in range(configs):
-        seqs = 2 ** (index + 1)
+        seqs = 2 * (index + 1)
         config_id, label = f"c{index + 1}", f"max-num-seqs={seqs}"
         factor = slowdown.get(index, 1.0)
         store.update_config(config_id, label=label, model="synthetic", status="complete",

@@ -55,13 +55,13 @@ def test_synthetic_effects_and_by(tmp_path):
     make_synthetic_run(tmp_path, "grid", configs=3, slowdown={2: 1.5}, seed=1)
     result = compare(["grid"], by="max-num-seqs", root=tmp_path, metrics=["ttft_p50", "itl_p50"])
     rows = result.rows
-    slow = rows[rows["candidate"] == "max-num-seqs=8"]
+    slow = rows[rows["candidate"] == "max-num-seqs=6"]
     assert (slow[slow["metric"] == "itl_p50"]["verdict"] == "worse").all()  # 1.5x slower
     same = rows[(rows["candidate"] == "max-num-seqs=4") & (rows["metric"] == "itl_p50")]
     assert (same["verdict"] == "no significant change").all()  # same distribution
-    assert result.args_differ == {"max-num-seqs": ["2", "4", "8"]}
-    with_base = compare(["grid"], by="max-num-seqs", baseline="8", root=tmp_path)
-    assert with_base.baseline == "max-num-seqs=8"
+    assert result.args_differ == {"max-num-seqs": ["2", "4", "6"]}
+    with_base = compare(["grid"], by="max-num-seqs", baseline="6", root=tmp_path)
+    assert with_base.baseline == "max-num-seqs=6"
 
 
 def test_repeats_are_bootstrapped_over_rows():

@@ -154,12 +154,17 @@ def _verdict(metric, change, low, high, min_change_pct) -> str:
 
 # -- alignment ----------------------------------------------------------------------------
 
-def _samples_for(side: Side, rows: pd.DataFrame) -> pd.DataFrame:
+def _samples_by_point(side: Side) -> dict[tuple[str, str], pd.DataFrame]:
     if side.requests.empty:
-        return side.requests
-    keys = set(zip(rows["config_id"], rows["point_id"]))
-    mask = [k in keys for k in zip(side.requests["config_id"], side.requests["point_id"])]
-    return side.requests[mask]
+        return {}
+    return {key: group for key, group in side.requests.groupby(["config_id", "point_id"], sort=False)}
+
+
+def _samples_for(index: dict, rows: pd.DataFrame) -> pd.DataFrame:
+    parts = [index[k] for k in zip(rows["config_id"], rows["point_id"]) if k in index]
+    if not parts:
+        return pd.DataFrame()
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
 def compare_sides(
@@ -178,12 +183,15 @@ def compare_sides(
     baseline = sides[0]
     records = []
     base_groups = {k: g for k, g in baseline.points.groupby(list(key), sort=False)}
+    base_samples = _samples_by_point(baseline)
     for candidate in sides[1:]:
+        cand_samples = base_samples if candidate.requests is baseline.requests else _samples_by_point(candidate)
         for point_key, cand_rows in candidate.points.groupby(list(key), sort=False):
             base_rows = base_groups.get(point_key)
             if base_rows is None:
                 continue
-            a_samples, b_samples = _samples_for(baseline, base_rows), _samples_for(candidate, cand_rows)
+            a_samples = _samples_for(base_samples, base_rows)
+            b_samples = _samples_for(cand_samples, cand_rows)
             for metric in metrics:
                 a, a_draws, n_a = _estimate(metric, base_rows, a_samples, rng, n_draws)
                 b, b_draws, n_b = _estimate(metric, cand_rows, b_samples, rng, n_draws)

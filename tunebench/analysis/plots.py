@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 HUE = "config_label"
+TIMESERIES_PER_FIGURE = 8
 LATENCY_METRICS = {"ttft_p50_ms": "TTFT p50", "ttft_p95_ms": "TTFT p95"}
 ITL_METRICS = {"itl_p50_ms": "ITL p50", "itl_p95_ms": "ITL p95"}
 
@@ -86,7 +87,8 @@ def _figure_bytes(fig) -> bytes:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    # A constrained layout instead of bbox_inches="tight": the latter draws every figure twice.
+    fig.savefig(buffer, format="png", dpi=80)
     plt.close(fig)
     return buffer.getvalue()
 
@@ -102,40 +104,71 @@ def _setup():
     return plt, sns
 
 
+MANY_HUES = 10  # beyond this a legend says nothing; the summary table names the lines
+
+
+def _place_legend(ax, sns, hues: int) -> None:
+    if hues > MANY_HUES and ax.get_legend() is not None:
+        ax.get_legend().remove()
+        ax.set_title(f"{ax.get_title()} ({hues} configurations; legend omitted)")
+
+
 def render_lines(data: pd.DataFrame, x: str, title: str, xlabel: str, ylabel: str,
                  hue: str = HUE) -> bytes:
     plt, sns = _setup()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    hues = data[hue].nunique() if not data.empty else 0
+    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    ax.set_title(title)
     if not data.empty:
         sns.lineplot(data=data, x=x, y="value", hue=hue, style="metric" if data["metric"].nunique() > 1 else None,
                      markers=True, dashes=True, ax=ax, sort=True, estimator=None)
-    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+        _place_legend(ax, sns, hues)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     return _figure_bytes(fig)
 
 
 def render_pareto(data: pd.DataFrame) -> bytes:
     plt, sns = _setup()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    hues = data[HUE].nunique() if not data.empty else 0
+    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    ax.set_title("Latency vs throughput (line: Pareto front)")
     if not data.empty:
         sns.scatterplot(data=data, x="output_tok_s", y="ttft_p95_ms", hue=HUE, ax=ax, s=50)
         front = data[data["on_front"]].sort_values("output_tok_s")
         ax.plot(front["output_tok_s"], front["ttft_p95_ms"], color="black", lw=1.5,
                 label="Pareto front", zorder=0)
         ax.legend(fontsize="small")
-    ax.set(title="Latency vs throughput (front: best trade-offs)", xlabel="output tokens/s",
-           ylabel="TTFT p95 (ms)")
+        _place_legend(ax, sns, hues)
+    ax.set(xlabel="output tokens/s", ylabel="TTFT p95 (ms)")
+    return _figure_bytes(fig)
+
+
+def render_timeseries_group(data: pd.DataFrame, title: str) -> bytes:
+    """Several configurations in one figure: one line each, time from each one's start."""
+    plt, sns = _setup()
+    fig, axes = plt.subplots(3, 1, figsize=(9, 5), sharex=True, layout="constrained")
+    for ax, name, label in zip(axes, ("kv_usage_pct", "running", "waiting"),
+                               ("KV cache %", "running", "waiting")):
+        for config, part in data[data["series"] == name].groupby(HUE, sort=False):
+            ax.plot(part["seconds"], part["value"], lw=0.8, label=config)
+        ax.set_ylabel(label)
+    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=6, frameon=False)
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("seconds since the server was ready")
     return _figure_bytes(fig)
 
 
 def render_timeseries(data: pd.DataFrame, title: str) -> bytes:
     plt, sns = _setup()
-    fig, axes = plt.subplots(3, 1, figsize=(7, 5), sharex=True)
+    fig, axes = plt.subplots(3, 1, figsize=(7, 5), sharex=True, layout="constrained")
+    spans = [(g["seconds"].min(), g["seconds"].max())
+             for _, g in data.dropna(subset=["point_id"]).groupby("point_id", sort=False)]
     for ax, name, label in zip(axes, ("kv_usage_pct", "running", "waiting"),
                                ("KV cache %", "running", "waiting")):
         part = data[data["series"] == name]
         ax.plot(part["seconds"], part["value"], lw=1)
-        for point_id, span in part.dropna(subset=["point_id"]).groupby("point_id"):
-            ax.axvspan(span["seconds"].min(), span["seconds"].max(), alpha=0.08)
+        for start, end in spans[::2]:  # shade every other point window to show boundaries
+            ax.axvspan(start, end, alpha=0.08, lw=0)
         ax.set_ylabel(label)
     axes[0].set_title(title)
     axes[-1].set_xlabel("seconds since the server was ready")
@@ -163,9 +196,20 @@ def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]
                       "requests/s", "tokens/s")),
         ("Latency-throughput Pareto", render_pareto(pareto_data(points))),
     ]
-    for config_id, label in dict.fromkeys(zip(points["config_id"], points[HUE])):
-        data = timeseries_data(run_path, points, config_id)
+    configs = list(dict.fromkeys(zip(points["config_id"], points[HUE])))
+    if len(configs) <= TIMESERIES_PER_FIGURE:
+        for config_id, label in configs:
+            data = timeseries_data(run_path, points, config_id)
+            if not data.empty:
+                figures.append((f"Server time series: {label}",
+                                render_timeseries(data, f"{config_id}: {label}")))
+        return figures
+    # Many configurations: a figure per group, one line per configuration.
+    for first in range(0, len(configs), TIMESERIES_PER_FIGURE):
+        group = configs[first:first + TIMESERIES_PER_FIGURE]
+        frames = [timeseries_data(run_path, points, c).assign(**{HUE: label}) for c, label in group]
+        data = pd.concat(frames, ignore_index=True)
         if not data.empty:
-            figures.append((f"Server time series: {label}",
-                            render_timeseries(data, f"{config_id}: {label}")))
+            title = f"Server time series: {group[0][0]}-{group[-1][0]}"
+            figures.append((title, render_timeseries_group(data, title)))
     return figures
