@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tunebench.deploy.base import Deployment, ServerHandle
+from tunebench.deploy.base import Deployment
 from tunebench.effective import ineffective_args, read_effective
 from tunebench.errors import DeploymentError, LoadError
 from tunebench.load.base import ClientResult, LoadDriver

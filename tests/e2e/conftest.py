@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import run_cli
 from tunebench.store.run import read_points
 
 NEEDS_SERVER = pytest.mark.skipif(

@@ -9,7 +9,6 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.e2e.conftest import NEEDS_SERVER
-from tunebench import demo
 from tunebench.deploy.local import LocalVllmServer
 from tunebench.spec.models import LocalDeployment
 from tunebench.spec.plan import ServerConfig

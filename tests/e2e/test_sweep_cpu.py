@@ -121,3 +121,20 @@ def test_show_and_runs(e2e_sweep):
     assert e2e_sweep.path.name in listed.stdout and "failed" in listed.stdout
     table = run_cli("show", "e2e-cpu", "--root", root)
     assert "concurrent-8" in table.stdout and "c1 failed" in table.stdout
+
+
+def test_compare_flags_the_real_regression(e2e_sweep):
+    root = str(e2e_sweep.path.parent)
+    gate = run_cli("compare", e2e_sweep.path.name, "--root", root, "--by", "variant",
+                   "--baseline", "mns8", "-m", "ttft_p50", "-m", "ttft_p95", "--format", "json",
+                   "--fail-on-regression", "5")
+    assert gate.returncode == 1, gate.stderr
+    rows = json.loads(gate.stdout)["rows"]
+    at8 = [r for r in rows if r["load_kind"] == "concurrent" and r["target"] == 8]
+    assert {r["candidate"] for r in at8} == {"variant=mns2"}
+    worse = [r for r in at8 if r["verdict"] == "worse"]
+    assert worse and all(r["ci_low_pct"] > 5 for r in worse), at8
+    itself = run_cli("compare", e2e_sweep.path.name, e2e_sweep.path.name, "--root", root,
+                     "--fail-on-regression", "5")
+    assert itself.returncode == 0, itself.stdout
+    assert "worse" not in itself.stdout and "better" not in itself.stdout

@@ -69,3 +69,16 @@ def test_report_context(tmp_path):
     assert len(context["rows"]) == 8 and len(context["configs"]) == 2
     assert len(context["figures"]) == 7
     assert context["m"]["status"] == "complete"
+
+
+def test_notebook_api(tmp_path):
+    import tunebench
+
+    store = make_synthetic_run(tmp_path, "nb", configs=2, streams=(1, 4), requests_per_point=50)
+    points = tunebench.load_run("nb", root=tmp_path)
+    assert len(points) == 4 and points["ttft_p50_ms"].dtype == float and points["valid"].all()
+    requests = tunebench.load_requests(store.path, config_id="c2", point_id="concurrent-4")
+    assert len(requests) == 50 and set(requests["config_id"]) == {"c2"}
+    result = tunebench.compare(["nb"], by="max-num-seqs", root=tmp_path, metrics=["ttft_p50"])
+    assert list(result.rows.columns[:4]) == ["baseline", "candidate", "load_kind", "target"]
+    assert len(result.rows) == 2

@@ -53,9 +53,9 @@ def register(app: typer.Typer) -> None:
         reporter.close()
         store = result.store
         if report and store.rows:
-            from tunebench.report.html import write_report
-
             try:
+                from tunebench.report.html import write_report
+
                 out.print(f"report: {write_report(store.path)}")
             except Exception as exc:  # noqa: BLE001 - the measured run must not be lost to a plot
                 out.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "

@@ -189,7 +189,8 @@ class GuideLLMDriver:
                 line = events.get(timeout=1.0)
             except queue.Empty:
                 if time.monotonic() > deadline:
-                    raise LoadError(f"GuideLLM did not finish within {budget_s:.0f} s; stopped it")
+                    raise LoadError(
+                        f"GuideLLM did not finish within {budget_s:.0f} s; stopped it") from None
                 continue
             if line is None:
                 break

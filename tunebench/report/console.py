@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from rich.console import Console
 from rich.table import Table
 
 SUMMARY_COLUMNS = (
@@ -25,8 +26,9 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _cell(value: Any, digits: int | None) -> str:
-    if value in (None, ""):
+def format_cell(value: Any, digits: int | None) -> str:
+    """A table cell: '-' for missing (None, '', NaN), numbers to `digits` decimals."""
+    if value is None or value == "" or (isinstance(value, float) and value != value):
         return "-"
     if digits is None:
         return str(value)
@@ -49,14 +51,12 @@ def summary_table(rows: Iterable[dict[str, Any]], title: str | None = None) -> T
                 ok = str(row.get("valid")).lower() in ("true", "1")
                 cells.append("yes" if ok else f"no: {row.get('invalid_reason', '')}")
             else:
-                cells.append(_cell(row.get(key), digits))
+                cells.append(format_cell(row.get(key), digits))
         table.add_row(*cells)
     return table
 
 
-def wide_console(stderr: bool = False) -> "Console":
+def wide_console(stderr: bool = False) -> Console:
     """A console that does not squeeze tables to 80 columns when output is piped."""
-    from rich.console import Console
-
     console = Console(highlight=False, stderr=stderr)
     return console if console.is_terminal else Console(highlight=False, stderr=stderr, width=200)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import html
-import json
 from pathlib import Path
 
 import jinja2
@@ -13,6 +11,7 @@ import pandas as pd
 from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
+from tunebench.report.console import format_cell
 from tunebench.store.run import write_atomic
 
 SUMMARY = [
@@ -79,17 +78,6 @@ code{font-size:.8rem}
 )
 
 
-def _cell(value, digits):
-    if value is None or (isinstance(value, float) and pd.isna(value)) or value == "":
-        return "-"
-    if digits is None:
-        return str(value)
-    try:
-        return f"{float(value):.{digits}f}"
-    except (TypeError, ValueError):
-        return str(value)
-
-
 def report_context(run_path: Path) -> dict:
     points = load_run(run_path)
     manifest = load_manifest(run_path)
@@ -98,7 +86,7 @@ def report_context(run_path: Path) -> dict:
     if "queue_time_mean_s" in points:
         points = points.assign(queue_time_mean_s=points["queue_time_mean_s"] * 1000)
     rows = [
-        {"cells": [_cell(r.get(col), d) for _, col, d in SUMMARY], "valid": bool(r.get("valid")),
+        {"cells": [format_cell(r.get(col), d) for _, col, d in SUMMARY], "valid": bool(r.get("valid")),
          "reason": r.get("invalid_reason") or ""}
         for r in points.to_dict(orient="records")
     ]

@@ -144,7 +144,7 @@ def _expand_configs(spec: SweepSpec, spec_dir: Path, spec_path: Path) -> list[Se
                 else:
                     args[key] = value
             index = len(configs) + 1
-            where = f"server.matrix.model" if "model" in varied else "model"
+            where = "server.matrix.model" if "model" in varied else "model"
             configs.append(
                 ServerConfig(
                     config_id=f"c{index}",
