@@ -87,7 +87,7 @@ class ConfigRunner:
                 config.config_id, status="running",
                 start_s=round(handle.started_s or (time.monotonic() - launched), 1),
                 effective=effective, invalid_reasons=reasons,
-                server_pgid=getattr(self.deployment, "pgid", None),
+                server_pgid=self.deployment.pgid,
                 load_pgid=getattr(driver, "pgid", None),
             )
             if reasons:

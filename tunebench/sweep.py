@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from tunebench import __version__, demo
@@ -110,8 +111,9 @@ def run_sweep(
     plan: Plan,
     output_root: Path,
     reporter: Reporter | None = None,
-    on_store: "callable | None" = None,
+    on_store: Callable[[RunStore], None] | None = None,
 ) -> SweepResult:
+    """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists."""
     reporter = reporter or SilentReporter()
     store = RunStore.create(
         output_root,

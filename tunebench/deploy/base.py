@@ -44,3 +44,7 @@ class Deployment(Protocol):
 
     @property
     def log_path(self) -> Path | None: ...
+
+    @property
+    def pgid(self) -> int | None:
+        """Process group of the server tunebench started (None when it started none)."""

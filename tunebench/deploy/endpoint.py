@@ -33,6 +33,10 @@ class EndpointServer:
     def log_path(self) -> Path | None:
         return None
 
+    @property
+    def pgid(self) -> int | None:
+        return None  # nothing of ours runs
+
     def _headers(self) -> dict[str, str]:
         name = self.settings.api_key_env
         if not name:
