@@ -122,6 +122,9 @@ def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one line of output, not a shard progress bar
 
     special = ["<unk>", "<s>", "</s>", "<pad>"]
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))

@@ -18,8 +18,9 @@ SUMMARY_COLUMNS = (
     ("ITL p50 ms", "itl_p50_ms", 2),
     ("ITL p95 ms", "itl_p95_ms", 2),
     ("out tok/s", "output_tok_s", 0),
-    ("KV max", "kv_usage_max", 3),
+    ("KV max %", "kv_usage_max", 2),
     ("wait max", "waiting_max", 0),
+    ("q depth", "queue_depth_mean", 2),
     ("queue mean s", "queue_time_mean_s", 3),
     ("ok/fail", None, None),
     ("valid", "valid", None),
@@ -50,6 +51,8 @@ def summary_table(rows: Iterable[dict[str, Any]], title: str | None = None) -> T
             elif key == "valid":
                 ok = str(row.get("valid")).lower() in ("true", "1")
                 cells.append("yes" if ok else f"no: {row.get('invalid_reason', '')}")
+            elif key == "kv_usage_max" and row.get(key) not in (None, ""):
+                cells.append(format_cell(float(row[key]) * 100, digits))
             else:
                 cells.append(format_cell(row.get(key), digits))
         table.add_row(*cells)
