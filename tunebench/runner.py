@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from tunebench import client_limit, slo
+from tunebench.client_limit import DEFAULT_TOLERANCE
 from tunebench.deploy.base import Deployment
 from tunebench.effective import ineffective_args, read_effective
 from tunebench.errors import DeploymentError, LoadError
@@ -44,7 +46,11 @@ class ConfigRunner:
         make_driver: Callable[[ServerConfig], LoadDriver],
         metrics: Metrics,
         reporter: Reporter,
+        slo: dict | None = None,
+        client_tolerance: float = DEFAULT_TOLERANCE,
     ):
+        self.slo = slo
+        self.client_tolerance = client_tolerance
         self.store = store
         self.deployment = deployment
         self.make_driver = make_driver
@@ -152,6 +158,8 @@ class ConfigRunner:
                                   result.end_time)
         row.update(server)
         row["server_metrics"] = "present" if server["server_samples"] else "absent"
+        row.update(slo.evaluate(row, result.samples, self.slo))
+        row.update(client_limit.verdict(row, self.client_tolerance))
         problems = list(reasons)
         if not result.columns.get("requests_ok"):
             problems.append("no successful requests")

@@ -142,7 +142,9 @@ def run_sweep(
             python=sys.executable,
         )
 
-    runner = ConfigRunner(store, deployment, make_driver, spec.metrics, reporter)
+    runner = ConfigRunner(store, deployment, make_driver, spec.metrics, reporter,
+                          slo=spec.slo.as_dict() if spec.slo else None,
+                          client_tolerance=spec.client_tolerance)
     outcomes: list[ConfigOutcome] = []
     status = "interrupted"
     try:

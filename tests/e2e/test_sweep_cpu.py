@@ -138,3 +138,17 @@ def test_compare_flags_the_real_regression(e2e_sweep):
                      "--fail-on-regression", "5")
     assert itself.returncode == 0, itself.stdout
     assert "worse" not in itself.stdout and "better" not in itself.stdout
+
+
+def test_slo_goodput_and_client_verdict(e2e_sweep):
+    for label in ("mns2", "mns8"):
+        for row in e2e_sweep.rows_of(label):
+            assert row["slo_met"] == "True", row["slo_violations"]
+            # every request met the generous thresholds, so goodput is the achieved rate
+            assert float(row["goodput_fraction"]) == 1.0
+            assert float(row["goodput_rps"]) == pytest.approx(
+                int(row["requests_ok"]) / float(row["duration_s"]), rel=0.01)
+        at8 = e2e_sweep.point(label, "concurrent-8")
+        # 2 cores: GuideLLM keeps far fewer than 8 requests in flight, and says so
+        assert at8["client_limited"] == "True"
+        assert "of 8 streams" in at8["client_limited_reason"]

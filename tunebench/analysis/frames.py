@@ -13,7 +13,8 @@ from tunebench.store.columns import ID_COLUMNS
 from tunebench.store.run import resolve_run
 
 TEXT_COLUMNS = {*ID_COLUMNS, "variant", "server_metrics", "invalid_reason", "client_warnings",
-                "raw_report", "valid"} - {"target"}
+                "raw_report", "slo_violations", "client_limited_reason"} - {"target"}
+BOOL_COLUMNS = ("valid", "client_limited", "slo_met")
 
 
 def run_path(run: str | Path, root: str | Path = "reports") -> Path:
@@ -36,9 +37,11 @@ def load_run(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:
     for column in frame.columns:
         if column in TEXT_COLUMNS or column in varied:
             continue
+        if column in BOOL_COLUMNS:
+            # empty (e.g. slo_met without an SLO) stays missing rather than False
+            frame[column] = frame[column].map({"True": True, "False": False}).astype(object)
+            continue
         frame[column] = pd.to_numeric(frame[column].replace("", None), errors="coerce")
-    if "valid" in frame:
-        frame["valid"] = frame["valid"].isin(["True", "true", "1"])
     frame.attrs["run_path"] = str(path)
     return frame
 

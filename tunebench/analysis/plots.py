@@ -54,7 +54,8 @@ def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def pareto_data(points: pd.DataFrame) -> pd.DataFrame:
     """[config_label, point_id, output_tok_s, ttft_p95_ms, on_front]; front over all configs."""
     frame = points.dropna(subset=["output_tok_s", "ttft_p95_ms"])
-    frame = frame[frame.get("valid", True) == True]  # noqa: E712 - pandas mask
+    if "valid" in frame:
+        frame = frame[frame["valid"] == True]  # noqa: E712 - pandas mask
     out = frame[[HUE, "point_id", "output_tok_s", "ttft_p95_ms"]].copy()
     out["on_front"] = pareto_front(out["output_tok_s"].to_numpy(float), out["ttft_p95_ms"].to_numpy(float))
     return out.reset_index(drop=True)

@@ -50,7 +50,10 @@ def summary_table(rows: Iterable[dict[str, Any]], title: str | None = None) -> T
                 cells.append(f"{row.get('requests_ok', '-')}/{row.get('requests_failed', '-')}")
             elif key == "valid":
                 ok = str(row.get("valid")).lower() in ("true", "1")
-                cells.append("yes" if ok else f"no: {row.get('invalid_reason', '')}")
+                text = "yes" if ok else f"no: {row.get('invalid_reason', '')}"
+                if str(row.get("client_limited")).lower() in ("true", "1"):
+                    text += " (client-limited)"
+                cells.append(text)
             elif key == "kv_usage_max" and row.get(key) not in (None, ""):
                 cells.append(format_cell(float(row[key]) * 100, digits))
             else:

@@ -50,7 +50,7 @@ code{font-size:.8rem}
 <h2>Summary</h2>
 {% if rows %}<table><tr>{% for h in headers %}<th class="{{ 'l' if loop.index <= 2 else '' }}">{{ h }}</th>{% endfor %}<th class="l">valid</th></tr>
 {% for r in rows %}<tr>{% for cell in r.cells %}<td class="{{ 'l' if loop.index <= 2 else '' }}">{{ cell }}</td>{% endfor %}
-<td class="l {{ 'ok' if r.valid else 'bad' }}">{{ 'yes' if r.valid else 'no: ' ~ r.reason }}</td></tr>{% endfor %}</table>
+<td class="l {{ 'ok' if r.valid else 'bad' }}">{{ 'yes' if r.valid else 'no: ' ~ r.reason }}{% if r.client_limited %} <span class="muted" title="{{ r.client_reason }}">(client-limited)</span>{% endif %}{% if r.slo %} · SLO {{ r.slo }}{% endif %}</td></tr>{% endfor %}</table>
 {% else %}<p class="muted">No points were measured.</p>{% endif %}
 
 {% if crossovers %}<h2>Crossovers</h2><ul>
@@ -87,7 +87,10 @@ def report_context(run_path: Path) -> dict:
         points = points.assign(queue_time_mean_s=points["queue_time_mean_s"] * 1000)
     rows = [
         {"cells": [format_cell(r.get(col), d) for _, col, d in SUMMARY], "valid": bool(r.get("valid")),
-         "reason": r.get("invalid_reason") or ""}
+         "reason": r.get("invalid_reason") or "",
+         "client_limited": r.get("client_limited") is True or r.get("client_limited") == 1,
+         "client_reason": r.get("client_limited_reason") or "",
+         "slo": {True: "met", False: "missed"}.get(r.get("slo_met"), "")}
         for r in points.to_dict(orient="records")
     ]
     configs = [

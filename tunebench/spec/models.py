@@ -197,6 +197,23 @@ class Load(Strict):
     profiles: list[Profile] = Field(min_length=1)
 
 
+Percentile = Literal["p50", "p90", "p95", "p99"]
+Limit = Annotated[float, Field(gt=0)]
+
+
+class Slo(Strict):
+    """Latency objectives at percentiles, e.g. ttft_ms: {p95: 500}; see tunebench/slo.py."""
+
+    ttft_ms: dict[Percentile, Limit] | None = None
+    itl_ms: dict[Percentile, Limit] | None = None
+    tpot_ms: dict[Percentile, Limit] | None = None
+    e2e_s: dict[Percentile, Limit] | None = None
+    max_error_rate: float | None = Field(None, ge=0, le=1)
+
+    def as_dict(self) -> dict:
+        return self.model_dump(exclude_none=True)
+
+
 class Metrics(Strict):
     enabled: bool = True
     interval_s: float = Field(1.0, ge=0.1, le=60)
@@ -212,6 +229,8 @@ class SweepSpec(Strict):
     server: Server = Field(default_factory=Server)
     load: Load
     metrics: Metrics = Field(default_factory=Metrics)
+    slo: Slo | None = None
+    client_tolerance: float = Field(0.10, ge=0, lt=1, description="client-limited shortfall")
     output: str = "reports"
 
     @model_validator(mode="after")

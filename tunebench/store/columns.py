@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from tunebench.client_limit import CLIENT_COLUMNS as LIMIT_COLUMNS
 from tunebench.load.guidellm_report import CLIENT_COLUMNS
 from tunebench.metrics.summary import SERVER_COLUMNS
+from tunebench.slo import SLO_COLUMNS
 
 ID_COLUMNS = ("run_id", "config_id", "config_label", "point_id", "load_kind", "target")
 STATUS_COLUMNS = (
@@ -12,12 +14,14 @@ STATUS_COLUMNS = (
 
 
 def point_columns(varied_args: list[str]) -> list[str]:
-    """Identity, one column per varied server arg, client stats, server stats, validity."""
+    """Identity, varied server args, client stats, server stats, SLO, client-limited, validity."""
     return [
         *ID_COLUMNS,
         *varied_args,
         *(c for c in CLIENT_COLUMNS if c != "client_warnings"),
         *SERVER_COLUMNS,
+        *SLO_COLUMNS,
+        *LIMIT_COLUMNS,
         *STATUS_COLUMNS,
         "client_warnings",
     ]

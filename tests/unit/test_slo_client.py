@@ -1,0 +1,75 @@
+"""SLO evaluation, goodput, and the client-bottleneck rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.test_spec_errors import GOOD
+from tunebench.client_limit import verdict
+from tunebench.slo import evaluate, thresholds_of
+
+SLO = {"ttft_ms": {"p95": 500}, "itl_ms": {"p50": 20}, "max_error_rate": 0.05}
+
+
+def _samples(ttfts, itl=10.0):
+    return [{"ttft_ms": t, "itl_ms": itl, "e2e_s": 0.5} for t in ttfts]
+
+
+def test_thresholds():
+    assert [t.label for t in thresholds_of(SLO)] == ["ttft_ms p95 <= 500", "itl_ms p50 <= 20"]
+    assert thresholds_of(None) == []
+
+
+def test_slo_met_and_goodput():
+    row = {"ttft_p95_ms": 450.0, "itl_p50_ms": 12.0, "requests_ok": 100, "requests_failed": 2,
+           "duration_s": 10.0}
+    samples = _samples([100] * 90 + [600] * 10)
+    out = evaluate(row, samples, SLO)
+    assert out["slo_met"] is True and out["slo_violations"] == ""
+    assert out["goodput_rps"] == pytest.approx(9.0)  # 90 requests met every threshold in 10 s
+    assert out["goodput_fraction"] == pytest.approx(0.9)
+
+
+def test_slo_violations_are_named():
+    row = {"ttft_p95_ms": 800.0, "itl_p50_ms": 25.0, "requests_ok": 90, "requests_failed": 10,
+           "duration_s": 10.0}
+    out = evaluate(row, _samples([800] * 5, itl=25.0), SLO)
+    assert out["slo_met"] is False
+    assert out["slo_violations"] == ("ttft_ms p95 <= 500: 800; itl_ms p50 <= 20: 25; "
+                                     "error rate 0.1 > 0.05")
+    assert out["goodput_rps"] == 0
+
+
+def test_percentile_from_samples_when_the_column_is_missing():
+    row = {"requests_ok": 100, "requests_failed": 0, "duration_s": 10.0}
+    out = evaluate(row, _samples(list(range(1, 101))), {"ttft_ms": {"p90": 95}})
+    assert out["slo_met"] is True
+    assert evaluate(row, _samples(list(range(1, 101))), {"ttft_ms": {"p99": 95}})["slo_met"] is False
+
+
+def test_no_slo_gives_empty_columns():
+    assert set(evaluate({}, [], None).values()) == {None}
+
+
+@pytest.mark.parametrize("row,limited,reason", [
+    ({"load_kind": "concurrent", "target": 8, "achieved_concurrency": 3.2}, True,
+     "achieved concurrency 3.20 of 8 streams"),
+    ({"load_kind": "concurrent", "target": 8, "achieved_concurrency": 7.6}, False, ""),
+    ({"load_kind": "poisson", "target": 10, "achieved_rps": 6.0}, True, "achieved 6.00 of 10 req/s"),
+    ({"load_kind": "poisson", "target": 4, "achieved_rps": 4.3}, False, ""),
+    ({"load_kind": "concurrent", "target": 1, "achieved_concurrency": 0.93,
+      "client_warnings": "generation_delay_ttft;root_late"}, True, "GuideLLM warned: root_late"),
+    ({"load_kind": "synchronous", "target": "", "achieved_concurrency": 0.9}, False, ""),
+])
+def test_client_limited(row, limited, reason):
+    out = verdict(row)
+    assert out["client_limited"] is limited and out["client_limited_reason"] == reason
+
+
+def test_slo_spec_section(tmp_path, cli):
+    spec = tmp_path / "slo.yaml"
+    spec.write_text(GOOD + "slo: {ttft_ms: {p95: 500}, max_error_rate: 0.01}\nclient_tolerance: 0.2\n")
+    assert cli("sweep", str(spec), "--dry-run").returncode == 0
+    spec.write_text(GOOD + "slo: {ttft_ms: {p97: 500}}\n")
+    bad = cli("sweep", str(spec), "--dry-run")
+    assert bad.returncode == 2 and "slo.ttft_ms.p97" in bad.stderr

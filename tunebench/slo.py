@@ -1,0 +1,85 @@
+"""Latency SLOs: does a point meet them, and how many requests/s met every threshold (goodput).
+
+A sweep's `slo` section sets thresholds at chosen percentiles, e.g.
+    slo: {ttft_ms: {p95: 500}, itl_ms: {p50: 50}, max_error_rate: 0.01}
+A point meets the SLO when each named percentile of the point is within its threshold and
+its error rate is at most `max_error_rate`. Goodput counts the requests that met every
+threshold individually (ttft <= 500 ms and itl <= 50 ms), per second of the point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# SLO metric -> (points.csv column prefix, unit suffix, per-request sample column)
+SLO_METRICS = {
+    "ttft_ms": ("ttft", "ms", "ttft_ms"),
+    "itl_ms": ("itl", "ms", "itl_ms"),
+    "tpot_ms": ("tpot", "ms", "tpot_ms"),
+    "e2e_s": ("e2e", "s", "e2e_s"),
+}
+SLO_COLUMNS = ("slo_met", "slo_violations", "goodput_rps", "goodput_fraction")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    metric: str  # ttft_ms | itl_ms | tpot_ms | e2e_s
+    percentile: int  # 50, 90, 95, 99
+    limit: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric} p{self.percentile} <= {self.limit:g}"
+
+
+def thresholds_of(slo: dict[str, Any] | None) -> list[Threshold]:
+    out = []
+    for metric, levels in (slo or {}).items():
+        if metric in SLO_METRICS:
+            for level, limit in levels.items():
+                out.append(Threshold(metric, int(level.lstrip("p")), float(limit)))
+    return out
+
+
+def _point_value(row: dict[str, Any], samples: list[dict[str, Any]], threshold: Threshold) -> float | None:
+    prefix, unit, sample = SLO_METRICS[threshold.metric]
+    column = f"{prefix}_p{threshold.percentile}_{unit}"
+    value = row.get(column)
+    if value not in (None, "") and not (isinstance(value, float) and math.isnan(value)):
+        return float(value)
+    values = [s[sample] for s in samples if s.get(sample) is not None]
+    return float(np.percentile(values, threshold.percentile)) if values else None
+
+
+def evaluate(row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, Any] | None) -> dict[str, Any]:
+    """SLO columns for one point; all None when the sweep sets no SLO."""
+    thresholds = thresholds_of(slo)
+    max_error_rate = (slo or {}).get("max_error_rate")
+    if not thresholds and max_error_rate is None:
+        return {c: None for c in SLO_COLUMNS}
+    violations = []
+    for threshold in thresholds:
+        value = _point_value(row, samples, threshold)
+        if value is None:
+            violations.append(f"{threshold.label}: not measured")
+        elif value > threshold.limit:
+            violations.append(f"{threshold.label}: {value:.4g}")
+    ok, failed = int(row.get("requests_ok") or 0), int(row.get("requests_failed") or 0)
+    if max_error_rate is not None:
+        rate = failed / (ok + failed) if ok + failed else 1.0
+        if rate > max_error_rate:
+            violations.append(f"error rate {rate:.3g} > {max_error_rate:g}")
+    good = [s for s in samples if all(
+        s.get(SLO_METRICS[t.metric][2]) is not None and s[SLO_METRICS[t.metric][2]] <= t.limit
+        for t in thresholds)]
+    duration = float(row.get("duration_s") or 0)
+    return {
+        "slo_met": not violations,
+        "slo_violations": "; ".join(violations),
+        "goodput_rps": len(good) / duration if duration > 0 and samples else None,
+        "goodput_fraction": len(good) / len(samples) if samples else None,
+    }
