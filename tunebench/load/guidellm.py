@@ -86,18 +86,31 @@ def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
     return {"profile": profile, "constraints": constraints}
 
 
-def time_budget_s(points: list[LoadPoint], per_request_s: float = 2.0) -> float:
-    """An upper bound for the worker; past it the load is declared hung and stopped."""
-    total = 120.0
-    for point in points:
-        count = expected_benchmarks(point)
-        seconds = point.max_seconds or (point.max_requests or 100) * per_request_s
-        total += count * (seconds * 2 + 30)
-    return total
+class _WorkerLost(Exception):
+    """The worker stalled or died before finishing; `done` slots were stored."""
+
+    def __init__(self, message: str, done: int):
+        super().__init__(message)
+        self.done = done
+
+
+def point_budget_s(point: LoadPoint, margin_s: float = 30.0, per_request_s: float = 2.0) -> float:
+    """How long one point may take before the worker is declared stalled."""
+    seconds = point.max_seconds or (point.max_requests or 100) * per_request_s
+    return expected_benchmarks(point) * (seconds * 2 + margin_s) + margin_s
 
 
 class GuideLLMDriver:
-    """One worker process per server configuration: `prepare`, then `run`, then `close`."""
+    """One worker process per server configuration: `prepare`, then `run`, then `close`.
+
+    If the worker stalls on a point (no result within `point_budget_s`) or dies, it is
+    stopped and the points not yet finished run again in a fresh worker, `retries` times.
+    (A rare hang inside GuideLLM 0.8.1 was seen: its forked data-loader child waits while
+    the scheduler worker never starts.)
+    """
+
+    worker_module = "tunebench.load.guidellm_worker"
+    stall_margin_s = 30.0  # per point, beyond twice its duration
 
     def __init__(
         self,
@@ -106,14 +119,17 @@ class GuideLLMDriver:
         tokenizer: str,
         python: str | None = None,
         request_format: str = "/v1/completions",
+        retries: int = 1,
     ):
         self.data = data
         self.spec_dir = spec_dir
         self.tokenizer = tokenizer
         self.python = python or sys.executable
         self.request_format = request_format
+        self.retries = retries
         self._process: ManagedProcess | None = None
         self._points: list[LoadPoint] = []
+        self._work_dir: Path | None = None
         self._events: queue.Queue[str | None] = queue.Queue()
 
     @property
@@ -122,25 +138,32 @@ class GuideLLMDriver:
 
     def prepare(self, points: list[LoadPoint], work_dir: Path) -> None:
         """Start the worker now so that it imports GuideLLM while the server starts."""
-        self.close()
         self._points = list(points)
+        self._work_dir = work_dir
+        self._start_worker(self._points, first_index=0, attempt=0)
+
+    def _start_worker(self, points: list[LoadPoint], first_index: int, attempt: int) -> None:
+        self.close()
+        work_dir = self._work_dir
         work_dir.mkdir(parents=True, exist_ok=True)
         job = {
             "tokenizer": self.tokenizer,
             "request_format": self.request_format,
             "data": data_args(self.data, self.spec_dir),
-            "groups": build_groups(self._points),
+            "groups": build_groups(points),
             "out_dir": str(work_dir / "benchmarks"),
+            "first_index": first_index,
         }
-        job_path = work_dir / "guidellm-job.json"
+        suffix = f"-retry{attempt}" if attempt else ""
+        job_path = work_dir / f"guidellm-job{suffix}.json"
         job_path.write_text(json.dumps(job, indent=2))
         env = dict(os.environ)
         env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "1")  # default spawns up to 10
         env["PYTHONWARNINGS"] = "ignore::FutureWarning"
         self._process = ManagedProcess(
-            [self.python, "-m", "tunebench.load.guidellm_worker", str(job_path)],
+            [self.python, "-m", self.worker_module, str(job_path)],
             env=env,
-            log_path=work_dir / "guidellm.log",
+            log_path=work_dir / f"guidellm{suffix}.log",
             capture_stdout=True,
         )
         self._events = queue.Queue()
@@ -153,16 +176,7 @@ class GuideLLMDriver:
 
         threading.Thread(target=pump, name="guidellm-events", daemon=True).start()
 
-    def run(
-        self,
-        handle: ServerHandle,
-        on_result: Callable[[ClientResult], None],
-        on_start: Callable[[LoadPoint], None] | None = None,
-    ) -> None:
-        if self._process is None:
-            raise LoadError("GuideLLM worker was not prepared")
-        if not self._points:
-            return
+    def _send_go(self, handle: ServerHandle) -> None:
         # Sent through the pipe, so the API key never touches a file or an environment.
         go = {"target": handle.base_url, "model": handle.served_model,
               "verify_tls": handle.verify_tls, "api_key": handle.api_key}
@@ -172,25 +186,52 @@ class GuideLLMDriver:
             self._process.popen.stdin.close()
         except OSError:
             pass  # it died early; _follow reports its exit code and last log line
-        self._follow(time_budget_s(self._points), on_result, on_start)
+
+    def run(
+        self,
+        handle: ServerHandle,
+        on_result: Callable[[ClientResult], None],
+        on_start: Callable[[LoadPoint], None] | None = None,
+    ) -> None:
+        if self._process is None:
+            raise LoadError("GuideLLM worker was not prepared")
+        slots = [(point, j) for point in self._points for j in range(expected_benchmarks(point))]
+        done = 0
+        for attempt in range(self.retries + 1):
+            if attempt and done >= len(slots):
+                return  # every point was stored; only the worker's exit was unclean
+            if attempt:
+                # restart at the first point not finished; finished points stay stored
+                first_point = slots[done][0]
+                remaining = self._points[self._points.index(first_point):]
+                done = next(i for i, (p, _) in enumerate(slots) if p is first_point)
+                self._start_worker(remaining, first_index=done, attempt=attempt)
+            self._send_go(handle)
+            try:
+                self._follow(slots, done, on_result, on_start)
+                return
+            except _WorkerLost as lost:
+                done = lost.done
+                if attempt == self.retries:
+                    raise LoadError(f"{lost} (after {self.retries} retry)") from None
 
     def close(self) -> None:
         if self._process is not None:
             self._process.stop(grace_s=5)
             self._process = None
 
-    def _follow(self, budget_s, on_result, on_start) -> None:
+    def _follow(self, slots, done, on_result, on_start) -> None:
         process, events = self._process, self._events
-        slots = [(point, j) for point in self._points for j in range(expected_benchmarks(point))]
-        deadline = time.monotonic() + budget_s
+        # the first point also pays for backend validation and data preparation
+        deadline = time.monotonic() + point_budget_s(slots[done][0], self.stall_margin_s) + 2 * self.stall_margin_s
         finished = False
         while True:
             try:
                 line = events.get(timeout=1.0)
             except queue.Empty:
                 if time.monotonic() > deadline:
-                    raise LoadError(
-                        f"GuideLLM did not finish within {budget_s:.0f} s; stopped it") from None
+                    point = slots[min(done, len(slots) - 1)][0]
+                    raise _WorkerLost(f"GuideLLM made no progress on {point.point_id}; stopped it", done)
                 continue
             if line is None:
                 break
@@ -199,13 +240,15 @@ class GuideLLMDriver:
             except ValueError:
                 continue  # stray output of a library; the log has it
             kind = event.get("event")
-            if kind == "start" and event["index"] < len(slots) and on_start:
+            if kind == "start" and event["index"] < len(slots):
                 point, j = slots[event["index"]]
-                if j == 0:
+                deadline = time.monotonic() + point_budget_s(point, self.stall_margin_s)
+                if j == 0 and on_start:
                     on_start(point)
             elif kind == "done":
                 point, j = slots[event["index"]]
                 on_result(self._result(point, j, Path(event["path"])))
+                done = event["index"] + 1
             elif kind == "finished":
                 finished = True
         try:
@@ -215,7 +258,7 @@ class GuideLLMDriver:
         if not finished or code != 0:
             log = process.log_path.read_text(errors="replace") if process.log_path else ""
             last = [l for l in log.splitlines() if l.strip()][-1:] or ["(no output)"]
-            raise LoadError(f"GuideLLM exited with code {code}: {last[0][:300]}")
+            raise _WorkerLost(f"GuideLLM exited with code {code}: {last[0][:300]}", done)
 
     def _result(self, point: LoadPoint, index: int, path: Path) -> ClientResult:
         try:

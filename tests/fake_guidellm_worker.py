@@ -1,0 +1,47 @@
+"""A stand-in for tunebench.load.guidellm_worker, for the driver's retry tests only.
+
+Speaks the worker's protocol (imported / go line / start / done / finished) and copies a
+real GuideLLM report for each benchmark. FAKE_WORKER_MODE:
+  stall-once  the first worker stalls on its second benchmark; a retry finishes
+  die-once    the first worker exits with code 1 on its second benchmark
+  stall       every worker stalls on its second benchmark
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+FIXTURE = Path(__file__).parent / "fixtures/guidellm/v0.8.1-mns2-c1-c8.json"
+
+
+def emit(event, **fields):
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def main():
+    job = json.loads(Path(sys.argv[1]).read_text())
+    emit("imported")
+    if not sys.stdin.readline().strip():
+        return
+    out = Path(job["out_dir"])
+    out.mkdir(parents=True, exist_ok=True)
+    mode = os.environ.get("FAKE_WORKER_MODE", "")
+    first = job.get("first_index", 0)
+    total = sum(len(g["profile"].get("streams") or g["profile"].get("rate") or [None]) for g in job["groups"])
+    for index in range(first, first + total):
+        emit("start", index=index)
+        if index == 1 and (mode == "stall" or (mode == "stall-once" and first == 0)):
+            time.sleep(600)
+        if index == 1 and mode == "die-once" and first == 0:
+            sys.exit(1)
+        path = out / f"{index:03d}.json"
+        shutil.copy(FIXTURE, path)
+        emit("done", index=index, path=str(path))
+    emit("finished", index=first + total)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The GuideLLM driver survives a stalled or dead worker (fake worker: a unit test of the seam)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO
+from tunebench.deploy.base import ServerHandle
+from tunebench.errors import LoadError
+from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.spec.models import SyntheticData
+from tunebench.spec.plan import LoadPoint
+
+POINTS = [LoadPoint(f"concurrent-{n}", "concurrent", n, 0.5, None, None) for n in (1, 2, 4)]
+HANDLE = ServerHandle("http://127.0.0.1:9", "http://127.0.0.1:9/metrics", "m")
+
+
+def drive(tmp_path, monkeypatch, mode):
+    monkeypatch.setenv("FAKE_WORKER_MODE", mode)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    driver = GuideLLMDriver(SyntheticData(kind="synthetic", prompt_tokens=8, output_tokens=8),
+                            tmp_path, "tok")
+    driver.worker_module = "tests.fake_guidellm_worker"
+    driver.stall_margin_s = 1.0
+    results = []
+    driver.prepare(POINTS, tmp_path / "work")
+    try:
+        driver.run(HANDLE, results.append)
+    finally:
+        groups = driver.pgid
+        driver.close()
+    return [r.point_id for r in results], groups, driver
+
+
+@pytest.mark.parametrize("mode", ["stall-once", "die-once"])
+def test_remaining_points_run_again_in_a_fresh_worker(tmp_path, monkeypatch, mode):
+    points, _, _ = drive(tmp_path, monkeypatch, mode)
+    assert points == ["concurrent-1", "concurrent-2", "concurrent-4"]  # each exactly once
+    assert (tmp_path / "work" / "guidellm-job-retry1.json").exists()
+
+
+def test_gives_up_after_the_retry(tmp_path, monkeypatch):
+    with pytest.raises(LoadError, match="no progress on concurrent-2.*after 1 retry"):
+        drive(tmp_path, monkeypatch, "stall")

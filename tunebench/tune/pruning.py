@@ -1,0 +1,41 @@
+"""Prune configurations that cannot fit in the KV cache before deploying them.
+
+vLLM refuses to start when one sequence of `max-model-len` tokens does not fit in the KV
+cache, and with `max-num-seqs x max-model-len` beyond the cache it preempts under load.
+The KV capacity in tokens is learned from a started server (`kv_capacity_tokens` in the
+effective configuration) and scaled by the cache dtype's size for other dtypes.
+"""
+
+from __future__ import annotations
+
+BYTES_PER_ELEMENT = {
+    "auto": 2, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "int8_per_token_head": 1,
+}
+
+
+def kv_capacity_for(learned_tokens: int, learned_dtype: str, dtype: str) -> int:
+    """The KV capacity (tokens) with cache dtype `dtype`, from one learned with another."""
+    have = BYTES_PER_ELEMENT.get(str(learned_dtype), 2)
+    want = BYTES_PER_ELEMENT.get(str(dtype), 2)
+    return int(learned_tokens * have / want)
+
+
+def prune_reason(args: dict, kv_capacity_tokens: int, overcommit: float = 1.0) -> str | None:
+    """Why `args` cannot run well in `kv_capacity_tokens` (already scaled to its dtype), or None.
+
+    `overcommit` > 1 allows max-num-seqs x max-model-len beyond the cache (requests rarely
+    use their whole context); the hard limit of one full-length sequence always applies.
+    """
+    model_len = args.get("max-model-len")
+    if not isinstance(model_len, int) or isinstance(model_len, bool):
+        return None  # the model's own default is not known before a start
+    if model_len > kv_capacity_tokens:
+        return f"max-model-len {model_len} exceeds the KV cache ({kv_capacity_tokens} tokens)"
+    seqs = args.get("max-num-seqs")
+    if isinstance(seqs, int) and not isinstance(seqs, bool):
+        needed = seqs * model_len
+        if needed > kv_capacity_tokens * overcommit:
+            return (f"max-num-seqs x max-model-len = {needed} tokens exceeds the KV cache "
+                    f"({kv_capacity_tokens} tokens x overcommit {overcommit:g})")
+    return None
