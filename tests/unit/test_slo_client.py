@@ -22,11 +22,11 @@ def test_thresholds():
 
 def test_slo_met_and_goodput():
     row = {"ttft_p95_ms": 450.0, "itl_p50_ms": 12.0, "requests_ok": 100, "requests_failed": 2,
-           "duration_s": 10.0}
+           "duration_s": 10.0, "achieved_rps": 10.0}
     samples = _samples([100] * 90 + [600] * 10)
     out = evaluate(row, samples, SLO)
     assert out["slo_met"] is True and out["slo_violations"] == ""
-    assert out["goodput_rps"] == pytest.approx(9.0)  # 90 requests met every threshold in 10 s
+    assert out["goodput_rps"] == pytest.approx(9.0)  # 90% of the 10 req/s met every threshold
     assert out["goodput_fraction"] == pytest.approx(0.9)
 
 
@@ -42,6 +42,7 @@ def test_slo_violations_are_named():
 
 def test_percentile_from_samples_when_the_column_is_missing():
     row = {"requests_ok": 100, "requests_failed": 0, "duration_s": 10.0}
+    assert evaluate(row, _samples([1] * 50), {"ttft_ms": {"p90": 95}})["goodput_rps"] == 5.0
     out = evaluate(row, _samples(list(range(1, 101))), {"ttft_ms": {"p90": 95}})
     assert out["slo_met"] is True
     assert evaluate(row, _samples(list(range(1, 101))), {"ttft_ms": {"p99": 95}})["slo_met"] is False

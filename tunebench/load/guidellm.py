@@ -231,7 +231,8 @@ class GuideLLMDriver:
             except queue.Empty:
                 if time.monotonic() > deadline:
                     point = slots[min(done, len(slots) - 1)][0]
-                    raise _WorkerLost(f"GuideLLM made no progress on {point.point_id}; stopped it", done)
+                    raise _WorkerLost(
+                        f"GuideLLM made no progress on {point.point_id}; stopped it", done) from None
                 continue
             if line is None:
                 break
