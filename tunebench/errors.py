@@ -40,9 +40,3 @@ class LoadError(TunebenchError):
 
 class StoreError(TunebenchError):
     pass
-
-
-class Interrupted(TunebenchError):
-    """Raised by the SIGTERM handler so that teardown runs as for Ctrl-C."""
-
-    exit_code = 130

@@ -81,6 +81,7 @@ class Comparison:
     crossovers: list[dict[str, Any]]
     baseline: str
     key: tuple[str, ...]
+    sides: list[Side] = field(default_factory=list, repr=False)
 
     def regressions(self, threshold_pct: float) -> pd.DataFrame:
         rows = self.rows
@@ -218,7 +219,8 @@ def compare_sides(
             "no load point is common to the compared runs (aligned on "
             f"{' + '.join(key)}); compare runs of the same load profiles"
         )
-    return Comparison(rows, args_differ(sides), crossovers_between(sides, key), baseline.name, key)
+    return Comparison(rows, args_differ(sides), crossovers_between(sides, key), baseline.name, key,
+                      sides)
 
 
 def args_differ(sides: list[Side]) -> dict[str, list[Any]]:

@@ -8,28 +8,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunebench.analysis.frames import load_run
-from tunebench.analysis.plots import LATENCY_METRICS, render_lines, versus_data
+from tunebench.analysis.compare import Comparison
+from tunebench.analysis.plots import HUE, LATENCY_METRICS, render_lines, versus_data
 from tunebench.store.run import write_atomic
 
 
-def overlay_data(runs: list[str], by: str | None, root) -> pd.DataFrame:
-    """Points of all sides with a `side` column (run id, or ARG=value with --by)."""
+def overlay_data(result: Comparison) -> pd.DataFrame:
+    """The compared points, labelled by side (and configuration, where a side has several)."""
     frames = []
-    if by:
-        points = load_run(runs[0], root)
-        frames.append(points.assign(side=by + "=" + points[by].astype(str)))
-    else:
-        for run in runs:
-            points = load_run(run, root)
-            name = Path(points.attrs["run_path"]).name
-            label = points["config_label"] if points["config_label"].nunique() > 1 else ""
-            frames.append(points.assign(side=name if isinstance(label, str) else name + " · " + label))
+    for side in result.sides:
+        labels = side.points[HUE]
+        name = side.name if labels.nunique() <= 1 else side.name + " · " + labels
+        frames.append(side.points.assign(**{HUE: name}))
     return pd.concat(frames, ignore_index=True)
 
 
-def write_overlay(result, runs: list[str], by: str | None, root, target: Path) -> Path:
-    data = overlay_data(runs, by, root).rename(columns={"config_label": "_label", "side": "config_label"})
+def write_overlay(result: Comparison, target: Path) -> Path:
+    data = overlay_data(result)
     pngs = [
         ("TTFT vs achieved request rate",
          render_lines(versus_data(data, LATENCY_METRICS), "achieved_rps", "TTFT", "requests/s", "ms")),

@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         if plot:
             from tunebench.analysis.overlay import write_overlay
 
-            typer.echo(f"plot: {write_overlay(result, list(runs), by, root, plot)}", err=format is not Format.table)
+            typer.echo(f"plot: {write_overlay(result, plot)}", err=format is not Format.table)
         if fail_on_regression is not None:
             regressions = result.regressions(fail_on_regression)
             if not regressions.empty:

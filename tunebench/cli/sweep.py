@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tunebench.spec.loading import load_spec, read_yaml_mapping
+from tunebench.spec.loading import read_yaml_mapping, validate_spec
 from tunebench.spec.plan import build_plan
 
 
@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
         from tunebench.sweep import estimate_seconds, run_sweep
 
         out = wide_console()
-        spec = load_spec(spec_path)
+        spec_data = read_yaml_mapping(spec_path)
+        spec = validate_spec(spec_data, spec_path)
         plan = build_plan(spec, spec_path)
         if dry_run:
             _print_plan(out, spec, plan, estimate_seconds(spec, plan))
@@ -42,7 +43,7 @@ def register(app: typer.Typer) -> None:
         stores = []
         try:
             result = run_sweep(
-                spec, spec_path, read_yaml_mapping(spec_path), plan, root, reporter,
+                spec, spec_path, spec_data, plan, root, reporter,
                 on_store=stores.append,
             )
         except KeyboardInterrupt:

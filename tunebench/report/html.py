@@ -79,8 +79,9 @@ code{font-size:.8rem}
 
 
 def report_context(run_path: Path) -> dict:
-    points = load_run(run_path)
+    raw = load_run(run_path)
     manifest = load_manifest(run_path)
+    points = raw  # display units below; plots use the raw frame
     if "kv_usage_max" in points:
         points = points.assign(kv_usage_max=points["kv_usage_max"] * 100)
     if "queue_time_mean_s" in points:
@@ -100,7 +101,7 @@ def report_context(run_path: Path) -> dict:
     ]
     sides = [Side(label, group, pd.DataFrame()) for label, group in points.groupby("config_label", sort=False)] if not points.empty else []
     crossovers = crossovers_between(sides, LOAD_KEY) if len(sides) > 1 else []
-    figures = run_figures(load_run(run_path), run_path) if not points.empty else []
+    figures = run_figures(raw, run_path) if not raw.empty else []
     return {
         "m": {**manifest, "versions": manifest.get("versions", {}), "host": manifest.get("host", {})},
         "headers": [h for h, _, _ in SUMMARY], "rows": rows, "configs": configs,

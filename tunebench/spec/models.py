@@ -14,21 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 # (e.g. speculative-config), a list becomes several values after one flag.
 ArgValue = Union[bool, int, float, str, dict[str, Any], list[Any], None]
 
-#: Engine args that tunebench documents and checks; any other vLLM flag passes through.
-FIRST_CLASS_ARGS = (
-    "max-num-seqs",
-    "max-model-len",
-    "max-num-batched-tokens",
-    "gpu-memory-utilization",
-    "dtype",
-    "quantization",
-    "kv-cache-dtype",
-    "speculative-config",
-    "enable-prefix-caching",
-    "enforce-eager",
-    "tensor-parallel-size",
-)
-
 #: Keys that a matrix or variant may set besides engine args.
 NON_ARG_KEYS = ("model", "tokenizer")
 
