@@ -42,10 +42,11 @@ def test_every_point_measured_with_server_metrics(e2e_sweep, label):
                        "prefill_time_mean_s", "decode_time_mean_s", "preemptions",
                        "prefix_hit_rate", "ttft_p50_ms", "itl_p50_ms", "output_tok_s"):
             assert row[column] != "", (column, row)
-    # Gauges are sampled once a second, and on 2 cores a scrape may land between bursts;
-    # over the whole configuration the server must have been seen busy.
-    assert max(float(r["running_max"]) for r in rows) >= 1
-    assert max(float(r["kv_usage_max"]) for r in rows) > 0
+        # The time-averaged number of running requests comes from the inference-time
+        # histogram, so it is exact. The running/KV gauges are not asserted on: on 2 cores
+        # the scrape is served when vLLM's event loop is idle, i.e. mostly between requests,
+        # and a whole configuration's samples can all read 0.
+        assert float(row["running_depth_mean"]) > 0.1, row
     assert (e2e_sweep.path / f"metrics/{e2e_sweep.config(label)['config_id']}.csv").exists()
 
 
