@@ -1,6 +1,6 @@
 """A stand-in for tunebench.load.guidellm_worker, for the driver's retry tests only.
 
-Speaks the worker's protocol (imported / go line / start / done / finished) and copies a
+Speaks the worker's protocol (imported / go line / start / done / idle / more groups / finished) and copies a
 real GuideLLM report for each benchmark. FAKE_WORKER_MODE:
   stall-once  the first worker stalls on its second benchmark; a retry finishes
   die-once    the first worker exits with code 1 on its second benchmark
@@ -30,17 +30,24 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     mode = os.environ.get("FAKE_WORKER_MODE", "")
     first = job.get("first_index", 0)
-    total = sum(len(g["profile"].get("streams") or g["profile"].get("rate") or [None]) for g in job["groups"])
-    for index in range(first, first + total):
-        emit("start", index=index)
-        if index == 1 and (mode == "stall" or (mode == "stall-once" and first == 0)):
-            time.sleep(600)
-        if index == 1 and mode == "die-once" and first == 0:
-            sys.exit(1)
-        path = out / f"{index:03d}.json"
-        shutil.copy(FIXTURE, path)
-        emit("done", index=index, path=str(path))
-    emit("finished", index=first + total)
+    index, groups = first, job["groups"]
+    while groups:
+        total = sum(len(g["profile"].get("streams") or g["profile"].get("rate") or [None])
+                    for g in groups)
+        for index in range(index, index + total):
+            emit("start", index=index)
+            if index == 1 and (mode == "stall" or (mode == "stall-once" and first == 0)):
+                time.sleep(600)
+            if index == 1 and mode == "die-once" and first == 0:
+                sys.exit(1)
+            path = out / f"{index:03d}.json"
+            shutil.copy(FIXTURE, path)
+            emit("done", index=index, path=str(path))
+        index += 1
+        emit("idle", index=index)
+        line = sys.stdin.readline()
+        groups = json.loads(line).get("groups") if line.strip() else None
+    emit("finished", index=index)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ A point is `client_limited` when
   than `tolerance` (GuideLLM counts requests outstanding from the client's side, queued
   ones inside the server included, so a shortfall means the client did not keep its
   streams busy), or
-- a poisson/constant point's achieved request rate is below its target by more than
-  `tolerance`, or
+- a poisson/constant point's sent request rate (requests finished, failed or cut off at the
+  end, over the window) is below its target by more than `tolerance`; the completed rate
+  is not used, because an overloaded server completes fewer than it was sent, or
 - GuideLLM itself warned that it fell behind (`root_late`: requests sent late).
 """
 
@@ -38,11 +39,20 @@ def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[s
         if achieved is not None and achieved < target * (1 - tolerance):
             reasons.append(f"achieved concurrency {achieved:.2f} of {target:g} streams")
     if target and kind in ("poisson", "constant"):
-        achieved = _number(row.get("achieved_rps"))
-        if achieved is not None and achieved < target * (1 - tolerance):
-            reasons.append(f"achieved {achieved:.2f} of {target:g} req/s")
+        sent = sent_rate(row)
+        if sent is not None and sent < target * (1 - tolerance):
+            reasons.append(f"sent {sent:.2f} of {target:g} req/s")
     warnings = str(row.get("client_warnings") or "").split(";")
     late = [w for w in warnings if w in CLIENT_WARNINGS]
     if late:
         reasons.append(f"GuideLLM warned: {', '.join(late)}")
     return {"client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons)}
+
+
+def sent_rate(row: dict[str, Any]) -> float | None:
+    """Requests the client sent per second in the window; the completed rate as a fallback."""
+    duration = _number(row.get("duration_s"))
+    counts = [_number(row.get(c)) for c in ("requests_ok", "requests_failed", "requests_incomplete")]
+    if duration and counts[0] is not None:
+        return sum(c or 0 for c in counts) / duration
+    return _number(row.get("achieved_rps"))

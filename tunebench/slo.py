@@ -5,7 +5,8 @@ A sweep's `slo` section sets thresholds at chosen percentiles, e.g.
 A point meets the SLO when each named percentile of the point is within its threshold and
 its error rate is at most `max_error_rate`. Goodput counts the requests that met every
 threshold individually (ttft <= 500 ms and itl <= 50 ms): that fraction of the point's
-achieved request rate.
+achieved request rate. `slo_ratio` is the largest measured/limit over the thresholds (above
+1: missed), the margin a capacity search interpolates on.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ SLO_METRICS = {
     "tpot_ms": ("tpot", "ms", "tpot_ms"),
     "e2e_s": ("e2e", "s", "e2e_s"),
 }
-SLO_COLUMNS = ("slo_met", "slo_violations", "goodput_rps", "goodput_fraction")
+SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,14 @@ def evaluate(row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, 
     if not thresholds and max_error_rate is None:
         return {c: None for c in SLO_COLUMNS}
     violations = []
+    ratios = []  # measured / limit per threshold: the capacity search interpolates on it
     for threshold in thresholds:
         value = _point_value(row, samples, threshold)
         if value is None:
             violations.append(f"{threshold.label}: not measured")
-        elif value > threshold.limit:
+            continue
+        ratios.append(value / threshold.limit)
+        if value > threshold.limit:
             violations.append(f"{threshold.label}: {value:.4g}")
     ok, failed = int(row.get("requests_ok") or 0), int(row.get("requests_failed") or 0)
     if max_error_rate is not None:
@@ -90,6 +94,7 @@ def evaluate(row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, 
         goodput = len(good) / duration if duration > 0 else None
     return {
         "slo_met": not violations,
+        "slo_ratio": max(ratios) if ratios else None,
         "slo_violations": "; ".join(violations),
         "goodput_rps": goodput,
         "goodput_fraction": fraction,

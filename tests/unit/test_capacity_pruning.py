@@ -1,4 +1,4 @@
-"""Capacity search (bracketing + bisection) and KV-capacity pruning."""
+"""Capacity search (bracketing, then interpolation/bisection) and KV-capacity pruning."""
 
 from __future__ import annotations
 
@@ -19,15 +19,53 @@ def test_finds_capacity_within_tolerance(true_capacity, start):
     search = run(CapacitySearch(start_rate=start, tolerance=0.05), true_capacity)
     assert search.capacity is not None
     assert 0.95 * true_capacity <= search.capacity <= true_capacity
-    assert search.upper > true_capacity
+    assert search.upper.rate > true_capacity
     assert len(search.probes) <= 12
 
 
 def test_a_good_start_needs_few_probes():
     # starting near the answer (the previous configuration's capacity) is cheap
-    search = run(CapacitySearch(start_rate=7.0, tolerance=0.05, growth=1.25), 7.3)
+    search = run(CapacitySearch(start_rate=7.0, tolerance=0.05, warm=True), 7.3)
     assert 0.95 * 7.3 <= search.capacity <= 7.3
     assert len(search.probes) <= 6, [p.rate for p in search.probes]
+
+
+def queueing_ratio(rate: float, saturation: float) -> float:
+    """p95 latency / limit of an M/M/1-like server: flat, then a hockey stick at saturation."""
+    return 0.3 / max(1e-6, 1 - rate / saturation)
+
+
+def run_with_ratios(search: CapacitySearch, saturation: float) -> CapacitySearch:
+    while (rate := search.next_rate()) is not None:
+        ratio = queueing_ratio(rate, saturation)
+        search.tell(rate, ratio <= 1 + 1e-9, ratio=ratio)
+    return search
+
+
+@pytest.mark.parametrize("saturation", [1.3, 2.9, 5.0, 7.7, 12.0, 23.0])
+def test_interpolation_finds_a_convex_knee_quickly(saturation):
+    true_capacity = 0.7 * saturation  # where 0.3 / (1 - r/s) = 1
+    cold = run_with_ratios(CapacitySearch(start_rate=1.0), saturation)
+    assert 0.95 * true_capacity <= cold.capacity <= true_capacity * (1 + 1e-9)
+    assert len(cold.probes) <= 7, [p.rate for p in cold.probes]
+    for previous in (0.7 * true_capacity, true_capacity, 1.4 * true_capacity):
+        warm = run_with_ratios(CapacitySearch(start_rate=previous, warm=True), saturation)
+        assert 0.95 * true_capacity <= warm.capacity <= true_capacity * (1 + 1e-9)
+        assert len(warm.probes) <= 6, (previous, [p.rate for p in warm.probes])
+
+
+def test_a_noisy_pass_above_a_failure_does_not_count():
+    search = CapacitySearch(start_rate=4.0)
+    search.tell(4.0, True)
+    search.tell(8.0, False)
+    search.tell(6.0, False)
+    search.tell(9.0, True)  # noise: the failure at 6 wins
+    assert search.capacity == 4.0 and search.upper.rate == 6.0
+
+
+def test_max_rate_caps_the_search():
+    search = run(CapacitySearch(start_rate=2.0, max_rate=5.0), true_capacity=50.0)
+    assert search.capped and search.capacity == 5.0 and not search.client_bound
 
 
 def test_client_limited_probe_never_counts_as_capacity():

@@ -28,6 +28,7 @@ def test_slo_met_and_goodput():
     assert out["slo_met"] is True and out["slo_violations"] == ""
     assert out["goodput_rps"] == pytest.approx(9.0)  # 90% of the 10 req/s met every threshold
     assert out["goodput_fraction"] == pytest.approx(0.9)
+    assert out["slo_ratio"] == pytest.approx(0.9)  # max(450/500, 12/20)
 
 
 def test_slo_violations_are_named():
@@ -38,6 +39,7 @@ def test_slo_violations_are_named():
     assert out["slo_violations"] == ("ttft_ms p95 <= 500: 800; itl_ms p50 <= 20: 25; "
                                      "error rate 0.1 > 0.05")
     assert out["goodput_rps"] == 0
+    assert out["slo_ratio"] == pytest.approx(1.6)  # 800/500 is the worst
 
 
 def test_percentile_from_samples_when_the_column_is_missing():
@@ -56,7 +58,13 @@ def test_no_slo_gives_empty_columns():
     ({"load_kind": "concurrent", "target": 8, "achieved_concurrency": 3.2}, True,
      "achieved concurrency 3.20 of 8 streams"),
     ({"load_kind": "concurrent", "target": 8, "achieved_concurrency": 7.6}, False, ""),
-    ({"load_kind": "poisson", "target": 10, "achieved_rps": 6.0}, True, "achieved 6.00 of 10 req/s"),
+    ({"load_kind": "poisson", "target": 10, "achieved_rps": 6.0}, True, "sent 6.00 of 10 req/s"),
+    # an overloaded server completes fewer than it was sent: not the client's fault
+    ({"load_kind": "poisson", "target": 10, "achieved_rps": 6.0, "duration_s": 10,
+      "requests_ok": 60, "requests_failed": 2, "requests_incomplete": 38}, False, ""),
+    ({"load_kind": "constant", "target": 10, "achieved_rps": 6.0, "duration_s": 10,
+      "requests_ok": 60, "requests_failed": 0, "requests_incomplete": 5}, True,
+     "sent 6.50 of 10 req/s"),
     ({"load_kind": "poisson", "target": 4, "achieved_rps": 4.3}, False, ""),
     ({"load_kind": "concurrent", "target": 1, "achieved_concurrency": 0.93,
       "client_warnings": "generation_delay_ttft;root_late"}, True, "GuideLLM warned: root_late"),

@@ -178,12 +178,15 @@ class GuideLLMDriver:
 
     def _send_go(self, handle: ServerHandle) -> None:
         # Sent through the pipe, so the API key never touches a file or an environment.
-        go = {"target": handle.base_url, "model": handle.served_model,
-              "verify_tls": handle.verify_tls, "api_key": handle.api_key}
+        self._send({"target": handle.base_url, "model": handle.served_model,
+                    "verify_tls": handle.verify_tls, "api_key": handle.api_key})
+
+    def _send(self, message: dict[str, Any], last: bool = False) -> None:
         try:
-            self._process.popen.stdin.write(json.dumps(go) + "\n")
+            self._process.popen.stdin.write(json.dumps(message) + "\n")
             self._process.popen.stdin.flush()
-            self._process.popen.stdin.close()
+            if last:
+                self._process.popen.stdin.close()
         except OSError:
             pass  # it died early; _follow reports its exit code and last log line
 
@@ -192,38 +195,45 @@ class GuideLLMDriver:
         handle: ServerHandle,
         on_result: Callable[[ClientResult], None],
         on_start: Callable[[LoadPoint], None] | None = None,
+        next_points: Callable[[], list[LoadPoint]] | None = None,
     ) -> None:
         if self._process is None:
             raise LoadError("GuideLLM worker was not prepared")
-        slots = [(point, j) for point in self._points for j in range(expected_benchmarks(point))]
-        done = 0
+        done = 0  # benchmark slots finished and stored
         for attempt in range(self.retries + 1):
-            if attempt and done >= len(slots):
-                return  # every point was stored; only the worker's exit was unclean
+            slots = self._slots()
             if attempt:
+                if done >= len(slots) and next_points is None:
+                    return  # every point was stored; only the worker's exit was unclean
                 # restart at the first point not finished; finished points stay stored
-                first_point = slots[done][0]
-                remaining = self._points[self._points.index(first_point):]
-                done = next(i for i, (p, _) in enumerate(slots) if p is first_point)
-                self._start_worker(remaining, first_index=done, attempt=attempt)
+                first = slots[done][0] if done < len(slots) else None
+                start = self._points.index(first) if first is not None else len(self._points)
+                done = next((i for i, (p, _) in enumerate(slots) if p is first), len(slots))
+                self._start_worker(self._points[start:], first_index=done, attempt=attempt)
             self._send_go(handle)
             try:
-                self._follow(slots, done, on_result, on_start)
+                self._follow(done, on_result, on_start, next_points)
                 return
             except _WorkerLost as lost:
                 done = lost.done
                 if attempt == self.retries:
                     raise LoadError(f"{lost} (after {self.retries} retry)") from None
 
+    def _slots(self) -> list[tuple[LoadPoint, int]]:
+        """One slot per GuideLLM benchmark: a sweep point yields several."""
+        return [(point, j) for point in self._points for j in range(expected_benchmarks(point))]
+
     def close(self) -> None:
         if self._process is not None:
             self._process.stop(grace_s=5)
             self._process = None
 
-    def _follow(self, slots, done, on_result, on_start) -> None:
+    def _follow(self, done, on_result, on_start, next_points) -> None:
         process, events = self._process, self._events
+        slots = self._slots()
         # the first point also pays for backend validation and data preparation
-        deadline = time.monotonic() + point_budget_s(slots[done][0], self.stall_margin_s) + 2 * self.stall_margin_s
+        first_budget = point_budget_s(slots[done][0], self.stall_margin_s) if done < len(slots) else 0
+        deadline = time.monotonic() + first_budget + 2 * self.stall_margin_s
         finished = False
         while True:
             try:
@@ -250,6 +260,18 @@ class GuideLLMDriver:
                 point, j = slots[event["index"]]
                 on_result(self._result(point, j, Path(event["path"])))
                 done = event["index"] + 1
+            elif kind == "idle":
+                more = list(next_points()) if next_points else []
+                if not more:
+                    self._send({"groups": []}, last=True)
+                    deadline = time.monotonic() + self.stall_margin_s
+                    continue
+                self._points += more
+                slots = self._slots()
+                self._send({"groups": build_groups(more)})
+                deadline = time.monotonic() + point_budget_s(more[0], self.stall_margin_s)
+                if on_start:
+                    on_start(more[0])
             elif kind == "finished":
                 finished = True
         try:

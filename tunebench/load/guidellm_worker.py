@@ -4,8 +4,9 @@ Started by `guidellm.py` as `python -m tunebench.load.guidellm_worker JOB.json` 
 process group, while the server is still starting: it imports GuideLLM (~6 s of CPU), says
 {"event": "imported"}, then waits for one JSON line on stdin with the server's `target`
 and `model` (or end of input: exit). It pays GuideLLM's start-up once for all points, runs
-the job's groups in order (one GuideLLM profile per group, possibly several rates), and
-writes each finished benchmark at once as a one-benchmark GuideLLM report
+the job's groups in order (one GuideLLM profile per group, possibly several rates), then
+says {"event": "idle"} and reads further lines {"groups": [...]} with points chosen at run
+time, until {"groups": []} or end of input. It writes each finished benchmark at once as a one-benchmark GuideLLM report
 `<out_dir>/<index>.json` (atomically), so the parent can store that point before the next
 one ends. Progress goes to stdout as JSON lines: {"event": "start"|"done", ...}.
 
@@ -130,8 +131,16 @@ async def _main(job_path: Path) -> None:
     Path(job["out_dir"]).mkdir(parents=True, exist_ok=True)
     index = job.get("first_index", 0)
     _emit("start", index=index)
-    for group in job["groups"]:
-        index = await _run_group(group, job, index)
+    groups = job["groups"]
+    while True:
+        for group in groups:
+            index = await _run_group(group, job, index)
+        # Points chosen at run time (e.g. capacity-search probes) arrive as further lines.
+        _emit("idle", index=index)
+        more = sys.stdin.readline()
+        groups = json.loads(more).get("groups") if more.strip() else None
+        if not groups:
+            break
     _emit("finished", index=index)
 
 
