@@ -19,6 +19,7 @@ class Reporter(Protocol):
     def point_starting(self, config: ServerConfig, point: LoadPoint) -> None: ...
     def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None: ...
     def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None: ...
+    def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None: ...
     def note(self, message: str) -> None: ...
 
 
@@ -81,6 +82,10 @@ class ConsoleReporter:
             f"{row.get('requests_ok')} ok / {row.get('requests_failed')} failed{flag}"
         )
 
+    def capacity_found(self, config, summary):
+        self._stop_spin()
+        self.console.print(f"  [bold]{describe_capacity(summary)}[/]")
+
     def config_failed(self, config, message, log_tail=""):
         self._stop_spin()
         self.console.print(Text("  failed: ", style="red") + Text(message))
@@ -95,3 +100,24 @@ class ConsoleReporter:
 
     def close(self):
         self._stop_spin()
+
+
+def describe_capacity(summary: dict[str, Any]) -> str:
+    """One line: the capacity a search found, and how sure it is."""
+    probes = f"{summary['probes']} probe{'s' if summary['probes'] != 1 else ''}"
+    rate, upper = summary.get("rate"), summary.get("upper")
+    if rate is None and summary.get("client_bound"):
+        return (f"capacity: unknown: the client could not drive {summary['probe_rates'][-1]:.3g} req/s "
+                f"and no lower rate was proven ({probes}); see client_limited_reason")
+    if rate is None:
+        return f"capacity: no rate met the SLO ({probes}, lowest tried {min(summary['probe_rates']):.3g} req/s)"
+    text = f"capacity: {rate:.3g} req/s at SLO"
+    if summary.get("client_bound"):
+        return f"{text} or more: the client could not drive more ({probes})"
+    if summary.get("capped"):
+        return f"{text} or more: max_rate reached ({probes})"
+    if upper is not None:
+        text += f" (missed at {upper:.3g})"
+    if not summary.get("converged"):
+        text += ", not converged: raise max_probes"
+    return f"{text}, {probes}"

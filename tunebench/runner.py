@@ -28,6 +28,7 @@ from tunebench.redact import redact_text, secret_values
 from tunebench.spec.models import Metrics
 from tunebench.spec.plan import LoadPoint, ServerConfig, format_value
 from tunebench.store.run import RunStore
+from tunebench.tune.capacity import CapacitySearch
 
 
 @dataclass
@@ -36,6 +37,57 @@ class ConfigOutcome:
     status: str  # complete | failed
     points_done: int
     error: str | None = None
+    capacity: dict[str, Any] | None = None  # CapacityProbing.summary() when searched
+    effective: dict[str, Any] | None = None
+    invalid_reasons: list[str] | None = None
+
+
+class CapacityProbing:
+    """Turns one `kind: capacity` point into probe points, one at a time, as results come."""
+
+    def __init__(self, point: LoadPoint, start_rate: float | None, slo: dict | None):
+        settings = point.search
+        self.point = point
+        self.slo = slo
+        self.search = CapacitySearch(
+            start_rate=settings.start_rate or start_rate or 1.0,
+            warm=settings.start_rate is None and start_rate is not None,
+            tolerance=settings.tolerance, max_probes=settings.max_probes,
+            max_rate=settings.max_rate,
+        )
+        self._pending: dict[str, float] = {}
+
+    def next_points(self) -> list[LoadPoint]:
+        if self._pending:
+            return []  # a probe did not report (the driver failed); stop searching
+        rate = self.search.next_rate()
+        if rate is None:
+            return []
+        probe = self.point.probe(len(self.search.probes) + 1, float(f"{rate:.3g}"))
+        self._pending[probe.point_id] = probe.target
+        return [probe]
+
+    def observe(self, point_id: str, row: dict[str, Any]) -> None:
+        rate = self._pending.pop(point_id, None)
+        if rate is not None:
+            self.search.tell(rate, bool(row.get("slo_met")), bool(row.get("client_limited")),
+                             row.get("slo_ratio"))
+
+    def summary(self) -> dict[str, Any]:
+        search = self.search
+        return {
+            "rate": search.capacity,
+            "arrival": self.point.search.arrival,
+            "probes": len(search.probes),
+            "probe_rates": [p.rate for p in search.probes],
+            "upper": search.upper.rate if search.upper else None,
+            "tolerance": search.tolerance,
+            "converged": search.done and not (search.client_bound or search.capped)
+            and len(search.probes) < search.max_probes,
+            "client_bound": search.client_bound,
+            "capped": search.capped,
+            "slo": self.slo,
+        }
 
 
 class ConfigRunner:
@@ -56,6 +108,8 @@ class ConfigRunner:
         self.make_driver = make_driver
         self.metrics = metrics
         self.reporter = reporter
+        # A capacity search starts from the last configuration's capacity (a warm start).
+        self.capacity_hint: float | None = None
 
     def run(self, config: ServerConfig, points: list[LoadPoint]) -> ConfigOutcome:
         store = self.store
@@ -71,9 +125,12 @@ class ConfigRunner:
         scraper: MetricsScraper | None = None
         driver = self.make_driver(config)
         done = 0
+        fixed = [p for p in points if p.search is None]
+        searches = [p for p in points if p.search is not None]
+        probing = CapacityProbing(searches[0], self.capacity_hint, self.slo) if searches else None
         try:
             # The load generator imports while the server starts: both take seconds.
-            driver.prepare(points, store.path / "guidellm" / config.config_id)
+            driver.prepare(fixed, store.path / "guidellm" / config.config_id)
             launched = time.monotonic()
             try:
                 handle = self.deployment.start(config)
@@ -84,7 +141,7 @@ class ConfigRunner:
                 self.reporter.config_failed(config, str(exc), redact_text(exc.log_tail))
                 return ConfigOutcome(config.config_id, "failed", 0, str(exc))
             self.reporter.server_ready(config, handle.started_s)
-            effective = read_effective(
+            effective = handle.effective if handle.effective is not None else read_effective(
                 handle.base_url, handle.metrics_url, self.deployment.log_text(),
                 handle.headers, handle.verify_tls,
             )
@@ -98,7 +155,7 @@ class ConfigRunner:
             )
             if reasons:
                 self.reporter.note(f"  [yellow]not in effect:[/] {'; '.join(reasons)}")
-            if self.metrics.enabled:
+            if self.metrics.enabled and handle.metrics_url:
                 scraper = MetricsScraper(
                     handle.metrics_url, self.metrics.interval_s, handle.headers, handle.verify_tls
                 ).start()
@@ -113,20 +170,28 @@ class ConfigRunner:
                 row = self._row(config, result, scraper, reasons)
                 store.add_requests(config.config_id, result.point_id, result.samples)
                 store.add_point(row)
+                if probing is not None:
+                    probing.observe(result.point_id, row)
                 done += 1
                 if scraper is not None:
                     self._write_timeseries(config, scraper)
                 self.reporter.point_done(config, row)
 
+            capacity = None
             try:
-                driver.run(handle, on_result, lambda p: self.reporter.point_starting(config, p))
+                driver.run(handle, on_result, lambda p: self.reporter.point_starting(config, p),
+                           next_points=probing.next_points if probing else None)
             except LoadError as exc:
+                capacity = self._record_capacity(config, probing)
                 store.update_config(config.config_id, status="failed", error=str(exc),
                                     points_done=done)
                 self.reporter.config_failed(config, str(exc))
-                return ConfigOutcome(config.config_id, "failed", done, str(exc))
+                return ConfigOutcome(config.config_id, "failed", done, str(exc), capacity,
+                                     effective, reasons)
+            capacity = self._record_capacity(config, probing)
             store.update_config(config.config_id, status="complete", points_done=done)
-            return ConfigOutcome(config.config_id, "complete", done)
+            return ConfigOutcome(config.config_id, "complete", done, None, capacity,
+                                 effective, reasons)
         finally:
             driver.close()
             if scraper is not None:
@@ -134,6 +199,17 @@ class ConfigRunner:
                 self._write_timeseries(config, scraper)
             self.deployment.stop()
             self._redact_log(secret_values(config.args))
+
+    def _record_capacity(self, config: ServerConfig,
+                         probing: CapacityProbing | None) -> dict[str, Any] | None:
+        if probing is None or not probing.search.probes:
+            return None
+        summary = probing.summary()
+        self.store.update_config(config.config_id, capacity=summary)
+        self.reporter.capacity_found(config, summary)
+        if summary["rate"]:
+            self.capacity_hint = summary["rate"]
+        return summary
 
     def _row(
         self,

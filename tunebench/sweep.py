@@ -15,18 +15,23 @@ from pathlib import Path
 
 from tunebench import __version__, demo
 from tunebench.deploy import create_deployment
+from tunebench.errors import SpecError, StoreError
+from tunebench.load.base import LoadDriver
 from tunebench.load.guidellm import GuideLLMDriver, expected_benchmarks
 from tunebench.progress import Reporter, SilentReporter
+from tunebench.replay.deployment import ReplayDeployment
+from tunebench.replay.driver import ReplayDriver
 from tunebench.runner import ConfigOutcome, ConfigRunner
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import Plan, ServerConfig
-from tunebench.store.run import RunStore
+from tunebench.store.run import RunStore, resolve_run
 
 # Rough costs for --dry-run estimates, measured on a 2-core CPU box (PLATFORM-NOTES.md).
 LOCAL_START_S = 60.0
 ENDPOINT_START_S = 2.0
 LOAD_PROCESS_S = 15.0
 POINT_OVERHEAD_S = 3.0
+TYPICAL_PROBES = 5  # a capacity search's probes, warm or cold (benchmarks/tune_efficiency.py)
 
 
 @dataclass
@@ -40,12 +45,25 @@ class SweepResult:
 
 
 def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
-    start = LOCAL_START_S if spec.deployment.kind == "local" else ENDPOINT_START_S
+    start = {"local": LOCAL_START_S, "replay": 0.0}.get(spec.deployment.kind, ENDPOINT_START_S)
     per_config = start + LOAD_PROCESS_S
     for point in plan.points:
         seconds = point.max_seconds or (point.max_requests or 100) * 0.5
-        per_config += expected_benchmarks(point) * (seconds + POINT_OVERHEAD_S)
+        count = min(point.search.max_probes, TYPICAL_PROBES) if point.search else expected_benchmarks(point)
+        per_config += count * (seconds + POINT_OVERHEAD_S)
     return per_config * len(plan.configs)
+
+
+def resolve_replay_run(settings, spec_path: Path, output_root: Path):
+    """A replay deployment's `run`: a directory relative to the spec file, or a run id."""
+    if settings.kind != "replay":
+        return settings
+    beside = spec_path.parent / settings.run
+    try:
+        path = beside if (beside / "manifest.json").is_file() else resolve_run(settings.run, output_root)
+    except StoreError as exc:
+        raise SpecError(f"{spec_path}: deployment.run: {exc}") from None
+    return settings.model_copy(update={"run": str(path)})
 
 
 def package_version(*names: str) -> str | None:
@@ -132,10 +150,13 @@ def run_sweep(
     if on_store:
         on_store(store)
     deployment = create_deployment(
-        spec.deployment, store.path / "logs", reporter.server_status, spec.served_model_name
+        resolve_replay_run(spec.deployment, spec_path, output_root), store.path / "logs",
+        reporter.server_status, spec.served_model_name,
     )
 
-    def make_driver(config: ServerConfig) -> GuideLLMDriver:
+    def make_driver(config: ServerConfig) -> LoadDriver:
+        if isinstance(deployment, ReplayDeployment):
+            return ReplayDriver(deployment)
         tokenizer = config.tokenizer or config.model
         return GuideLLMDriver(
             spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer),

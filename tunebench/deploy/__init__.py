@@ -8,11 +8,13 @@ from typing import Callable
 from tunebench.deploy.base import Deployment, ServerHandle
 from tunebench.deploy.endpoint import EndpointServer
 from tunebench.deploy.local import LocalVllmServer
+from tunebench.replay.deployment import ReplayDeployment
 
 # kind -> factory(settings, work_dir, on_status, served_model_name); explicit, so a kind is found by reading.
 REGISTRY: dict[str, Callable[..., Deployment]] = {
     "local": LocalVllmServer,
     "endpoint": EndpointServer,
+    "replay": ReplayDeployment,
 }
 
 

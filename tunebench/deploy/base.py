@@ -26,6 +26,7 @@ class ServerHandle:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     verify_tls: bool = True
     started_s: float | None = None  # seconds from launch to healthy; None if not started by us
+    effective: dict | None = None  # known effective configuration (replay); None: ask the server
 
     @property
     def api_key(self) -> str | None:

@@ -37,8 +37,13 @@ class LoadDriver(Protocol):
         handle: ServerHandle,
         on_result: Callable[[ClientResult], None],
         on_start: Callable[[LoadPoint], None] | None = None,
+        next_points: Callable[[], list[LoadPoint]] | None = None,
     ) -> None:
-        """Drive every prepared point against `handle`, reporting each as it finishes."""
+        """Drive every prepared point against `handle`, reporting each as it finishes.
+
+        When all points given so far are done, `next_points()` may return more (chosen
+        from the results so far, e.g. capacity-search probes); an empty list ends the run.
+        """
 
     def close(self) -> None:
         """Stop and reap anything `prepare` started; idempotent."""

@@ -56,7 +56,15 @@ class EndpointDeployment(Strict):
         return value.rstrip("/") if value else value
 
 
-Deployment = Annotated[Union[LocalDeployment, EndpointDeployment], Field(discriminator="kind")]
+class ReplayDeploymentSpec(Strict):
+    """Answer every point from an earlier run's recorded points (interpolated); no server."""
+
+    kind: Literal["replay"]
+    run: str = Field(min_length=1, description="run directory (relative to the sweep file) or run id")
+
+
+Deployment = Annotated[Union[LocalDeployment, EndpointDeployment, ReplayDeploymentSpec],
+                       Field(discriminator="kind")]
 
 
 class Variant(Strict):
@@ -136,7 +144,8 @@ Streams = Annotated[int, Field(gt=0)]
 class Profile(Strict):
     """One load shape; a list of `streams` or `rate` gives one load point per value."""
 
-    kind: Literal["synchronous", "concurrent", "poisson", "constant", "throughput", "sweep"]
+    kind: Literal["synchronous", "concurrent", "poisson", "constant", "throughput", "sweep",
+                  "capacity"]
     streams: Streams | list[Streams] | None = None
     rate: Number | list[Number] | None = None
     max_seconds: float | None = Field(None, gt=0)
@@ -145,6 +154,13 @@ class Profile(Strict):
         None, ge=0, description="<1: fraction of the point excluded; ≥1: seconds"
     )
     sweep_points: int | None = Field(None, ge=3, description="kind: sweep; GuideLLM default 10")
+    # kind: capacity -- the highest rate meeting the spec's slo, see tunebench/tune/capacity.py
+    arrival: Literal["poisson", "constant"] | None = None
+    start_rate: float | None = Field(None, gt=0, description="req/s; default 1, or the "
+                                     "previous configuration's capacity")
+    tolerance: float | None = Field(None, gt=0, lt=1, description="relative; default 0.05")
+    max_probes: int | None = Field(None, ge=2, le=30, description="default 8")
+    max_rate: float | None = Field(None, gt=0, description="req/s the client can drive")
 
     @model_validator(mode="after")
     def _fits_kind(self) -> "Profile":
@@ -161,6 +177,13 @@ class Profile(Strict):
             raise ValueError(f"kind {kind} takes streams, not rate")
         if kind in ("poisson", "constant") and streams is not None:
             raise ValueError(f"kind {kind} takes rate, not streams")
+        search_fields = ("arrival", "start_rate", "tolerance", "max_probes", "max_rate")
+        if kind != "capacity" and any(getattr(self, f) is not None for f in search_fields):
+            raise ValueError(f"{', '.join(search_fields)} only apply to kind capacity")
+        if kind == "capacity" and (streams is not None or rate is not None):
+            raise ValueError("kind capacity chooses its own rates; use start_rate and max_rate")
+        if kind == "capacity" and self.max_seconds is None:
+            raise ValueError("kind capacity needs max_seconds (the length of each probe)")
         if self.sweep_points is not None and kind != "sweep":
             raise ValueError("sweep_points only applies to kind sweep")
         if self.max_seconds is None and self.max_requests is None:
@@ -217,6 +240,17 @@ class SweepSpec(Strict):
     slo: Slo | None = None
     client_tolerance: float = Field(0.10, ge=0, lt=1, description="client-limited shortfall")
     output: str = "reports"
+
+    @model_validator(mode="after")
+    def _capacity_needs_slo(self) -> "SweepSpec":
+        searches = [p for p in self.load.profiles if p.kind == "capacity"]
+        if len(searches) > 1:
+            raise ValueError("load.profiles: list at most one profile of kind capacity")
+        if searches and not (self.slo and any(v for k, v in self.slo.as_dict().items()
+                                              if k != "max_error_rate")):
+            raise ValueError("load.profiles: kind capacity needs an slo section with a "
+                             "latency threshold, e.g. slo: {ttft_ms: {p95: 500}}")
+        return self
 
     @model_validator(mode="after")
     def _endpoint_is_fixed(self) -> "SweepSpec":

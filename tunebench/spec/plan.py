@@ -32,6 +32,17 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class SearchSettings:
+    """A `kind: capacity` profile: its probes are `arrival` points at rates chosen at run time."""
+
+    arrival: str = "poisson"
+    start_rate: float | None = None  # None: 1 req/s, or the previous configuration's capacity
+    tolerance: float = 0.05
+    max_probes: int = 8
+    max_rate: float | None = None
+
+
+@dataclass(frozen=True)
 class LoadPoint:
     point_id: str  # e.g. concurrent-4, poisson-2.5, synchronous
     kind: str
@@ -40,6 +51,13 @@ class LoadPoint:
     max_requests: int | None
     warmup: float | None
     sweep_points: int | None = None
+    search: SearchSettings | None = None  # kind capacity only
+
+    def probe(self, number: int, rate: float) -> "LoadPoint":
+        """Probe `number` of a capacity search, at `rate` req/s."""
+        return LoadPoint(point_id=f"capacity-{number}", kind=self.search.arrival,
+                         target=rate, max_seconds=self.max_seconds, max_requests=None,
+                         warmup=self.warmup)
 
 
 @dataclass(frozen=True)
@@ -183,9 +201,16 @@ def _expand_points(spec: SweepSpec, spec_path: Path) -> list[LoadPoint]:
                     max_requests=profile.max_requests,
                     warmup=profile.warmup,
                     sweep_points=profile.sweep_points,
+                    search=_search_settings(profile) if profile.kind == "capacity" else None,
                 )
             )
     return points
+
+
+def _search_settings(profile) -> SearchSettings:
+    given = {k: getattr(profile, k) for k in ("arrival", "start_rate", "tolerance",
+                                               "max_probes", "max_rate")}
+    return SearchSettings(**{k: v for k, v in given.items() if v is not None})
 
 
 def _check_context_fits(spec: SweepSpec, configs: list[ServerConfig], spec_path: Path) -> None:

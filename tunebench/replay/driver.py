@@ -1,0 +1,61 @@
+"""The LoadDriver of a replay deployment: each point is interpolated from the recording."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from tunebench.deploy.base import ServerHandle
+from tunebench.errors import LoadError, StoreError
+from tunebench.load.base import ClientResult
+from tunebench.replay.deployment import ReplayDeployment
+from tunebench.spec.plan import LoadPoint
+
+
+class ReplayDriver:
+    def __init__(self, deployment: ReplayDeployment):
+        self.deployment = deployment
+        self._points: list[LoadPoint] = []
+
+    def prepare(self, points: list[LoadPoint], work_dir: Path) -> None:
+        self._points = list(points)
+
+    def run(
+        self,
+        handle: ServerHandle,
+        on_result: Callable[[ClientResult], None],
+        on_start: Callable[[LoadPoint], None] | None = None,
+        next_points: Callable[[], list[LoadPoint]] | None = None,
+    ) -> None:
+        pending = list(self._points)
+        while True:
+            if not pending:
+                pending = list(next_points()) if next_points else []
+                if not pending:
+                    return
+            point = pending.pop(0)
+            if on_start:
+                on_start(point)
+            on_result(self._result(point))
+
+    def _result(self, point: LoadPoint) -> ClientResult:
+        recorded = self.deployment.current
+        if recorded is None:
+            raise LoadError("replay: no configuration is deployed")
+        if point.target is None:
+            raise LoadError(f"replay: {point.point_id} has no target to interpolate at; "
+                            "replay concurrent, throughput, poisson, constant or capacity points")
+        try:
+            columns = recorded.point_at(point.kind, float(point.target))
+        except StoreError as exc:
+            raise LoadError(str(exc)) from None
+        warnings = [w for w in columns.pop("client_warnings").split(";") if w]
+        columns.pop("load_kind")
+        columns["client_warnings"] = ";".join(warnings)
+        now = time.time()
+        duration = float(columns.get("duration_s") or 0)
+        return ClientResult(point, point.point_id, columns, now - duration, now, None, warnings)
+
+    def close(self) -> None:
+        pass

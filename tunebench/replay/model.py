@@ -1,0 +1,157 @@
+"""A recorded run as a model of a server: what load point X would have measured on config Y.
+
+A recorded configuration is found by its engine args. A point is interpolated linearly in
+the load target between the recorded points of the same kind (poisson, constant,
+concurrent, ...). Latency columns are first made non-decreasing in the target (a running
+maximum): a server is not faster under more load, and measurement noise must not create
+several SLO crossings. Below the lowest recorded target latencies stay at that point's
+values and rates scale with the target; above the highest they are extrapolated from the
+last two points and the point is flagged `replay_extrapolated`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunebench.errors import StoreError
+from tunebench.spec.plan import format_value
+
+LATENCY_PREFIXES = ("ttft_", "itl_", "tpot_", "e2e_")
+RATE_COLUMNS = ("achieved_rps", "achieved_concurrency", "output_tok_s", "total_tok_s")
+COUNT_COLUMNS = ("requests_ok", "requests_failed", "requests_incomplete")
+# Columns carried into an interpolated point; the rest (server gauges, SLO verdicts) are
+# recomputed by whoever evaluates the point.
+INTERPOLATED = (*RATE_COLUMNS, *COUNT_COLUMNS, "duration_s", "prompt_tokens_mean",
+                "output_tokens_mean")
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def args_key(args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Engine args compared by their text, ignoring args left at vLLM's default (None)."""
+    return tuple(sorted((k, format_value(v)) for k, v in args.items() if v is not None))
+
+
+@dataclass
+class RecordedConfig:
+    config_id: str
+    label: str
+    args: dict[str, Any]
+    status: str
+    error: str | None
+    effective: dict[str, Any]
+    rows: list[dict[str, Any]]  # its points, as read from points.csv
+
+    def kinds(self) -> set[str]:
+        return {r["load_kind"] for r in self.rows}
+
+    def point_at(self, kind: str, target: float) -> dict[str, Any]:
+        """The columns a `kind` point at `target` would have measured (see module doc)."""
+        rows = sorted((r for r in self.rows if r["load_kind"] == kind and _number(r["target"])),
+                      key=lambda r: float(r["target"]))
+        if not rows:
+            raise StoreError(f"replay: configuration {self.label} recorded no {kind} points")
+        targets = [float(r["target"]) for r in rows]
+        latency = [c for c in rows[0] if c.startswith(LATENCY_PREFIXES)]
+        monotone = _running_max(rows, latency)
+        out: dict[str, Any] = {"load_kind": kind, "target": target}
+        warnings: list[str] = []
+        if target <= targets[0] or len(rows) == 1:
+            nearest = 0 if target <= targets[0] else len(rows) - 1
+            scale = target / targets[nearest]
+            for column in latency:
+                out[column] = monotone[nearest][column]
+            for column in INTERPOLATED:
+                value = _number(rows[nearest].get(column))
+                out[column] = None if value is None else (
+                    value * scale if column in RATE_COLUMNS or column in COUNT_COLUMNS else value)
+            warnings = _warnings(rows[nearest])
+            if target > targets[-1]:
+                warnings.append("replay_extrapolated")
+        else:
+            i = next((k for k in range(1, len(rows)) if targets[k] >= target), len(rows) - 1)
+            a, b = i - 1, i
+            share = (target - targets[a]) / (targets[b] - targets[a])
+            for column in latency:
+                out[column] = _mix(monotone[a][column], monotone[b][column], share, floor=True)
+            for column in INTERPOLATED:
+                out[column] = _mix(_number(rows[a].get(column)), _number(rows[b].get(column)),
+                                   share, floor=False)
+            warnings = _warnings(rows[a if share < 0.5 else b])
+            if share > 1:
+                warnings.append("replay_extrapolated")
+        for column in COUNT_COLUMNS:
+            if out.get(column) is not None:
+                out[column] = int(round(out[column]))
+        out["client_warnings"] = ";".join(warnings)
+        return out
+
+
+def _running_max(rows: list[dict[str, Any]], columns: list[str]) -> list[dict[str, float | None]]:
+    out, best = [], {}
+    for row in rows:
+        current = {}
+        for column in columns:
+            value = _number(row.get(column))
+            if value is not None:
+                best[column] = max(value, best.get(column, value))
+            current[column] = best.get(column)
+        out.append(current)
+    return out
+
+
+def _mix(a: float | None, b: float | None, share: float, floor: bool) -> float | None:
+    if a is None or b is None:
+        return a if b is None else b
+    value = a + (b - a) * share
+    return max(value, a) if floor else max(value, 0.0)
+
+
+def _warnings(row: dict[str, Any]) -> list[str]:
+    return [w for w in str(row.get("client_warnings") or "").split(";") if w]
+
+
+class RecordedRun:
+    """The configurations and points of one stored run, looked up by engine args."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            manifest = json.loads((path / "manifest.json").read_text())
+            with open(path / "points.csv", newline="") as handle:
+                rows = list(csv.DictReader(handle))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"replay: cannot read the recorded run {path}: {exc}") from None
+        self.name = manifest.get("name", path.name)
+        self.slo = (manifest.get("spec") or {}).get("slo")
+        self.configs = [
+            RecordedConfig(
+                config_id=c["config_id"], label=c.get("label", c["config_id"]),
+                args=c.get("args") or {}, status=c.get("status", "unknown"),
+                error=c.get("error"), effective=c.get("effective") or {},
+                rows=[r for r in rows if r["config_id"] == c["config_id"]],
+            )
+            for c in manifest.get("configs", [])
+        ]
+
+    def find(self, args: dict[str, Any]) -> RecordedConfig | None:
+        key = args_key(args)
+        matches = [c for c in self.configs if args_key(c.args) == key]
+        complete = [c for c in matches if c.status == "complete"]
+        return (complete or matches or [None])[0]
+
+    def describe_choices(self, limit: int = 6) -> str:
+        shown = [c.label for c in self.configs[:limit]]
+        more = len(self.configs) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
