@@ -20,6 +20,7 @@ class Reporter(Protocol):
     def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None: ...
     def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None: ...
     def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None: ...
+    def trial_done(self, trial: Any, note: str) -> None: ...
     def note(self, message: str) -> None: ...
 
 
@@ -85,6 +86,20 @@ class ConsoleReporter:
     def capacity_found(self, config, summary):
         self._stop_spin()
         self.console.print(f"  [bold]{describe_capacity(summary)}[/]")
+
+    def trial_done(self, trial, note):
+        self._stop_spin()
+        state = trial.state.name
+        if state == "COMPLETE":
+            values = ", ".join(f"{v:.4g}" for v in trial.values)
+            text = f"  trial {trial.number}: [green]{values}[/]"
+        elif state == "FAIL":
+            text = f"  trial {trial.number}: [red]FAIL[/] {trial.user_attrs.get('fail_reason', '')}"
+        else:
+            text = f"  trial {trial.number}: [yellow]{state}[/]"
+        if note:
+            text += f"  [dim]({note})[/]"
+        self.console.print(text)
 
     def config_failed(self, config, message, log_tail=""):
         self._stop_spin()

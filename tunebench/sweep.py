@@ -122,33 +122,23 @@ def varied_args(plan: Plan) -> list[str]:
     return keys
 
 
-def run_sweep(
-    spec: SweepSpec,
-    spec_path: Path,
-    spec_data: dict,
-    plan: Plan,
-    output_root: Path,
-    reporter: Reporter | None = None,
-    on_store: Callable[[RunStore], None] | None = None,
-) -> SweepResult:
-    """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists."""
-    reporter = reporter or SilentReporter()
-    store = RunStore.create(
-        output_root,
-        spec.name,
-        {
-            "spec_path": str(spec_path),
-            "spec": spec_data,
-            "versions": versions(),
-            "host": host_info(),
-            "deployment_kind": spec.deployment.kind,
-            "varied_args": varied_args(plan),
-            "planned_points": [p.point_id for p in plan.points],
-            "configs": [],
-        },
-    )
-    if on_store:
-        on_store(store)
+def new_run_manifest(spec: SweepSpec, spec_path: Path, spec_data: dict, plan: Plan,
+                     varied: list[str]) -> dict:
+    return {
+        "spec_path": str(spec_path),
+        "spec": spec_data,
+        "versions": versions(),
+        "host": host_info(),
+        "deployment_kind": spec.deployment.kind,
+        "varied_args": varied,
+        "planned_points": [p.point_id for p in plan.points],
+        "configs": [],
+    }
+
+
+def build_runner(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: Path,
+                 reporter: Reporter) -> ConfigRunner:
+    """The deployment, load driver factory and runner a sweep (or a tune) uses."""
     deployment = create_deployment(
         resolve_replay_run(spec.deployment, spec_path, output_root), store.path / "logs",
         reporter.server_status, spec.served_model_name,
@@ -163,17 +153,40 @@ def run_sweep(
             python=sys.executable,
         )
 
-    runner = ConfigRunner(store, deployment, make_driver, spec.metrics, reporter,
-                          slo=spec.slo.as_dict() if spec.slo else None,
-                          client_tolerance=spec.client_tolerance)
+    return ConfigRunner(store, deployment, make_driver, spec.metrics, reporter,
+                        slo=spec.slo.as_dict() if spec.slo else None,
+                        client_tolerance=spec.client_tolerance)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    spec_path: Path,
+    spec_data: dict,
+    plan: Plan,
+    output_root: Path,
+    reporter: Reporter | None = None,
+    on_store: Callable[[RunStore], None] | None = None,
+) -> SweepResult:
+    """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists."""
+    reporter = reporter or SilentReporter()
+    store = RunStore.create(output_root, spec.name,
+                            new_run_manifest(spec, spec_path, spec_data, plan, varied_args(plan)))
+    if on_store:
+        on_store(store)
     outcomes: list[ConfigOutcome] = []
     status = "interrupted"
+    runner = None
     try:
+        runner = build_runner(spec, spec_path, store, output_root, reporter)
         for index, config in enumerate(plan.configs, start=1):
             reporter.config_starting(config, index, len(plan.configs))
             outcomes.append(runner.run(config, plan.points))
         status = "complete" if all(o.status == "complete" for o in outcomes) else "failed"
+    except Exception:
+        status = "failed"
+        raise
     finally:
-        deployment.stop()
+        if runner is not None:
+            runner.deployment.stop()
         store.set_status(status)
     return SweepResult(store, outcomes)

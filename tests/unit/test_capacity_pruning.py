@@ -70,9 +70,16 @@ def test_max_rate_caps_the_search():
 
 def test_client_limited_probe_never_counts_as_capacity():
     search = run(CapacitySearch(start_rate=2.0), true_capacity=50.0, client_max=6.0)
-    assert search.client_bound
-    assert search.capacity == 4.0  # proven by the server; 8 req/s was the client's limit
-    assert [p.client_limited for p in search.probes] == [False, False, True]
+    assert search.client_bound and search.done
+    # proven by the server just below what the client could drive; never above it
+    assert 0.8 * 6.0 <= search.capacity <= 6.0
+    assert [p.client_limited for p in search.probes][:3] == [False, False, True]
+
+
+def test_a_client_limited_first_probe_searches_below_it():
+    search = run(CapacitySearch(start_rate=8.0), true_capacity=3.0, client_max=6.0)
+    assert not search.client_bound
+    assert 0.95 * 3.0 <= search.capacity <= 3.0
 
 
 def test_nothing_meets_the_slo():

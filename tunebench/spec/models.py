@@ -222,6 +222,93 @@ class Slo(Strict):
         return self.model_dump(exclude_none=True)
 
 
+ParamValue = Union[None, bool, int, float, str]
+
+
+class TuneParam(Strict):
+    """One dimension of a tune search space; see tunebench/tune/space.py."""
+
+    type: Literal["int", "float", "categorical"] | None = Field(
+        None, description="default: categorical with choices, else int for int bounds, else float")
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = Field(None, gt=0)
+    choices: list[ParamValue] | None = Field(None, min_length=1)
+    when: dict[str, ParamValue | list[ParamValue]] | None = Field(
+        None, description="only searched when these earlier params have these values")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TuneParam":
+        kind = self.kind
+        if kind == "categorical":
+            if not self.choices:
+                raise ValueError("a categorical param needs choices: [..]")
+            if self.low is not None or self.high is not None:
+                raise ValueError("give either choices or low/high, not both")
+        else:
+            if self.choices is not None:
+                raise ValueError(f"a {kind} param takes low/high, not choices")
+            if self.low is None or self.high is None or self.low >= self.high:
+                raise ValueError("set low < high")
+            if self.log and self.low <= 0:
+                raise ValueError("log: true needs low > 0")
+            if self.log and self.step is not None:
+                raise ValueError("use either log or step, not both")
+        return self
+
+    @property
+    def kind(self) -> str:
+        if self.type:
+            return self.type
+        if self.choices is not None:
+            return "categorical"
+        ints = all(isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+                   for v in (self.low, self.high) if v is not None)
+        return "int" if ints else "float"
+
+
+class Tune(Strict):
+    """`tunebench tune`: an Optuna study over engine args; see tunebench/tune/study.py."""
+
+    objective: Literal["capacity", "throughput", "throughput-latency"] = "capacity"
+    trials: int = Field(12, ge=1, le=1000, description="deployments, the baseline included")
+    sampler: Literal["tpe", "random"] = "tpe"
+    startup_trials: int = Field(4, ge=1, description="random trials before TPE models the space")
+    seed: int | None = 0
+    baseline: bool = Field(True, description="first trial: server.args only (vLLM's defaults)")
+    kv_overcommit: float = Field(1.0, ge=1.0, description="allowed max-num-seqs x max-model-len "
+                                 "over the learned KV capacity")
+    space: dict[str, TuneParam] = Field(min_length=1)
+    enqueue: list[dict[str, ParamValue]] = Field(
+        default_factory=list, description="param sets to try right after the baseline, e.g. "
+        "the configuration in production today")
+
+    @model_validator(mode="after")
+    def _enqueued_params_exist(self) -> "Tune":
+        for number, params in enumerate(self.enqueue):
+            unknown = [k for k in params if k not in self.space]
+            if unknown:
+                raise ValueError(f"enqueue[{number}]: {', '.join(unknown)} not in tune.space")
+            for name, value in params.items():
+                choices = self.space[name].choices
+                if choices is not None and value not in choices:
+                    raise ValueError(f"enqueue[{number}].{name}: {value!r} is not one of its "
+                                     f"choices {choices}")
+        return self
+
+    @model_validator(mode="after")
+    def _conditions_refer_back(self) -> "Tune":
+        seen: list[str] = []
+        for name, param in self.space.items():
+            for other in param.when or {}:
+                if other not in seen:
+                    raise ValueError(f"space.{name}.when: {other!r} must be a param listed "
+                                     f"before {name!r}")
+            seen.append(name)
+        return self
+
+
 class Metrics(Strict):
     enabled: bool = True
     interval_s: float = Field(1.0, ge=0.1, le=60)
@@ -240,6 +327,26 @@ class SweepSpec(Strict):
     slo: Slo | None = None
     client_tolerance: float = Field(0.10, ge=0, lt=1, description="client-limited shortfall")
     output: str = "reports"
+    tune: Tune | None = None
+
+    @model_validator(mode="after")
+    def _tune_fits(self) -> "SweepSpec":
+        if self.tune is None:
+            return self
+        if self.server.matrix or self.server.variants:
+            raise ValueError("tune: server.matrix and server.variants are not used when tuning; "
+                             "move the values into tune.space")
+        if isinstance(self.deployment, EndpointDeployment):
+            raise ValueError("tune: an endpoint deployment cannot change server args; use "
+                             "deployment kind local or replay")
+        searches = [p for p in self.load.profiles if p.kind == "capacity"]
+        if self.tune.objective == "capacity" and not searches:
+            raise ValueError("tune.objective capacity needs a load profile of kind capacity, "
+                             "e.g. {kind: capacity, max_seconds: 20}")
+        if self.tune.objective != "capacity" and searches:
+            raise ValueError(f"tune.objective {self.tune.objective} measures fixed points; "
+                             "drop the capacity profile or use objective capacity")
+        return self
 
     @model_validator(mode="after")
     def _capacity_needs_slo(self) -> "SweepSpec":

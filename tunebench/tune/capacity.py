@@ -14,8 +14,9 @@ probe where one more result can close the bracket; without ratios they double an
 
 A warm start (the previous configuration's capacity) brackets with small steps, since the
 answer is probably near; a cold start doubles. A probe the client could not drive
-(`client_limited`) never counts as server capacity: the search stops there and reports
-the best rate it could prove, with `client_bound`.
+(`client_limited`) never counts as server capacity: it sets a ceiling just below its rate,
+the search goes on beneath it, and when the SLO holds at the ceiling the result is "at
+least this much" with `client_bound`.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ class CapacitySearch:
     min_rate: float = 0.05
     max_rate: float | None = None  # the client's limit, if known
     probes: list[Probe] = field(default_factory=list)
-    client_bound: bool = False  # stopped because the client, not the server, was the limit
 
     def __post_init__(self) -> None:
         if self.start_rate <= 0 or not 0 < self.tolerance < 1 or self.growth <= 1:
@@ -70,22 +70,38 @@ class CapacitySearch:
         return lower.rate if lower else None
 
     @property
+    def ceiling(self) -> float | None:
+        """The highest rate worth probing: `max_rate`, and just below any rate the client
+        could not drive."""
+        limits = [self.max_rate] if self.max_rate is not None else []
+        late = [p.rate for p in self.probes if p.client_limited]
+        if late:
+            limits.append(min(late) * (1 - 2 * self.tolerance))
+        return min(limits) if limits else None
+
+    @property
     def capped(self) -> bool:
-        """The SLO held at `max_rate`: the capacity is at least that."""
-        lower = self.lower
-        return self.max_rate is not None and lower is not None and lower.rate >= self.max_rate
+        """The SLO held at the ceiling: the capacity is at least that."""
+        lower, ceiling = self.lower, self.ceiling
+        return ceiling is not None and lower is not None and lower.rate >= ceiling * (1 - 1e-9)
+
+    @property
+    def client_bound(self) -> bool:
+        """Capped by what the client could drive rather than by `max_rate`."""
+        return self.capped and any(p.client_limited for p in self.probes) and (
+            self.max_rate is None or self.ceiling < self.max_rate)
 
     def tell(self, rate: float, slo_met: bool, client_limited: bool = False,
              ratio: float | None = None) -> None:
         self.probes.append(Probe(rate, bool(slo_met), bool(client_limited), ratio))
-        if client_limited:
-            self.client_bound = True
 
     @property
     def done(self) -> bool:
-        if self.client_bound or self.capped or len(self.probes) >= self.max_probes:
+        if self.capped or len(self.probes) >= self.max_probes:
             return True
-        lower, upper = self.lower, self.upper
+        lower, upper, ceiling = self.lower, self.upper, self.ceiling
+        if ceiling is not None and ceiling < self.min_rate:
+            return True  # the client cannot drive even the smallest rate
         if upper is not None and upper.rate <= self.min_rate:
             return True  # even the smallest rate misses: capacity 0 (None)
         return (lower is not None and upper is not None
@@ -97,6 +113,8 @@ class CapacitySearch:
         if not self.probes:
             return self._clamp(self.start_rate)
         lower, upper = self.lower, self.upper
+        if upper is None and lower is None:
+            return self._clamp(self.start_rate)  # only client-limited probes: go below them
         if upper is None:  # everything met so far: grow, to just past the projected knee
             step = lower.rate * self._step()
             knee = self._projected_knee()
@@ -104,8 +122,8 @@ class CapacitySearch:
                 step = min(step, max(knee * (1 + self.tolerance), lower.rate * (1 + 2 * self.tolerance)))
             return self._clamp(step)
         if lower is None:
-            return max(self.min_rate, upper.rate / self._step())  # everything missed: shrink
-        return self._narrow(lower, upper)
+            return self._clamp(max(self.min_rate, upper.rate / self._step()))  # all missed: shrink
+        return self._clamp(self._narrow(lower, upper))
 
     def _step(self) -> float:
         """Bracketing factor: doubling when cold; when warm 1 + 4 x tolerance, growing with
@@ -123,7 +141,8 @@ class CapacitySearch:
         return _crossing(a, b) if a.rate < b.rate and b.ratio > a.ratio else None
 
     def _clamp(self, rate: float) -> float:
-        return min(rate, self.max_rate) if self.max_rate is not None else rate
+        ceiling = self.ceiling
+        return min(rate, ceiling) if ceiling is not None else rate
 
     def _narrow(self, lower: Probe, upper: Probe) -> float:
         low, high = lower.rate, upper.rate

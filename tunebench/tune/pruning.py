@@ -1,4 +1,4 @@
-"""Prune configurations that cannot fit in the KV cache before deploying them.
+"""Prune configurations that cannot start or fit in the KV cache before deploying them.
 
 vLLM refuses to start when one sequence of `max-model-len` tokens does not fit in the KV
 cache, and with `max-num-seqs x max-model-len` beyond the cache it preempts under load.
@@ -21,12 +21,22 @@ def kv_capacity_for(learned_tokens: int, learned_dtype: str, dtype: str) -> int:
     return int(learned_tokens * have / want)
 
 
-def prune_reason(args: dict, kv_capacity_tokens: int, overcommit: float = 1.0) -> str | None:
-    """Why `args` cannot run well in `kv_capacity_tokens` (already scaled to its dtype), or None.
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def prune_reason(args: dict, kv_capacity_tokens: int | None, overcommit: float = 1.0) -> str | None:
+    """Why `args` cannot start or run well in `kv_capacity_tokens` (already scaled to its
+    dtype; None: not learned yet), or None.
 
     `overcommit` > 1 allows max-num-seqs x max-model-len beyond the cache (requests rarely
     use their whole context); the hard limit of one full-length sequence always applies.
     """
+    batched, seqs = _int(args.get("max-num-batched-tokens")), _int(args.get("max-num-seqs"))
+    if batched is not None and seqs is not None and batched < seqs:
+        return (f"max-num-batched-tokens {batched} < max-num-seqs {seqs}: vLLM refuses to start")
+    if kv_capacity_tokens is None:
+        return None
     model_len = args.get("max-model-len")
     if not isinstance(model_len, int) or isinstance(model_len, bool):
         return None  # the model's own default is not known before a start

@@ -1,0 +1,70 @@
+"""TrialEvaluator over the sweep machinery: one ConfigRunner run per trial, in one run store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunebench.progress import Reporter
+from tunebench.runner import ConfigRunner
+from tunebench.spec.plan import LoadPoint, ServerConfig
+from tunebench.store.run import RunStore
+from tunebench.tune.study import TrialOutcome
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class RunnerEvaluator:
+    def __init__(self, runner: ConfigRunner, points: list[LoadPoint], store: RunStore,
+                 objective: str, reporter: Reporter, total: int):
+        self.runner = runner
+        self.points = points
+        self.store = store
+        self.objective = objective
+        self.reporter = reporter
+        self.total = total
+        self.count = 0
+
+    def evaluate(self, config: ServerConfig) -> TrialOutcome:
+        self.count += 1
+        self.reporter.config_starting(config, self.count, self.total)
+        outcome = self.runner.run(config, self.points)
+        effective = outcome.effective or {}
+        if outcome.status != "complete":
+            return TrialOutcome(None, outcome.error or "failed", effective=effective)
+        if outcome.invalid_reasons:
+            return TrialOutcome(None, "not in effect: " + "; ".join(outcome.invalid_reasons),
+                                effective=effective)
+        if self.objective == "capacity":
+            return self._capacity(outcome.capacity, effective)
+        return self._throughput(config, effective)
+
+    def _capacity(self, capacity: dict | None, effective: dict) -> TrialOutcome:
+        if not capacity:
+            return TrialOutcome(None, "no capacity probe ran", effective=effective)
+        attrs = {"capacity_rps": capacity["rate"], "probes": capacity["probes"],
+                 "probe_rates": capacity["probe_rates"], "client_bound": capacity["client_bound"],
+                 "capped": capacity["capped"], "converged": capacity["converged"]}
+        if capacity["rate"] is None and capacity["client_bound"]:
+            return TrialOutcome(None, "the client could not drive the first probe; no rate was "
+                                "proven (see client_limited_reason in points.csv)",
+                                attrs, effective)
+        # No rate meeting the SLO is a measured capacity of 0, not a failure.
+        return TrialOutcome([float(capacity["rate"] or 0.0)], None, attrs, effective)
+
+    def _throughput(self, config: ServerConfig, effective: dict) -> TrialOutcome:
+        rows = [r for r in self.store.rows if r["config_id"] == config.config_id
+                and str(r.get("valid")) == "True" and _number(r.get("output_tok_s")) is not None]
+        if not rows:
+            return TrialOutcome(None, "no valid point measured", effective=effective)
+        best = max(rows, key=lambda r: _number(r["output_tok_s"]))
+        values = [_number(best["output_tok_s"])]
+        if self.objective == "throughput-latency":
+            values.append(_number(best.get("ttft_p95_ms")))
+        attrs = {"output_tok_s": values[0], "ttft_p95_ms": _number(best.get("ttft_p95_ms")),
+                 "at_point": best["point_id"], "client_limited": str(best.get("client_limited")) == "True"}
+        return TrialOutcome(values, None if None not in values else "metric missing", attrs, effective)
