@@ -82,8 +82,7 @@ class CapacityProbing:
             "probe_rates": [p.rate for p in search.probes],
             "upper": search.upper.rate if search.upper else None,
             "tolerance": search.tolerance,
-            "converged": search.done and not (search.client_bound or search.capped)
-            and len(search.probes) < search.max_probes,
+            "converged": search.converged,
             "client_bound": search.client_bound,
             "capped": search.capped,
             "slo": self.slo,

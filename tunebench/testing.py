@@ -88,3 +88,43 @@ def make_synthetic_run(
             store.write_text(f"metrics/{config_id}.csv", "\n".join(lines) + "\n")
     store.set_status("complete")
     return store
+
+
+def make_rate_grid_run(
+    root: Path,
+    saturation: dict[str, tuple[dict, float | None]],
+    rates: tuple[float, ...] = (1, 2, 4, 6, 8, 10),
+    name: str = "rate-grid",
+    kv_capacity_tokens: int = 40_000,
+) -> RunStore:
+    """A recorded grid of poisson points: label -> (engine args, saturation req/s).
+
+    TTFT p95 follows 50 ms / (1 - rate/saturation), so the 250 ms SLO's true capacity is
+    0.8 x saturation. A saturation of None records a configuration that failed to start.
+    """
+    store = RunStore.create(Path(root), name, {
+        "spec": {"name": name, "slo": {"ttft_ms": {"p95": 250}}}, "versions": {}, "host": {},
+        "deployment_kind": "synthetic", "varied_args": [], "configs": [],
+    })
+    for index, (label, (args, sat)) in enumerate(saturation.items(), start=1):
+        config_id = f"c{index}"
+        if sat is None:
+            store.update_config(config_id, label=label, args=args, status="failed",
+                                error="vLLM exited with code 1 during start-up: boom")
+            continue
+        store.update_config(config_id, label=label, args=args, status="complete",
+                            effective={"kv_capacity_tokens": kv_capacity_tokens,
+                                       "cache_dtype": "auto"})
+        for rate in rates:
+            load = min(rate / sat, 0.999)
+            ttft_p95 = 50.0 / (1 - load)
+            store.add_point({
+                "run_id": store.run_id, "config_id": config_id, "config_label": label,
+                "point_id": f"poisson-{rate:g}", "load_kind": "poisson", "target": rate,
+                "achieved_rps": min(rate, sat), "achieved_concurrency": rate * 0.2,
+                "requests_ok": int(rate * 10), "requests_failed": 0, "requests_incomplete": 0,
+                "duration_s": 10.0, "ttft_p50_ms": ttft_p95 / 2, "ttft_p95_ms": ttft_p95,
+                "itl_p50_ms": 5.0, "output_tok_s": min(rate, sat) * 32, "valid": True,
+            })
+    store.set_status("complete")
+    return store

@@ -1,8 +1,9 @@
 """A recorded run as a model of a server: what load point X would have measured on config Y.
 
-A recorded configuration is found by its engine args. A point is interpolated linearly in
-the load target between the recorded points of the same kind (poisson, constant,
-concurrent, ...). Latency columns are first made non-decreasing in the target (a running
+A recorded configuration is found by its engine args. A point is interpolated between the
+recorded points of the same kind (poisson, constant, concurrent, ...): rates and counts
+linearly in the load target, latencies linearly in their reciprocal (see
+`_mix_reciprocal`). Latency columns are first made non-decreasing in the target (a running
 maximum): a server is not faster under more load, and measurement noise must not create
 several SLO crossings. Below the lowest recorded target latencies stay at that point's
 values and rates scale with the target; above the highest they are extrapolated from the
@@ -84,16 +85,16 @@ class RecordedConfig:
             a, b = i - 1, i
             share = (target - targets[a]) / (targets[b] - targets[a])
             for column in latency:
-                out[column] = _mix(monotone[a][column], monotone[b][column], share, floor=True)
+                out[column] = _mix_reciprocal(monotone[a][column], monotone[b][column], share)
             for column in INTERPOLATED:
                 out[column] = _mix(_number(rows[a].get(column)), _number(rows[b].get(column)),
                                    share, floor=False)
             warnings = _warnings(rows[a if share < 0.5 else b])
             if share > 1:
                 warnings.append("replay_extrapolated")
-        for column in COUNT_COLUMNS:
+        for column in COUNT_COLUMNS:  # expected counts: fractions keep low rates consistent
             if out.get(column) is not None:
-                out[column] = int(round(out[column]))
+                out[column] = round(out[column], 2)
         out["client_warnings"] = ";".join(warnings)
         return out
 
@@ -116,6 +117,23 @@ def _mix(a: float | None, b: float | None, share: float, floor: bool) -> float |
         return a if b is None else b
     value = a + (b - a) * share
     return max(value, a) if floor else max(value, 0.0)
+
+
+def _mix_reciprocal(a: float | None, b: float | None, share: float) -> float | None:
+    """Latency between two recorded points, interpolating its reciprocal linearly.
+
+    Queueing latency grows like 1/(1 - load): for an M/M/1 server every percentile of the
+    response time is c/(mu - lambda), whose reciprocal is linear in the rate. Interpolating
+    the latency itself would draw a straight chord under the knee and understate it.
+    Beyond the last point (share > 1) the reciprocal keeps falling; at 0 the server is
+    saturated and the latency is unbounded (a large finite number keeps CSVs readable).
+    """
+    if a is None or b is None:
+        return a if b is None else b
+    if a <= 0 or b <= 0:
+        return _mix(a, b, share, floor=True)
+    inverse = 1 / a + (1 / b - 1 / a) * share
+    return max(a, 1 / inverse) if inverse > 0 else max(a, b) * 1e3
 
 
 def _warnings(row: dict[str, Any]) -> list[str]:
@@ -155,3 +173,40 @@ class RecordedRun:
         shown = [c.label for c in self.configs[:limit]]
         more = len(self.configs) - len(shown)
         return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def true_capacity(config: RecordedConfig, slo: dict, kind: str = "poisson",
+                  min_rate: float = 0.05, client_tolerance: float = 0.10,
+                  relative: float = 1e-4) -> float | None:
+    """The highest `kind` rate at which the replayed SLO holds (None: not even `min_rate`).
+
+    The exact answer a capacity search over this replay should approach: latencies are
+    monotone in the rate, so the SLO holds up to one crossing; found by scanning the
+    recorded targets, then bisecting the interpolated segment. Rates the recording calls
+    client-limited, or beyond its highest target, are not claimed.
+    """
+    from tunebench import client_limit
+    from tunebench.slo import evaluate
+
+    def holds(rate: float) -> bool:
+        row = config.point_at(kind, rate)
+        if "replay_extrapolated" in row["client_warnings"]:
+            return False
+        return bool(evaluate(row, [], slo)["slo_met"]) and not client_limit.verdict(
+            row, client_tolerance)["client_limited"]
+
+    targets = sorted({float(r["target"]) for r in config.rows if r["load_kind"] == kind})
+    if not targets or not holds(min_rate):
+        return None
+    low = min_rate
+    for target in targets:
+        if not holds(target):
+            high = target
+            break
+        low = target
+    else:
+        return targets[-1]
+    while high - low > relative * high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if holds(middle) else (low, middle)
+    return low

@@ -96,6 +96,13 @@ class CapacitySearch:
         self.probes.append(Probe(rate, bool(slo_met), bool(client_limited), ratio))
 
     @property
+    def converged(self) -> bool:
+        """The bracket is within `tolerance`: the capacity is known to that precision."""
+        lower, upper = self.lower, self.upper
+        return (lower is not None and upper is not None
+                and upper.rate - lower.rate <= self.tolerance * upper.rate)
+
+    @property
     def done(self) -> bool:
         if self.capped or len(self.probes) >= self.max_probes:
             return True
@@ -104,8 +111,7 @@ class CapacitySearch:
             return True  # the client cannot drive even the smallest rate
         if upper is not None and upper.rate <= self.min_rate:
             return True  # even the smallest rate misses: capacity 0 (None)
-        return (lower is not None and upper is not None
-                and upper.rate - lower.rate <= self.tolerance * upper.rate)
+        return self.converged
 
     def next_rate(self) -> float | None:
         if self.done:

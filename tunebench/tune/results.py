@@ -36,14 +36,14 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
 
 
 def importances(study: optuna.Study) -> dict[str, float]:
-    """fANOVA importances over the deployed trials of the first objective; {} if too few."""
+    """PED-ANOVA importances (no scikit-learn needed) of the first objective; {} if too few."""
     trials = [t for t in _deployed_complete(study) if t.params]
     if len(trials) < 3 or not {k for t in trials for k in t.params}:
         return {}
     try:
         return dict(optuna.importance.get_param_importances(
             study, target=lambda t: t.values[0],
-            evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0)))
+            evaluator=optuna.importance.PedAnovaImportanceEvaluator()))
     except (RuntimeError, ValueError, ZeroDivisionError):
         return {}
 

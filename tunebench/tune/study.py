@@ -14,6 +14,7 @@ The study lives in `<run>/study.db` (Optuna RDB storage): optuna-dashboard opens
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -64,16 +65,16 @@ def open_study(run_dir: Path, name: str, tune: Tune, create: bool) -> optuna.Stu
     if tune.sampler == "random":
         sampler = optuna.samplers.RandomSampler(seed=tune.seed)
     else:
-        sampler = optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials,
-                                             multivariate=True, group=True,
-                                             warn_independent_sampling=False)
+        with warnings.catch_warnings():  # multivariate/group are "experimental" in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # group=True models conditional params (speculative settings) per sub-space
+            sampler = optuna.samplers.TPESampler(seed=tune.seed,
+                                                 n_startup_trials=tune.startup_trials,
+                                                 multivariate=True, group=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if create:
-        study = optuna.create_study(storage=storage_url(run_dir), study_name=name,
-                                    directions=directions(tune.objective), sampler=sampler)
-        for params in tune.enqueue:
-            study.enqueue_trial(params)  # asked right after the baseline, in order
-        return study
+        return optuna.create_study(storage=storage_url(run_dir), study_name=name,
+                                   directions=directions(tune.objective), sampler=sampler)
     return optuna.load_study(storage=storage_url(run_dir), study_name=name, sampler=sampler)
 
 
@@ -141,6 +142,10 @@ class Tuner:
         if self.tune.baseline and not any(t.user_attrs.get(BASELINE_ATTR)
                                           for t in self.study.get_trials(deepcopy=False)):
             self._baseline()
+        if self.tune.enqueue and not self.study.user_attrs.get("enqueued"):
+            for params in self.tune.enqueue:  # asked next, in order, once per study
+                self.study.enqueue_trial(params)
+            self.study.set_user_attr("enqueued", True)
         idle = 0  # consecutive proposals that deployed nothing (repeats, pruned)
         while self.deployments() < self.tune.trials:
             if idle >= MAX_IDLE_PROPOSALS or self._space_exhausted():

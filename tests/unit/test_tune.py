@@ -1,0 +1,270 @@
+"""tunebench tune: search space, the ask/tell loop, pruning, resume, results and exports."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+import yaml
+
+from tunebench.replay.model import RecordedRun, true_capacity
+from tunebench.spec.models import Tune
+from tunebench.testing import make_rate_grid_run
+from tunebench.tune import results, space
+from tunebench.tune.study import Tuner, TrialOutcome, open_study
+
+SPACE = {
+    "max-num-seqs": {"choices": [2, 4, 8, 16]},
+    "max-num-batched-tokens": {"choices": [1, 256, 1024]},
+}
+
+
+def make_tune(**overrides) -> Tune:
+    return Tune.model_validate({"space": SPACE, "trials": 5, "seed": 1, **overrides})
+
+
+class FakeEvaluator:
+    """Capacity = max-num-seqs (vLLM defaults: 3); max-num-seqs 16 crashes."""
+
+    def __init__(self):
+        self.deployed: list[dict] = []
+
+    def evaluate(self, config):
+        self.deployed.append(dict(config.args))
+        seqs = config.args.get("max-num-seqs")
+        effective = {"kv_capacity_tokens": 8192, "cache_dtype": "auto"}
+        if seqs == 16:
+            return TrialOutcome(None, "vLLM exited with code 1: out of memory", effective=effective)
+        return TrialOutcome([float(seqs or 3)], attrs={"probes": 4}, effective=effective)
+
+
+def run_tuner(tmp_path, tune, evaluator, base_args=None, create=True):
+    study = open_study(tmp_path, "t", tune, create=create)
+    tuner = Tuner(study, tune, base_args or {"max-model-len": 512}, "m", None, evaluator)
+    tuner.mark_interrupted()
+    tuner.run()
+    return study, tuner
+
+
+def test_space_suggests_conditional_and_mapping_params():
+    params = Tune.model_validate({"space": {
+        "max-num-seqs": {"low": 8, "high": 256, "log": True},
+        "gpu-memory-utilization": {"low": 0.8, "high": 0.95},
+        "speculative-config.method": {"choices": [None, "ngram"]},
+        "speculative-config.num_speculative_tokens": {
+            "low": 1, "high": 5, "when": {"speculative-config.method": "ngram"}},
+    }}).space
+    assert params["max-num-seqs"].kind == "int" and params["gpu-memory-utilization"].kind == "float"
+    on = space.suggest(params, optuna.trial.FixedTrial({
+        "max-num-seqs": 64, "gpu-memory-utilization": 0.9, "speculative-config.method": "ngram",
+        "speculative-config.num_speculative_tokens": 3}))
+    args = space.engine_args({"max-model-len": 4096}, on)
+    assert args == {"max-model-len": 4096, "max-num-seqs": 64, "gpu-memory-utilization": 0.9,
+                    "speculative-config": {"method": "ngram", "num_speculative_tokens": 3}}
+    off = space.suggest(params, optuna.trial.FixedTrial({
+        "max-num-seqs": 8, "gpu-memory-utilization": 0.8, "speculative-config.method": None}))
+    assert "speculative-config.num_speculative_tokens" not in off  # condition does not hold
+    assert "speculative-config" not in space.engine_args({}, off)  # no method: vLLM default
+
+
+def test_space_errors_are_explained():
+    with pytest.raises(ValueError, match="must be a param listed before"):
+        Tune.model_validate({"space": {"a": {"low": 1, "high": 2, "when": {"b": 1}},
+                                       "b": {"choices": [1]}}})
+    with pytest.raises(ValueError, match="set low < high"):
+        Tune.model_validate({"space": {"a": {"low": 2, "high": 1}}})
+    with pytest.raises(ValueError, match="not one of its choices"):
+        Tune.model_validate({"space": {"a": {"choices": [1, 2]}}, "enqueue": [{"a": 3}]})
+
+
+def test_baseline_first_failures_and_pruning(tmp_path):
+    evaluator = FakeEvaluator()
+    study, tuner = run_tuner(tmp_path, make_tune(trials=6, enqueue=[{"max-num-seqs": 16,
+                                                                     "max-num-batched-tokens": 256}]),
+                             evaluator)
+    trials = study.get_trials()
+    assert trials[0].user_attrs["baseline"] and trials[0].params == {}
+    assert evaluator.deployed[0] == {"max-model-len": 512}  # vLLM defaults for every tuned arg
+    assert trials[0].values == [3.0]
+    crashed = trials[1]  # the enqueued configuration
+    assert crashed.state == optuna.trial.TrialState.FAIL
+    assert crashed.user_attrs["fail_reason"] == "vLLM exited with code 1: out of memory"
+    assert tuner.deployments() == 6 == len(evaluator.deployed)
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    for trial in pruned:  # never deployed
+        assert trial.user_attrs["pruned_reason"]
+        assert trial.user_attrs.get("deployed") is None
+    # max-num-batched-tokens 1 < max-num-seqs never reaches the evaluator
+    assert all(a.get("max-num-batched-tokens") != 1 for a in evaluator.deployed)
+    keys = [t.user_attrs["args_key"] for t in trials if t.user_attrs.get("deployed")]
+    assert len(keys) == len(set(keys))  # the same args are never deployed twice
+
+
+def test_kv_capacity_learned_from_a_trial_prunes_later_ones(tmp_path):
+    evaluator = FakeEvaluator()
+    tune = make_tune(trials=3, space={"max-num-seqs": {"choices": [4, 32]}})
+    study, _ = run_tuner(tmp_path, tune, evaluator, base_args={"max-model-len": 512})
+    assert study.user_attrs["kv_capacity_tokens"] == 8192
+    pruned = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned and pruned[0].params == {"max-num-seqs": 32}
+    assert "16384 tokens exceeds the KV cache (8192 tokens" in pruned[0].user_attrs["pruned_reason"]
+    assert {"max-model-len": 512, "max-num-seqs": 32} not in evaluator.deployed
+
+
+def test_resume_continues_the_same_study(tmp_path):
+    first = FakeEvaluator()
+    run_tuner(tmp_path, make_tune(trials=3), first)
+    # a session killed mid-trial leaves it RUNNING: resume marks it FAIL and goes on
+    study = open_study(tmp_path, "t", make_tune(), create=False)
+    study.ask()
+    second = FakeEvaluator()
+    study, tuner = run_tuner(tmp_path, make_tune(trials=5), second, create=False)
+    assert len(second.deployed) == 2  # 3 done before, 5 in total
+    assert {"max-model-len": 512} not in second.deployed  # the baseline ran once
+    interrupted = [t for t in study.get_trials() if t.user_attrs.get("fail_reason") == "interrupted"]
+    assert len(interrupted) == 1
+
+
+def test_a_finite_space_stops_when_exhausted(tmp_path):
+    evaluator = FakeEvaluator()
+    tune = make_tune(trials=50, space={"max-num-seqs": {"choices": [2, 4]}})
+    _, tuner = run_tuner(tmp_path, tune, evaluator)
+    assert len(evaluator.deployed) == 3 and "exhausted" in tuner.stopped_early
+
+
+def test_results_and_exports(tmp_path):
+    evaluator = FakeEvaluator()
+    study, _ = run_tuner(tmp_path, make_tune(trials=5), evaluator)
+    summary = results.summarize(study, "capacity")
+    best = summary["best"]
+    assert best["values"][0] == max(t.values[0] for t in study.get_trials()
+                                    if t.state == optuna.trial.TrialState.COMPLETE)
+    assert summary["improvement_pct"] == pytest.approx(100 * (best["values"][0] / 3.0 - 1))
+    files = results.write_exports(summary, "ibm-granite/granite-3.3-2b-instruct", "run1", "demo",
+                                  tmp_path, tmp_path / "helm-values", "ttft_ms p95 <= 500")
+    values = yaml.safe_load((tmp_path / "helm-values/demo.yaml").read_text())
+    assert values["model"]["uri"] == "hf://ibm-granite/granite-3.3-2b-instruct"
+    assert "--max-model-len=512" in values["model"]["args"]
+    assert f"--max-num-seqs={best['args']['max-num-seqs']}" in values["model"]["args"]
+    assert files["serve_command"].startswith("vllm serve ibm-granite/granite-3.3-2b-instruct "
+                                             "--max-model-len 512 --max-num-seqs ")
+    saved = json.loads((tmp_path / "tune-result.json").read_text())
+    assert saved["best"]["trial"] == best["trial"]
+
+
+def test_chart_args_format_mappings_and_flags():
+    assert results.chart_args({"speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+                               "enable-prefix-caching": False, "enforce-eager": True}) == [
+        '--speculative-config={"method":"ngram","num_speculative_tokens":3}',
+        "--no-enable-prefix-caching", "--enforce-eager"]
+
+
+def test_importances_need_a_few_trials(tmp_path):
+    evaluator = FakeEvaluator()
+    study, _ = run_tuner(tmp_path, make_tune(trials=7), evaluator)
+    importance = results.importances(study)
+    assert set(importance) <= set(SPACE) and importance
+    assert abs(sum(importance.values()) - 1) < 1e-6
+
+
+# -- replay -------------------------------------------------------------------------------
+
+GRID = {
+    "slow": ({"max-num-seqs": 2}, 3.0),
+    "fast": ({"max-num-seqs": 8}, 9.0),
+    "broken": ({"max-num-seqs": 64}, None),
+}
+
+
+def test_replay_interpolates_monotone_latency(tmp_path):
+    run = RecordedRun(make_rate_grid_run(tmp_path, GRID).path)
+    fast = run.find({"max-num-seqs": 8})
+    assert fast.label == "fast" and run.find({"max-num-seqs": 3}) is None
+    at_1, at_3, at_4 = (fast.point_at("poisson", r)["ttft_p95_ms"] for r in (1, 3, 4))
+    assert at_1 < at_3 < at_4
+    # between recorded points the reciprocal is linear: exact for this queueing curve
+    assert at_3 == pytest.approx(50 / (1 - 3 / 9))
+    assert true_capacity(fast, {"ttft_ms": {"p95": 250}}) == pytest.approx(7.2, rel=1e-3)
+    below = fast.point_at("poisson", 0.5)
+    assert below["ttft_p95_ms"] == pytest.approx(50 / (1 - 1 / 9)) and below["achieved_rps"] == 0.5
+    above = fast.point_at("poisson", 12)
+    assert "replay_extrapolated" in above["client_warnings"] and above["ttft_p95_ms"] > at_4
+    assert run.find({"max-num-seqs": 64}).status == "failed"
+
+
+def _replay_spec(tmp_path, recorded, extra: str) -> str:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""
+name: replayed
+model: builtin:tiny-llama
+deployment: {{kind: replay, run: {recorded}}}
+load:
+  data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
+  profiles:
+    - {{kind: capacity, max_seconds: 10}}
+slo: {{ttft_ms: {{p95: 250}}}}
+output: {tmp_path / 'runs'}
+{extra}
+""")
+    return str(spec)
+
+
+def test_sweep_capacity_profile_on_replay(tmp_path, cli):
+    recorded = make_rate_grid_run(tmp_path / "recorded", GRID).path
+    spec = _replay_spec(tmp_path, recorded, """
+server:
+  variants:
+    - {name: slow, args: {max-num-seqs: 2}}
+    - {name: fast, args: {max-num-seqs: 8}}
+    - {name: broken, args: {max-num-seqs: 64}}
+""")
+    result = cli("sweep", spec, "--no-report")
+    assert result.returncode == 1, result.stderr  # the broken configuration failed, as recorded
+    assert "capacity: " in result.stderr and "req/s at SLO" in result.stderr, result.stderr
+    run = next((tmp_path / "runs").iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    slow, fast, broken = manifest["configs"]
+    recorded_run = RecordedRun(recorded)
+    slo = {"ttft_ms": {"p95": 250}}
+    for found, label in ((slow, "slow"), (fast, "fast")):
+        truth = true_capacity(recorded_run.find(GRID[label][0]), slo)
+        assert 0.95 * truth <= found["capacity"]["rate"] <= truth * 1.0001, (label, truth)
+        assert found["capacity"]["converged"]
+    assert fast["capacity"]["probes"] <= 6  # warm start from slow's capacity
+    assert broken["status"] == "failed" and "boom" in broken["error"]
+    points = (run / "points.csv").read_text().splitlines()
+    probes = [line for line in points[1:] if ",capacity-" in line]
+    assert len(probes) == slow["capacity"]["probes"] + fast["capacity"]["probes"]
+
+
+def test_tune_on_replay_with_resume(tmp_path, cli):
+    grid = {f"mns{s}": ({"max-num-seqs": s}, 1.0 + s) for s in (1, 2, 4, 8, 16)}
+    grid["defaults"] = ({}, 4.0)
+    recorded = make_rate_grid_run(tmp_path / "recorded", grid, rates=(1, 2, 4, 8, 12, 16, 20)).path
+    spec = _replay_spec(tmp_path, recorded, """
+tune:
+  trials: 3
+  space:
+    max-num-seqs: {choices: [1, 2, 4, 8, 16, 3]}
+""")
+    helm = tmp_path / "helm"
+    first = cli("tune", spec, "--no-report", "--helm-dir", str(helm))
+    assert first.returncode == 0, first.stderr
+    run = next((tmp_path / "runs").iterdir())
+    assert "trial 0" in first.stderr and "baseline" in first.stdout
+    second = cli("tune", "--resume", str(run), "--trials", "6", "--no-report", "--helm-dir", str(helm))
+    assert second.returncode == 0, second.stderr
+    summary = json.loads((run / "tune-result.json").read_text())
+    assert summary["deployments"] == 6
+    assert summary["baseline"]["params"] == {} and summary["baseline"]["values"][0] == pytest.approx(3.2, rel=0.05)
+    assert [t["trial"] for t in summary["trials"] if t["baseline"]] == [0]
+    # max-num-seqs 3 was never recorded: replay fails it like a server that cannot start
+    failed = [t for t in summary["trials"] if t["state"] == "FAIL"]
+    assert all("recorded no configuration" in t["note"] for t in failed)
+    assert summary["improvement_pct"] > 0
+    values = yaml.safe_load((helm / "replayed.yaml").read_text())
+    assert values["model"]["args"] == [f"--max-num-seqs={summary['best']['args']['max-num-seqs']}"]
+    assert (run / "study.db").exists() and (run / "serve-command.sh").exists()
+    storage = f"sqlite:///{run / 'study.db'}"
+    assert len(optuna.load_study(study_name="replayed", storage=storage).trials) >= 6
