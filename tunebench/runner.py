@@ -49,9 +49,11 @@ class CapacityProbing:
         settings = point.search
         self.point = point
         self.slo = slo
+        # The first configuration starts at start_rate; later ones from the previous
+        # configuration's capacity, which is probably close (a warm start).
         self.search = CapacitySearch(
-            start_rate=settings.start_rate or start_rate or 1.0,
-            warm=settings.start_rate is None and start_rate is not None,
+            start_rate=start_rate or settings.start_rate or 1.0,
+            warm=start_rate is not None,
             tolerance=settings.tolerance, max_probes=settings.max_probes,
             max_rate=settings.max_rate,
         )

@@ -156,8 +156,9 @@ class Profile(Strict):
     sweep_points: int | None = Field(None, ge=3, description="kind: sweep; GuideLLM default 10")
     # kind: capacity -- the highest rate meeting the spec's slo, see tunebench/tune/capacity.py
     arrival: Literal["poisson", "constant"] | None = None
-    start_rate: float | None = Field(None, gt=0, description="req/s; default 1, or the "
-                                     "previous configuration's capacity")
+    start_rate: float | None = Field(None, gt=0, description="req/s of the first "
+                                     "configuration's first probe (default 1); later "
+                                     "configurations start from the previous capacity")
     tolerance: float | None = Field(None, gt=0, lt=1, description="relative; default 0.05")
     max_probes: int | None = Field(None, ge=2, le=30, description="default 8")
     max_rate: float | None = Field(None, gt=0, description="req/s the client can drive")

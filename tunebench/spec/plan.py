@@ -36,7 +36,7 @@ class SearchSettings:
     """A `kind: capacity` profile: its probes are `arrival` points at rates chosen at run time."""
 
     arrival: str = "poisson"
-    start_rate: float | None = None  # None: 1 req/s, or the previous configuration's capacity
+    start_rate: float | None = None  # first configuration (None: 1 req/s); later: previous capacity
     tolerance: float = 0.05
     max_probes: int = 8
     max_rate: float | None = None

@@ -14,7 +14,8 @@ probe where one more result can close the bracket; without ratios they double an
 
 A warm start (the previous configuration's capacity) brackets with small steps, since the
 answer is probably near; a cold start doubles. A probe the client could not drive
-(`client_limited`) never counts as server capacity: it sets a ceiling just below its rate,
+(`client_limited`) never counts as server capacity (a miss still counts as a miss: the
+server missed with less load than asked): it sets a ceiling just below its rate,
 the search goes on beneath it, and when the SLO holds at the ceiling the result is "at
 least this much" with `client_bound`.
 """
@@ -48,7 +49,10 @@ class CapacitySearch:
             raise ValueError("start_rate > 0, 0 < tolerance < 1 and growth > 1 are required")
 
     def _measured(self) -> list[Probe]:
-        return [p for p in self.probes if not p.client_limited]
+        """Probes that say something about the server. A client that fell behind sent less
+        (or less bursty) load than asked: if the SLO was missed anyway it is missed at the
+        asked rate too; if it was met, that proves nothing."""
+        return [p for p in self.probes if not (p.client_limited and p.slo_met)]
 
     @property
     def upper(self) -> Probe | None:
@@ -74,7 +78,7 @@ class CapacitySearch:
         """The highest rate worth probing: `max_rate`, and just below any rate the client
         could not drive."""
         limits = [self.max_rate] if self.max_rate is not None else []
-        late = [p.rate for p in self.probes if p.client_limited]
+        late = [p.rate for p in self.probes if p.client_limited and p.slo_met]
         if late:
             limits.append(min(late) * (1 - 2 * self.tolerance))
         return min(limits) if limits else None
@@ -88,7 +92,7 @@ class CapacitySearch:
     @property
     def client_bound(self) -> bool:
         """Capped by what the client could drive rather than by `max_rate`."""
-        return self.capped and any(p.client_limited for p in self.probes) and (
+        return self.capped and any(p.client_limited and p.slo_met for p in self.probes) and (
             self.max_rate is None or self.ceiling < self.max_rate)
 
     def tell(self, rate: float, slo_met: bool, client_limited: bool = False,
