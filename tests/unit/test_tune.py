@@ -253,8 +253,11 @@ tune:
     assert first.returncode == 0, first.stderr
     run = next((tmp_path / "runs").iterdir())
     assert "trial 0" in first.stderr and "baseline" in first.stdout
-    second = cli("tune", "--resume", str(run), "--trials", "6", "--no-report", "--helm-dir", str(helm))
+    second = cli("tune", "--resume", str(run), "--trials", "6", "--helm-dir", str(helm))
     assert second.returncode == 0, second.stderr
+    html = (run / "report.html").read_text()
+    assert "<h2>Capacity at SLO</h2>" in html and "<h2>Tuning</h2>" in html
+    assert "6 deployments" in html and "over the baseline" in html
     summary = json.loads((run / "tune-result.json").read_text())
     assert summary["deployments"] == 6
     assert summary["baseline"]["params"] == {} and summary["baseline"]["values"][0] == pytest.approx(3.2, rel=0.05)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 import jinja2
@@ -57,6 +58,18 @@ code{font-size:.8rem}
 {% for x in crossovers %}<li>{{ x.metric }} ({{ x.load_kind }}): <b>{{ x.baseline }}</b> and <b>{{ x.candidate }}</b> cross at target ≈ {{ '%.2f'|format(x.target) }}; below it {{ x.better_below }} is lower, above it {{ x.better_above }}.</li>{% endfor %}
 </ul>{% endif %}
 
+{% if capacities %}<h2>Capacity at SLO</h2>
+<table><tr><th class="l">config</th><th>capacity req/s</th><th>missed at</th><th>probes</th><th class="l">note</th></tr>
+{% for c in capacities %}<tr><td class="l">{{ c.config_id }}: {{ c.label }}</td><td>{{ c.rate }}</td><td>{{ c.upper }}</td><td>{{ c.probes }}</td><td class="l">{{ c.note }}</td></tr>{% endfor %}</table>{% endif %}
+
+{% if tune %}<h2>Tuning</h2>
+<p>{{ tune.deployments }} deployments ({{ tune.failed }} failed, {{ tune.pruned }} pruned); objective {{ tune.objective }}.
+{% if tune.best %}Best: <b>trial {{ tune.best.trial }}</b> ({{ tune.best_text }}){% if tune.improvement_pct is not none %}, {{ '%+.1f'|format(tune.improvement_pct) }}% over the baseline (vLLM defaults){% endif %}.{% endif %}</p>
+{% if tune.importances %}<p>Parameter importance: {% for k, v in tune.importances.items() %}{{ k }} {{ '%.2f'|format(v) }}{% if not loop.last %}, {% endif %}{% endfor %}</p>{% endif %}
+{% if tune.exports.serve_command %}<p><code>{{ tune.exports.serve_command }}</code></p>{% endif %}
+<table><tr><th>trial</th><th class="l">state</th><th class="l">params</th><th>value</th><th class="l">note</th></tr>
+{% for t in tune.trials %}{% if not t.note.startswith('same args') %}<tr><td>{{ t.trial }}</td><td class="l">{{ t.state }}</td><td class="l">{{ 'baseline' if t.baseline else t.params_text }}</td><td>{{ t['values']|join(', ') if t['values'] else '-' }}</td><td class="l">{{ t.note }}</td></tr>{% endif %}{% endfor %}</table>{% endif %}
+
 <h2>Server configurations</h2>
 {% for c in configs %}<h3>{{ c.config_id }}: {{ c.label }} <span class="muted">({{ c.status }})</span></h3>
 <p>model <code>{{ c.model }}</code><br>args <code>{{ c.command }}</code>{% if c.start_s %}<br>start-up {{ c.start_s }} s{% endif %}</p>
@@ -76,6 +89,34 @@ code{font-size:.8rem}
 """,
     autoescape=True,
 )
+
+
+def _capacity_row(config: dict) -> dict:
+    from tunebench.progress import describe_capacity
+
+    capacity = config["capacity"]
+    fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+    return {"config_id": config["config_id"], "label": config.get("label", ""),
+            "rate": fmt(capacity.get("rate")), "upper": fmt(capacity.get("upper")),
+            "probes": capacity.get("probes"), "note": describe_capacity(capacity)}
+
+
+def _tune_section(run_path: Path) -> dict | None:
+    path = run_path / "tune-result.json"
+    if not path.exists():
+        return None
+    try:
+        result = json.loads(path.read_text())
+    except ValueError:
+        return None
+    best = result.get("best")
+    if best:
+        result["best_text"] = ", ".join(f"{n} {v:.4g}" for n, v in
+                                        zip(result.get("objective_names", []), best["values"]))
+    result.setdefault("exports", {})
+    for trial in result.get("trials", []):
+        trial["params_text"] = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
+    return result
 
 
 def report_context(run_path: Path) -> dict:
@@ -102,7 +143,10 @@ def report_context(run_path: Path) -> dict:
     sides = [Side(label, group, pd.DataFrame()) for label, group in points.groupby("config_label", sort=False)] if not points.empty else []
     crossovers = crossovers_between(sides, LOAD_KEY) if len(sides) > 1 else []
     figures = run_figures(raw, run_path) if not raw.empty else []
+    tune = _tune_section(run_path)
     return {
+        "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
+        "tune": tune,
         "m": {**manifest, "versions": manifest.get("versions", {}), "host": manifest.get("host", {})},
         "headers": [h for h, _, _ in SUMMARY], "rows": rows, "configs": configs,
         "failures": [c for c in configs if c.get("error")], "crossovers": crossovers,

@@ -131,8 +131,11 @@ class CapacitySearch:
             if knee is not None and knee > lower.rate:
                 step = min(step, max(knee * (1 + self.tolerance), lower.rate * (1 + 2 * self.tolerance)))
             return self._clamp(step)
-        if lower is None:
-            return self._clamp(max(self.min_rate, upper.rate / self._step()))  # all missed: shrink
+        if lower is None:  # all missed: shrink, further the more the SLO was missed by
+            factor = self._step()
+            if upper.ratio:
+                factor = min(self.growth, max(factor, upper.ratio))
+            return self._clamp(max(self.min_rate, upper.rate / factor))
         return self._clamp(self._narrow(lower, upper))
 
     def _step(self) -> float:
