@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory root (overrides the spec's `output`)."),
         helm_dir: Path = typer.Option(Path("helm-values"), "--helm-dir", help="Where helm-values/<name>.yaml is written."),
         report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the search space and a time estimate; start nothing."),
     ) -> None:
         """Find the engine args that serve the most traffic within the SLO (or the most tok/s).
 
@@ -57,6 +58,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
                              "{low: 8, high: 256, log: true}}}} (see README, Tune)")
         plan = build_plan(spec, spec_path)
+        if dry_run:
+            _print_space(out, spec, plan, trials or spec.tune.trials)
+            return
         root = output or Path(spec.output)
         resolve_replay_run(spec.deployment, spec_path, root)  # a bad replay run fails before any work
         reporter = ConsoleReporter()
@@ -122,3 +126,26 @@ def print_summary(out, summary: dict, exports: dict) -> None:
         out.print(f"  helm values: {exports['helm_values']}")
     if exports.get("serve_command"):
         out.print(f"  vllm serve: {exports['serve_command']}")
+
+
+def _print_space(out, spec, plan, trials: int) -> None:
+    from rich.table import Table
+
+    from tunebench.sweep import estimate_seconds
+
+    table = Table(title=f"tune {spec.name}: objective {spec.tune.objective}, {trials} deployments "
+                        f"(baseline: {' '.join(plan.configs[0].command_args()) or 'vLLM defaults'})")
+    for column in ("param", "kind", "range / choices", "when"):
+        table.add_column(column)
+    for name, param in spec.tune.space.items():
+        if param.kind == "categorical":
+            values = ", ".join("default" if c is None else str(c) for c in param.choices)
+        else:
+            values = f"{param.low:g} .. {param.high:g}" + (" (log)" if param.log else "") + (
+                f" step {param.step:g}" if param.step else "")
+        when = ", ".join(f"{k}={v}" for k, v in (param.when or {}).items())
+        table.add_row(name, param.kind, values, when or "-")
+    out.print(table)
+    seconds = estimate_seconds(spec, plan) * trials
+    out.print(f"deployment: {spec.deployment.kind}; estimated time: about {seconds / 60:.0f} min "
+              f"({seconds:.0f} s) for {trials} deployments")
