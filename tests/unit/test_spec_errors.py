@@ -78,6 +78,27 @@ CASES = [
     ("duplicate-key", GOOD + "name: again\n", ["key 'name' appears twice"]),
     ("duplicate-point", variant("[1, 4]", "[4, 4.0]"), ["concurrent-4 is listed twice"]),
     ("data-kind-missing", variant("{kind: synthetic, ", "{"), ["load.data", "needs a kind", "synthetic"]),
+    ("capacity-without-slo", variant("{kind: concurrent, streams: [1, 4], max_seconds: 5}",
+                                     "{kind: capacity, max_seconds: 5}"),
+     ["kind capacity needs an slo section"]),
+    ("capacity-with-rate", variant("{kind: concurrent, streams: [1, 4], max_seconds: 5}",
+                                   "{kind: capacity, rate: 2, max_seconds: 5}"),
+     ["load.profiles[0]", "chooses its own rates"]),
+    ("search-field-elsewhere", variant("streams: [1, 4],", "streams: [1, 4], tolerance: 0.1,"),
+     ["only apply to kind capacity"]),
+    ("tune-with-matrix", GOOD + "tune: {space: {max-num-seqs: {low: 1, high: 8}}}\n",
+     ["server.matrix and server.variants are not used when tuning"]),
+    ("tune-bad-range", GOOD.replace("  matrix: {max-num-seqs: [2, 8]}\n", "")
+     + "tune: {objective: throughput, space: {max-num-seqs: {low: 8, high: 8}}}\n",
+     ["tune.space.max-num-seqs", "set low < high"]),
+    ("tune-when-later", GOOD.replace("  matrix: {max-num-seqs: [2, 8]}\n", "")
+     + "tune: {objective: throughput, space: {a: {choices: [1], when: {b: 1}}, b: {choices: [1]}}}\n",
+     ["space.a.when", "'b' must be a param listed before 'a'"]),
+    ("tune-capacity-needs-profile", GOOD.replace("  matrix: {max-num-seqs: [2, 8]}\n", "")
+     + "tune: {space: {max-num-seqs: {choices: [1, 2]}}}\n",
+     ["tune.objective capacity needs a load profile of kind capacity"]),
+    ("replay-without-run", variant("{kind: local}", "{kind: replay}"),
+     ["deployment.run", "required"]),
     ("dataset-suffix", variant("{kind: synthetic, prompt_tokens: 64, output_tokens: 32}",
                                "{kind: file, path: data.xlsx}"), ["load.data.path", ".jsonl"]),
 ]
