@@ -271,3 +271,35 @@ tune:
     assert (run / "study.db").exists() and (run / "serve-command.sh").exists()
     storage = f"sqlite:///{run / 'study.db'}"
     assert len(optuna.load_study(study_name="replayed", storage=storage).trials) >= 6
+
+
+def test_two_objectives_give_a_pareto_front(tmp_path, cli):
+    grid = {f"mns{s}": ({"max-num-seqs": s}, 1.0 + s) for s in (1, 2, 4, 8)}
+    grid["defaults"] = ({}, 4.0)
+    recorded = make_rate_grid_run(tmp_path / "recorded", grid, rates=(1, 2, 4, 8)).path
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""
+name: pareto
+model: builtin:tiny-llama
+deployment: {{kind: replay, run: {recorded}}}
+load:
+  data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
+  profiles:
+    - {{kind: poisson, rate: [2, 6], max_seconds: 10}}
+output: {tmp_path / 'runs'}
+tune:
+  objective: throughput-latency
+  trials: 5
+  space:
+    max-num-seqs: {{choices: [1, 2, 4, 8]}}
+""")
+    result = cli("tune", str(spec), "--no-report", "--helm-dir", str(tmp_path / "helm"))
+    assert result.returncode == 0, result.stderr
+    assert "Pareto front" in result.stdout
+    summary = json.loads(next((tmp_path / "runs").iterdir()).joinpath("tune-result.json").read_text())
+    assert summary["objective_names"] == ["output_tok_s", "ttft_p95_ms"]
+    front = [tuple(p["values"]) for p in summary["pareto"]]
+    measured = [tuple(t["values"]) for t in summary["trials"] if t["values"]]
+    assert front
+    for tok_s, ttft in front:  # nothing measured is better on both
+        assert not any(t > tok_s and l < ttft for t, l in measured)

@@ -117,7 +117,7 @@ def print_summary(out, summary: dict, exports: dict) -> None:
     if summary.get("improvement_pct") is not None:
         base = summary["baseline"]["values"][0]
         out.print(f"  vs baseline (vLLM defaults, {base:.4g}): {summary['improvement_pct']:+.1f}%")
-    if len(summary.get("pareto") or []) > 1:
+    if summary.get("pareto"):
         out.print("  Pareto front: " + "; ".join(
             f"trial {p['trial']} ({', '.join(f'{v:.4g}' for v in p['values'])})" for p in summary["pareto"]))
     if summary["importances"]:

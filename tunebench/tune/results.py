@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,11 @@ def importances(study: optuna.Study) -> dict[str, float]:
     if len(trials) < 3 or not {k for t in trials for k in t.params}:
         return {}
     try:
-        return dict(optuna.importance.get_param_importances(
-            study, target=lambda t: t.values[0],
-            evaluator=optuna.importance.PedAnovaImportanceEvaluator()))
+        with warnings.catch_warnings():  # "may be inaccurate" with few trials: it is shown as is
+            warnings.simplefilter("ignore")
+            return dict(optuna.importance.get_param_importances(
+                study, target=lambda t: t.values[0],
+                evaluator=optuna.importance.PedAnovaImportanceEvaluator()))
     except (RuntimeError, ValueError, ZeroDivisionError):
         return {}
 
