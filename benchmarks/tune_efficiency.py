@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from tunebench.replay.evaluate import ReplayCapacityEvaluator, replay_probe, search_capacity  # noqa: E402
 from tunebench.replay.model import RecordedRun, true_capacity  # noqa: E402
 from tunebench.spec.models import Tune  # noqa: E402
-from tunebench.tune.study import Tuner, open_study  # noqa: E402
+from tunebench.tune.study import Tuner  # noqa: E402
 
 TOLERANCE = 0.05
 

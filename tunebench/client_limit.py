@@ -15,27 +15,21 @@ A point is `client_limited` when
 
 from __future__ import annotations
 
-import math
 from typing import Any
+from tunebench.numbers import to_float
 
 DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
 CLIENT_COLUMNS = ("client_limited", "client_limited_reason")
 
 
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     reasons = []
-    kind, target = row.get("load_kind"), _number(row.get("target"))
+    kind, target = row.get("load_kind"), to_float(row.get("target"))
     if target and kind in ("concurrent", "throughput"):
-        achieved = _number(row.get("achieved_concurrency"))
+        achieved = to_float(row.get("achieved_concurrency"))
         if achieved is not None and achieved < target * (1 - tolerance):
             reasons.append(f"achieved concurrency {achieved:.2f} of {target:g} streams")
     if target and kind in ("poisson", "constant"):
@@ -51,8 +45,8 @@ def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[s
 
 def sent_rate(row: dict[str, Any]) -> float | None:
     """Requests the client sent per second in the window; the completed rate as a fallback."""
-    duration = _number(row.get("duration_s"))
-    counts = [_number(row.get(c)) for c in ("requests_ok", "requests_failed", "requests_incomplete")]
+    duration = to_float(row.get("duration_s"))
+    counts = [to_float(row.get(c)) for c in ("requests_ok", "requests_failed", "requests_incomplete")]
     if duration and counts[0] is not None:
         return sum(c or 0 for c in counts) / duration
-    return _number(row.get("achieved_rps"))
+    return to_float(row.get("achieved_rps"))

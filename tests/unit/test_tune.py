@@ -8,7 +8,11 @@ import optuna
 import pytest
 import yaml
 
+from tunebench.progress import SilentReporter
 from tunebench.replay.model import RecordedRun, true_capacity
+from tunebench.runner import ConfigOutcome
+from tunebench.spec.plan import ServerConfig
+from tunebench.tune.evaluate import RunnerEvaluator
 from tunebench.spec.models import Tune
 from tunebench.testing import make_rate_grid_run
 from tunebench.tune import results, space
@@ -303,3 +307,37 @@ tune:
     assert front
     for tok_s, ttft in front:  # nothing measured is better on both
         assert not any(t > tok_s and l < ttft for t, l in measured)
+
+
+class FakeRunner:
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def run(self, config, points):
+        return self.outcome
+
+
+@pytest.mark.parametrize("outcome,reason", [
+    (ConfigOutcome("t1", "failed", 0, "vLLM exited with code 1 during start-up: CUDA out of memory"),
+     "vLLM exited with code 1 during start-up: CUDA out of memory"),
+    (ConfigOutcome("t1", "complete", 3, None, {"rate": 4.0}, {}, ["quantization fp8 not in effect"]),
+     "not in effect: quantization fp8 not in effect"),
+    (ConfigOutcome("t1", "complete", 1, None, {"rate": None, "client_bound": True, "probes": 1,
+                                               "probe_rates": [8.0], "capped": True,
+                                               "converged": False}, {}, []),
+     "the client could not drive the first probe"),
+])
+def test_runner_evaluator_turns_problems_into_fail_reasons(outcome, reason):
+    evaluator = RunnerEvaluator(FakeRunner(outcome), [], None, "capacity", SilentReporter(), 1)
+    config = ServerConfig("t1", "x", "m", None, {})
+    result = evaluator.evaluate(config)
+    assert result.values is None and result.reason.startswith(reason)
+
+
+def test_runner_evaluator_capacity_zero_is_a_value():
+    outcome = ConfigOutcome("t1", "complete", 2, None, {
+        "rate": None, "client_bound": False, "probes": 2, "probe_rates": [1.0, 0.5],
+        "capped": False, "converged": False}, {}, [])
+    result = RunnerEvaluator(FakeRunner(outcome), [], None, "capacity", SilentReporter(), 1).evaluate(
+        ServerConfig("t1", "x", "m", None, {}))
+    assert result.values == [0.0] and result.attrs["probes"] == 2

@@ -23,3 +23,14 @@ def register(app: typer.Typer) -> None:
         from tunebench.store.run import resolve_run
 
         typer.echo(f"report: {write_report(resolve_run(run, root))}")
+
+
+def write_report_keeping_the_run(out, run_path: Path) -> None:
+    """Write report.html after a sweep or tune; a failure there never loses the run."""
+    try:
+        from tunebench.report.html import write_report
+
+        out.print(f"report: {write_report(run_path)}")
+    except Exception as exc:  # noqa: BLE001 - the measured run must not be lost to a plot
+        out.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
+                  f"retry with: tunebench report {run_path}[/]")

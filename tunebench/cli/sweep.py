@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
           tunebench sweep sweeps/cpu-demo.yaml
           tunebench sweep sweeps/latency.yaml --dry-run
         """
+        from tunebench.cli.report import write_report_keeping_the_run
         from tunebench.progress import ConsoleReporter
         from tunebench.report.console import summary_table, wide_console
         from tunebench.sweep import estimate_seconds, run_sweep
@@ -54,13 +55,7 @@ def register(app: typer.Typer) -> None:
         reporter.close()
         store = result.store
         if report and store.rows:
-            try:
-                from tunebench.report.html import write_report
-
-                out.print(f"report: {write_report(store.path)}")
-            except Exception as exc:  # noqa: BLE001 - the measured run must not be lost to a plot
-                out.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
-                          f"retry with: tunebench report {store.path}[/]")
+            write_report_keeping_the_run(out, store.path)
         out.print(summary_table(store.rows, title=f"run {store.run_id}"))
         for outcome in result.failed:
             out.print(f"[red]{outcome.config_id} failed:[/] {outcome.error}", markup=True)

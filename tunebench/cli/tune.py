@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
           tunebench tune sweeps/tune-cpu.yaml --trials 20
           tunebench tune --resume tune-cpu --trials 12
         """
+        from tunebench.cli.report import write_report_keeping_the_run
         from tunebench.progress import ConsoleReporter
         from tunebench.report.console import wide_console
         from tunebench.store.run import RunStore, resolve_run
@@ -75,12 +76,7 @@ def register(app: typer.Typer) -> None:
             raise
         reporter.close()
         if report and result.store.rows:
-            try:
-                from tunebench.report.html import write_report
-
-                out.print(f"report: {write_report(result.store.path)}")
-            except Exception as exc:  # noqa: BLE001 - the study must not be lost to a plot
-                out.print(f"[yellow]report not written ({type(exc).__name__}: {exc})[/]")
+            write_report_keeping_the_run(out, result.store.path)
         print_summary(out, result.summary, result.exports)
         out.print(f"run: {result.store.path}  (study: {result.store.path / 'study.db'})")
         if result.summary["best"] is None:

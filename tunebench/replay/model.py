@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tunebench.errors import StoreError
 from tunebench.spec.plan import format_value
+from tunebench.numbers import to_float
 
 LATENCY_PREFIXES = ("ttft_", "itl_", "tpot_", "e2e_")
 RATE_COLUMNS = ("achieved_rps", "achieved_concurrency", "output_tok_s", "total_tok_s")
@@ -31,12 +31,6 @@ INTERPOLATED = (*RATE_COLUMNS, *COUNT_COLUMNS, "duration_s", "prompt_tokens_mean
                 "output_tokens_mean")
 
 
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 def args_key(args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -59,7 +53,7 @@ class RecordedConfig:
 
     def point_at(self, kind: str, target: float) -> dict[str, Any]:
         """The columns a `kind` point at `target` would have measured (see module doc)."""
-        rows = sorted((r for r in self.rows if r["load_kind"] == kind and _number(r["target"])),
+        rows = sorted((r for r in self.rows if r["load_kind"] == kind and to_float(r["target"])),
                       key=lambda r: float(r["target"]))
         if not rows:
             raise StoreError(f"replay: configuration {self.label} recorded no {kind} points")
@@ -74,7 +68,7 @@ class RecordedConfig:
             for column in latency:
                 out[column] = monotone[nearest][column]
             for column in INTERPOLATED:
-                value = _number(rows[nearest].get(column))
+                value = to_float(rows[nearest].get(column))
                 out[column] = None if value is None else (
                     value * scale if column in RATE_COLUMNS or column in COUNT_COLUMNS else value)
             warnings = _warnings(rows[nearest])
@@ -87,7 +81,7 @@ class RecordedConfig:
             for column in latency:
                 out[column] = _mix_reciprocal(monotone[a][column], monotone[b][column], share)
             for column in INTERPOLATED:
-                out[column] = _mix(_number(rows[a].get(column)), _number(rows[b].get(column)),
+                out[column] = _mix(to_float(rows[a].get(column)), to_float(rows[b].get(column)),
                                    share, floor=False)
             warnings = _warnings(rows[a if share < 0.5 else b])
             if share > 1:
@@ -104,7 +98,7 @@ def _running_max(rows: list[dict[str, Any]], columns: list[str]) -> list[dict[st
     for row in rows:
         current = {}
         for column in columns:
-            value = _number(row.get(column))
+            value = to_float(row.get(column))
             if value is not None:
                 best[column] = max(value, best.get(column, value))
             current[column] = best.get(column)

@@ -110,7 +110,7 @@ class CapacitySearch:
     def done(self) -> bool:
         if self.capped or len(self.probes) >= self.max_probes:
             return True
-        lower, upper, ceiling = self.lower, self.upper, self.ceiling
+        upper, ceiling = self.upper, self.ceiling
         if ceiling is not None and ceiling < self.min_rate:
             return True  # the client cannot drive even the smallest rate
         if upper is not None and upper.rate <= self.min_rate:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from tunebench.progress import Reporter
 from tunebench.runner import ConfigRunner
 from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.store.run import RunStore
 from tunebench.tune.study import TrialOutcome
+from tunebench.numbers import to_float
 
 
-def _number(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 class RunnerEvaluator:
@@ -58,13 +53,13 @@ class RunnerEvaluator:
 
     def _throughput(self, config: ServerConfig, effective: dict) -> TrialOutcome:
         rows = [r for r in self.store.rows if r["config_id"] == config.config_id
-                and str(r.get("valid")) == "True" and _number(r.get("output_tok_s")) is not None]
+                and str(r.get("valid")) == "True" and to_float(r.get("output_tok_s")) is not None]
         if not rows:
             return TrialOutcome(None, "no valid point measured", effective=effective)
-        best = max(rows, key=lambda r: _number(r["output_tok_s"]))
-        values = [_number(best["output_tok_s"])]
+        best = max(rows, key=lambda r: to_float(r["output_tok_s"]))
+        values = [to_float(best["output_tok_s"])]
         if self.objective == "throughput-latency":
-            values.append(_number(best.get("ttft_p95_ms")))
-        attrs = {"output_tok_s": values[0], "ttft_p95_ms": _number(best.get("ttft_p95_ms")),
+            values.append(to_float(best.get("ttft_p95_ms")))
+        attrs = {"output_tok_s": values[0], "ttft_p95_ms": to_float(best.get("ttft_p95_ms")),
                  "at_point": best["point_id"], "client_limited": str(best.get("client_limited")) == "True"}
         return TrialOutcome(values, None if None not in values else "metric missing", attrs, effective)
