@@ -30,6 +30,7 @@ test-fast: setup
 benchmark: setup
 	$(PY) benchmarks/sweep_overhead.py sweeps/cpu-demo.yaml
 	$(PY) benchmarks/analysis_speed.py
+	$(PY) benchmarks/tune_efficiency.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -57,6 +57,12 @@ def register(app: typer.Typer) -> None:
         if report and store.rows:
             write_report_keeping_the_run(out, store.path)
         out.print(summary_table(store.rows, title=f"run {store.run_id}"))
+        from tunebench.progress import describe_capacity
+
+        for config in store.manifest.get("configs", []):
+            if config.get("capacity"):
+                out.print(f"{config['config_id']} ({config.get('label', '')}): "
+                          f"{describe_capacity(config['capacity'])}")
         for outcome in result.failed:
             out.print(f"[red]{outcome.config_id} failed:[/] {outcome.error}", markup=True)
         out.print(f"run: {store.path}  (status: {store.manifest['status']})")
