@@ -341,3 +341,15 @@ def test_runner_evaluator_capacity_zero_is_a_value():
     result = RunnerEvaluator(FakeRunner(outcome), [], None, "capacity", SilentReporter(), 1).evaluate(
         ServerConfig("t1", "x", "m", None, {}))
     assert result.values == [0.0] and result.attrs["probes"] == 2
+
+
+def test_secret_engine_args_never_reach_the_study_or_exports(tmp_path):
+    evaluator = FakeEvaluator()
+    study, _ = run_tuner(tmp_path, make_tune(trials=3), evaluator,
+                         base_args={"max-model-len": 512, "api-key": "sk-live-0123456789"})
+    assert evaluator.deployed[0]["api-key"] == "sk-live-0123456789"  # the server gets it
+    summary = results.summarize(study, "capacity")
+    results.write_exports(summary, "org/model", "run1", "demo", tmp_path, tmp_path / "helm", "")
+    for path in [tmp_path / "study.db", tmp_path / "tune-result.json", tmp_path / "serve-command.sh",
+                 tmp_path / "helm/demo.yaml"]:
+        assert b"sk-live-0123456789" not in path.read_bytes(), path

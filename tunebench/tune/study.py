@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol
 
 import optuna
 
+from tunebench.redact import redact
 from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig
 from tunebench.tune import space as search_space
@@ -44,6 +45,11 @@ class TrialOutcome:
 class TrialEvaluator(Protocol):
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
         """Deploy `config`, measure it, tear it down; never raises for a bad config."""
+
+
+def args_key(args: dict[str, Any]) -> str:
+    """Identity of a configuration's engine args (secret values masked)."""
+    return repr(sorted((k, repr(v)) for k, v in redact(args).items()))
 
 
 def directions(objective: str) -> list[str]:
@@ -177,7 +183,7 @@ class Tuner:
         trial = self.study.ask()
         params = search_space.suggest(self.tune.space, trial)
         args = search_space.engine_args(self.base_args, params)
-        key = repr(sorted((k, repr(v)) for k, v in args.items()))
+        key = args_key(args)
         earlier = self._measured().get(key)
         if earlier is not None:
             # The same engine args were measured: tell that result again, deploy nothing.
@@ -204,9 +210,8 @@ class Tuner:
 
     def _deploy(self, trial: optuna.Trial, params: dict[str, Any], note: str = "") -> None:
         args = search_space.engine_args(self.base_args, params)
-        key = repr(sorted((k, repr(v)) for k, v in args.items()))
-        trial.set_user_attr("args_key", key)
-        trial.set_user_attr("args", {k: v for k, v in args.items()})
+        trial.set_user_attr("args_key", args_key(args))
+        trial.set_user_attr("args", redact(args))  # study.db is a file in the run: no secrets
         trial.set_user_attr("deployed", True)
         config = ServerConfig(
             config_id=f"t{trial.number}", label=search_space.label(params) if params else "baseline",
