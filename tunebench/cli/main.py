@@ -33,10 +33,11 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def _register_commands() -> None:
-    from tunebench.cli import compare, demo_model, import_results, report, runs, sweep, tune
+    from tunebench.cli import batch, compare, demo_model, import_results, report, runs, sweep, tune
 
     sweep.register(app)
     tune.register(app)
+    batch.register(app)
     compare.register(app)
     report.register(app)
     import_results.register(app)

@@ -47,6 +47,27 @@ def server_error_line(log: str) -> str:
     return lines[-1][:400] if lines else "(the server wrote nothing)"
 
 
+def vllm_environment(model_path: str, cpu: bool, kv_cache_space_gib: float = 1.0,
+                     python: str | None = None, extra: dict[str, str] | None = None,
+                     threads_bind: str = "auto") -> dict[str, str]:
+    """The environment a vLLM process (server or offline engine) runs with."""
+    env = dict(os.environ)
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("VLLM_CACHE_ROOT", str(demo.cache_root() / "vllm-cache"))
+    if Path(model_path).exists():
+        env.setdefault("HF_HUB_OFFLINE", "1")
+    if cpu:
+        # Without an explicit KV space vLLM-CPU sizes memory per NUMA node and fails.
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{kv_cache_space_gib:g}")
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", threads_bind)
+        prefix = Path(python or sys.executable).resolve().parent.parent
+        iomp = prefix / "lib" / "libiomp5.so"
+        if iomp.exists() and "LD_PRELOAD" not in env:
+            env["LD_PRELOAD"] = str(iomp)  # bundled Intel OpenMP: faster decode
+    env.update(extra or {})
+    return env
+
+
 def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
@@ -93,21 +114,9 @@ class LocalVllmServer:
         return argv + config.command_args()
 
     def environment(self, model_path: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.setdefault("VLLM_NO_USAGE_STATS", "1")
-        env.setdefault("VLLM_CACHE_ROOT", str(demo.cache_root() / "vllm-cache"))
-        if Path(model_path).exists():
-            env.setdefault("HF_HUB_OFFLINE", "1")
-        if self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible()):
-            # Without an explicit KV space vLLM-CPU sizes memory per NUMA node and fails.
-            env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{self.settings.kv_cache_space_gib:g}")
-            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
-            prefix = Path(self.settings.python or sys.executable).resolve().parent.parent
-            iomp = prefix / "lib" / "libiomp5.so"
-            if iomp.exists() and "LD_PRELOAD" not in env:
-                env["LD_PRELOAD"] = str(iomp)  # bundled Intel OpenMP: faster decode
-        env.update(self.settings.env)
-        return env
+        cpu = self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible())
+        return vllm_environment(model_path, cpu, self.settings.kv_cache_space_gib,
+                                self.settings.python, self.settings.env)
 
     def start(self, config: ServerConfig) -> ServerHandle:
         self.stop()

@@ -129,13 +129,14 @@ def resolve_model(model: str, spec_dir: Path, key: str, spec_path: Path) -> str:
 
 def build_plan(spec: SweepSpec, spec_path: Path) -> Plan:
     spec_dir = spec_path.parent
-    configs = _expand_configs(spec, spec_dir, spec_path)
+    configs = expand_configs(spec, spec_dir, spec_path)
     points = _expand_points(spec, spec_path)
     _check_context_fits(spec, configs, spec_path)
     return Plan(configs=configs, points=points)
 
 
-def _expand_configs(spec: SweepSpec, spec_dir: Path, spec_path: Path) -> list[ServerConfig]:
+def expand_configs(spec, spec_dir: Path, spec_path: Path) -> list[ServerConfig]:
+    """Variants x matrix of `spec.server` over `spec.model` (a sweep or a batch spec)."""
     variants = spec.server.variants or [None]
     matrix_keys = list(spec.server.matrix)
     combos = list(itertools.product(*(spec.server.matrix[k] for k in matrix_keys)))

@@ -1,0 +1,122 @@
+"""Batch spec (`sweeps/batch-*.yaml`): a dataset pushed through a model offline.
+
+    name: batch-recipes
+    model: builtin:tiny-llama
+    engine: vllm                     # vllm | transformers | ray
+    dataset: {path: recipes.jsonl, id_field: id, limit: 200}
+    prompt:
+      mode: completion               # or chat (the model's chat template)
+      template: "Extract ... {{ directions | join(' ') }}"
+    sampling: {temperature: 0, max_tokens: 128}
+    structured_output: {json_schema: {...}}    # or {choice: [a, b]}
+    engine_args:
+      args: {max-model-len: 1024}
+      matrix: {max-num-seqs: [8, 32]}
+    output: reports
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from tunebench.spec.models import Server, Strict
+
+DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+class Dataset(Strict):
+    path: str = Field(description="relative to the spec file; .jsonl .json .csv .parquet")
+    id_field: str = Field("id", description="the record field that keys its output")
+    limit: int | None = Field(None, gt=0, description="only the first N records")
+
+    @model_validator(mode="after")
+    def _known_suffix(self) -> "Dataset":
+        if not self.path.lower().endswith(DATASET_SUFFIXES):
+            raise ValueError(f"path: use a file ending in one of {', '.join(DATASET_SUFFIXES)}")
+        return self
+
+
+class Prompt(Strict):
+    mode: Literal["completion", "chat"] = "completion"
+    template: str | None = Field(None, description="Jinja2 over the record's fields")
+    template_file: str | None = Field(None, description="a Jinja2 file, relative to the spec")
+    system: str | None = Field(None, description="chat mode: a system message")
+
+    @model_validator(mode="after")
+    def _one_template(self) -> "Prompt":
+        if (self.template is None) == (self.template_file is None):
+            raise ValueError("give exactly one of template or template_file")
+        if self.system is not None and self.mode != "chat":
+            raise ValueError("system only applies to mode chat")
+        return self
+
+
+class Sampling(Strict):
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(128, gt=0)
+    seed: int | None = 0
+
+
+class StructuredOutput(Strict):
+    choice: list[str] | None = Field(None, min_length=1)
+    json_schema: dict[str, Any] | None = None
+    json_schema_file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "StructuredOutput":
+        given = [k for k in ("choice", "json_schema", "json_schema_file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of choice, json_schema or json_schema_file")
+        return self
+
+
+class TransformersSettings(Strict):
+    batch_size: int = Field(16, gt=0, description="prompts per left-padded generate() call")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+
+
+class RaySettings(Strict):
+    address: str | None = Field(None, description="a running Ray cluster; None: start a local one")
+    concurrency: int = Field(1, gt=0, description="vLLM engine replicas")
+    batch_size: int = Field(64, gt=0, description="records per Ray Data batch")
+
+
+class Slurm(Strict):
+    partition: str | None = None
+    gpus_per_node: int = Field(1, ge=0)
+    cpus_per_task: int = Field(8, gt=0)
+    memory: str = "64G"
+    time: str = "04:00:00"
+    container_image: str | None = Field(None, description="run inside this image (pyxis/enroot)")
+    setup: list[str] = Field(default_factory=list, description="shell lines before the job, e.g. module load")
+
+
+class BatchSpec(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    description: str | None = None
+    model: str = Field(min_length=1)
+    tokenizer: str | None = None
+    engine: Literal["vllm", "transformers", "ray"] = "vllm"
+    dataset: Dataset
+    prompt: Prompt
+    sampling: Sampling = Field(default_factory=Sampling)
+    structured_output: StructuredOutput | None = None
+    engine_args: Server = Field(default_factory=Server)
+    transformers: TransformersSettings = Field(default_factory=TransformersSettings)
+    ray: RaySettings = Field(default_factory=RaySettings)
+    slurm: Slurm = Field(default_factory=Slurm)
+    shards: int = Field(1, ge=1, le=64, description="data-parallel worker processes")
+    start_timeout_s: float = Field(1800.0, gt=0, description="per shard, load to last output")
+    output: str = "reports"
+
+    @model_validator(mode="after")
+    def _engine_fits(self) -> "BatchSpec":
+        if self.engine == "transformers" and (self.engine_args.matrix or self.engine_args.variants):
+            raise ValueError("engine transformers has no engine args to vary; remove "
+                             "engine_args.matrix/variants (batch size: transformers.batch_size)")
+        if self.engine == "transformers" and self.structured_output is not None:
+            raise ValueError("structured_output needs engine vllm or ray")
+        return self

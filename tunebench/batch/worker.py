@@ -1,0 +1,175 @@
+"""Child process: one shard of a batch job, with vLLM's offline engine or transformers.
+
+    python -m tunebench.batch.worker JOB.json
+
+Reads the shard's prompts (JSONL of {"id", "prompt"}), generates, writes outputs (JSONL of
+{"id", "output", "prompt_tokens", "output_tokens", "finish_reason"}) and a result JSON
+with the phases measured separately: import, model load, engine initialisation (memory
+profiling, KV cache, compilation, warm-up), generation and writing. vLLM's engine runs
+in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, set by the parent) so its own log
+lines ("Model loading took ...", "torch.compile takes ...") can be read here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+LOAD_LINE = re.compile(r"Model loading took .*? and ([0-9.]+) seconds")
+COMPILE_LINE = re.compile(r"torch\.compile takes ([0-9.]+) s")
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _read_prompts(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
+    started = time.monotonic()
+    import vllm
+    from vllm import LLM, SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    phases["import_s"] = time.monotonic() - started
+    lines = _Lines()
+    logging.getLogger("vllm").addHandler(lines)
+    started = time.monotonic()
+    engine_kwargs = {k.replace("-", "_"): v for k, v in job["engine_args"].items()}
+    llm = LLM(model=job["model"], tokenizer=job.get("tokenizer") or job["model"], **engine_kwargs)
+    constructed = time.monotonic() - started
+    load = next((float(m.group(1)) for l in lines.lines if (m := LOAD_LINE.search(l))), None)
+    compile_s = next((float(m.group(1)) for l in lines.lines if (m := COMPILE_LINE.search(l))), None)
+    phases["load_s"] = load if load is not None else constructed
+    phases["init_s"] = max(0.0, constructed - phases["load_s"])
+    if compile_s is not None:
+        phases["compile_s"] = compile_s
+    phases["vllm_version"] = vllm.__version__  # type: ignore[assignment]
+
+    sampling = job["sampling"]
+    structured = None
+    so = job.get("structured_output") or {}
+    if so.get("json_schema") is not None:
+        structured = StructuredOutputsParams(json=so["json_schema"])
+    elif so.get("choice") is not None:
+        structured = StructuredOutputsParams(choice=list(so["choice"]))
+    params = SamplingParams(temperature=sampling["temperature"], top_p=sampling["top_p"],
+                            max_tokens=sampling["max_tokens"], seed=sampling.get("seed"),
+                            structured_outputs=structured)
+    texts = [p["prompt"] for p in prompts]
+    started = time.monotonic()
+    phases["generate_start"] = time.time()
+    if job["mode"] == "chat":
+        conversations = [
+            ([{"role": "system", "content": job["system"]}] if job.get("system") else [])
+            + [{"role": "user", "content": text}] for text in texts]
+        results = llm.chat(conversations, params, use_tqdm=False)
+    else:
+        results = llm.generate(texts, params, use_tqdm=False)
+    phases["generate_s"] = time.monotonic() - started
+    phases["generate_end"] = time.time()
+    out = []
+    for prompt, result in zip(prompts, results):
+        completion = result.outputs[0]
+        out.append({"id": prompt["id"], "output": completion.text,
+                    "prompt_tokens": len(result.prompt_token_ids or []),
+                    "output_tokens": len(completion.token_ids),
+                    "finish_reason": completion.finish_reason})
+    return out
+
+
+def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
+    started = time.monotonic()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    phases["import_s"] = time.monotonic() - started
+    started = time.monotonic()
+    settings = job["transformers"]
+    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
+             "float16": torch.float16}[settings["dtype"]]
+    tokenizer = AutoTokenizer.from_pretrained(job.get("tokenizer") or job["model"])
+    tokenizer.padding_side = "left"  # decoder-only generation needs prompts aligned on the right
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(job["model"], torch_dtype=dtype)
+    model.eval()
+    phases["load_s"] = time.monotonic() - started
+    phases["init_s"] = 0.0
+    sampling = job["sampling"]
+    texts = [p["prompt"] for p in prompts]
+    if job["mode"] == "chat":
+        texts = [tokenizer.apply_chat_template(
+            ([{"role": "system", "content": job["system"]}] if job.get("system") else [])
+            + [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
+            for t in texts]
+    if sampling.get("seed") is not None:
+        torch.manual_seed(sampling["seed"])
+    out = []
+    started = time.monotonic()
+    phases["generate_start"] = time.time()
+    size = settings["batch_size"]
+    with torch.inference_mode():
+        for first in range(0, len(texts), size):
+            batch = tokenizer(texts[first:first + size], return_tensors="pt", padding=True)
+            generated = model.generate(
+                **batch, max_new_tokens=sampling["max_tokens"],
+                do_sample=sampling["temperature"] > 0,
+                temperature=sampling["temperature"] or None, top_p=sampling["top_p"],
+                pad_token_id=tokenizer.pad_token_id)
+            width = batch["input_ids"].shape[1]
+            for row, prompt in enumerate(prompts[first:first + size]):
+                new = generated[row, width:]
+                if tokenizer.eos_token_id is not None:
+                    ends = (new == tokenizer.eos_token_id).nonzero()
+                    finish = "stop" if len(ends) else "length"
+                    new = new[: int(ends[0])] if len(ends) else new
+                else:
+                    finish = "length"
+                out.append({"id": prompt["id"], "output": tokenizer.decode(new, skip_special_tokens=True),
+                            "prompt_tokens": int(batch["attention_mask"][row].sum()),
+                            "output_tokens": int(len(new)), "finish_reason": finish})
+    phases["generate_s"] = time.monotonic() - started
+    phases["generate_end"] = time.time()
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tunebench.batch.worker JOB.json")
+    job = json.loads(Path(sys.argv[1]).read_text())
+    prompts = _read_prompts(Path(job["prompts"]))
+    phases: dict[str, Any] = {}
+    engines = {"vllm": run_vllm, "transformers": run_transformers}
+    outputs = engines[job["engine"]](job, prompts, phases)
+    started = time.monotonic()
+    _write_atomic(Path(job["outputs"]), "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outputs))
+    phases["write_s"] = time.monotonic() - started
+    phases["requests"] = len(outputs)
+    phases["prompt_tokens"] = sum(o["prompt_tokens"] for o in outputs)
+    phases["output_tokens"] = sum(o["output_tokens"] for o in outputs)
+    _write_atomic(Path(job["result"]), json.dumps(phases, indent=2))
+
+
+if __name__ == "__main__":
+    main()
