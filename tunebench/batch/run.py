@@ -139,6 +139,7 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
                 "structured_output": {"choice": spec.structured_output.choice, "json_schema": schema}
                 if spec.structured_output else None,
                 "transformers": spec.transformers.model_dump(),
+                "ray": spec.ray.model_dump(),
                 "prompts": str(prompt_path), "outputs": str(work / f"outputs-{shard}.jsonl"),
                 "result": str(work / f"result-{shard}.json"),
             }

@@ -1,4 +1,4 @@
-"""Child process: one shard of a batch job, with vLLM's offline engine or transformers.
+"""Child process: one shard of a batch job: vLLM's offline engine, transformers or Ray Data LLM.
 
     python -m tunebench.batch.worker JOB.json
 
@@ -98,6 +98,77 @@ def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[st
     return out
 
 
+def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
+    """vLLMEngineProcessorConfig kwargs and the pre/postprocess functions of a Ray job."""
+    sampling = job["sampling"]
+    sampling_params: dict[str, Any] = {
+        "temperature": sampling["temperature"], "top_p": sampling["top_p"],
+        "max_tokens": sampling["max_tokens"]}
+    if sampling.get("seed") is not None:
+        sampling_params["seed"] = sampling["seed"]
+    so = job.get("structured_output") or {}
+    if so.get("json_schema") is not None:
+        sampling_params["structured_outputs"] = {"json": so["json_schema"]}
+    elif so.get("choice") is not None:
+        sampling_params["structured_outputs"] = {"choice": list(so["choice"])}
+    chat = job["mode"] == "chat"
+    system = job.get("system")
+
+    def preprocess(row: dict[str, Any]) -> dict[str, Any]:
+        if chat:
+            messages = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": "user", "content": row["prompt"]}]
+            return {"messages": messages, "sampling_params": sampling_params}
+        return {"prompt": row["prompt"], "sampling_params": sampling_params}
+
+    def postprocess(row: dict[str, Any]) -> dict[str, Any]:
+        return {"id": row["id"], "output": row["generated_text"],
+                "prompt_tokens": int(row.get("num_input_tokens") or 0),
+                "output_tokens": int(row.get("num_generated_tokens") or 0),
+                "finish_reason": row.get("finish_reason") or ""}
+
+    ray_settings = job["ray"]
+    config = {
+        "model_source": job["model"],
+        "engine_kwargs": {k.replace("-", "_"): v for k, v in job["engine_args"].items()},
+        "concurrency": ray_settings["concurrency"],
+        "batch_size": ray_settings["batch_size"],
+        "chat_template_stage": chat,
+    }
+    return config, preprocess, postprocess
+
+
+def run_ray(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
+    """Ray Data LLM: the same prompts through a vLLM engine actor pool (local or a cluster).
+
+    Model load and engine start happen inside Ray's actors, so they are part of the
+    generation phase here; `init_s` is Ray's own start (cluster connect or local start).
+    """
+    started = time.monotonic()
+    import ray
+    from ray.data import llm as ray_llm
+
+    phases["import_s"] = time.monotonic() - started
+    started = time.monotonic()
+    address = job["ray"].get("address")
+    ray.init(address=address, ignore_reinit_error=True, include_dashboard=False,
+             log_to_driver=False)
+    phases["load_s"] = 0.0
+    phases["init_s"] = time.monotonic() - started
+    config_kwargs, preprocess, postprocess = ray_processor_parts(job)
+    config = ray_llm.vLLMEngineProcessorConfig(**config_kwargs)
+    build = getattr(ray_llm, "build_processor", None) or getattr(ray_llm, "build_llm_processor")
+    processor = build(config, preprocess=preprocess, postprocess=postprocess)
+    started = time.monotonic()
+    phases["generate_start"] = time.time()
+    rows = processor(ray.data.from_items(prompts)).take_all()
+    phases["generate_s"] = time.monotonic() - started
+    phases["generate_end"] = time.time()
+    ray.shutdown()
+    order = {p["id"]: i for i, p in enumerate(prompts)}
+    return sorted(rows, key=lambda r: order[r["id"]])
+
+
 def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
     started = time.monotonic()
     import torch
@@ -160,7 +231,7 @@ def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     prompts = _read_prompts(Path(job["prompts"]))
     phases: dict[str, Any] = {}
-    engines = {"vllm": run_vllm, "transformers": run_transformers}
+    engines = {"vllm": run_vllm, "transformers": run_transformers, "ray": run_ray}
     outputs = engines[job["engine"]](job, prompts, phases)
     started = time.monotonic()
     _write_atomic(Path(job["outputs"]), "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outputs))
