@@ -1,0 +1,105 @@
+"""Batch mode pieces that need no engine: spec, dataset, prompts, shards, sbatch, schema."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import REPO
+from tunebench.batch.dataset import PromptRenderer, Record, load_records
+from tunebench.batch.run import render_prompts, schema_failures, shard_slices
+from tunebench.batch.worker import ray_processor_parts
+from tunebench.cli.batch import load_batch_spec
+from tunebench.errors import SpecError
+
+RECIPES = REPO / "sweeps/batch-recipes.yaml"
+
+
+def test_shipped_recipes_spec_renders_a_prompt_per_record():
+    spec, _ = load_batch_spec(RECIPES)
+    prompts = render_prompts(spec, RECIPES)
+    assert len(prompts) == 200 and len({p["id"] for p in prompts}) == 200
+    first = prompts[0]["prompt"]
+    assert first.startswith("Recipe: Scones") and "1. Preheat the oven to 325 degrees F." in first
+    assert "Extract temperature and duration values for each step" in first
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3, 7])
+def test_shards_cover_every_record_once(shards):
+    slices = shard_slices(200, shards)
+    covered = [i for start, end in slices for i in range(start, end)]
+    assert covered == list(range(200))
+    sizes = [end - start for start, end in slices]
+    assert max(sizes) - min(sizes) <= 1
+    assert shard_slices(1, 4) == [(0, 1)]  # never an empty shard
+
+
+def test_dataset_formats_and_errors(tmp_path):
+    (tmp_path / "a.csv").write_text("id,text\n1,hello\n2,world\n")
+    assert [r.fields["text"] for r in load_records(tmp_path / "a.csv", "id")] == ["hello", "world"]
+    (tmp_path / "b.json").write_text(json.dumps({"recipes": [{"id": 1}, {"id": 2}, {"id": 3}]}))
+    assert len(load_records(tmp_path / "b.json", "id", limit=2)) == 2
+    (tmp_path / "c.jsonl").write_text('{"id": 1}\n{"id": 1}\n')
+    with pytest.raises(SpecError, match="id '1' appears twice"):
+        load_records(tmp_path / "c.jsonl", "id")
+    (tmp_path / "d.jsonl").write_text('{"name": "x"}\n')
+    with pytest.raises(SpecError, match="record 1 has no 'id'"):
+        load_records(tmp_path / "d.jsonl", "id")
+    (tmp_path / "e.jsonl").write_text('{"id": 1}\nnot json\n')
+    with pytest.raises(SpecError, match="line 2: not JSON"):
+        load_records(tmp_path / "e.jsonl", "id")
+
+
+def test_prompt_names_the_record_and_the_missing_field():
+    renderer = PromptRenderer("{{ title }}: {{ steps | join(', ') }}", "spec.yaml: prompt.template")
+    assert renderer.render(Record("r1", {"title": "Pie", "steps": ["a", "b"]})) == "Pie: a, b"
+    with pytest.raises(SpecError, match=r"record 'r2': 'steps' is undefined"):
+        renderer.render(Record("r2", {"title": "Pie"}))
+
+
+def test_bad_batch_spec_is_one_line(tmp_path, cli):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(RECIPES.read_text().replace("engine: vllm", "engine: tgi"))
+    result = cli("batch", str(bad), "--slurm", str(tmp_path / "x.sbatch"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+    assert "engine: 'tgi' is not allowed; use one of 'vllm', 'transformers' or 'ray'" in result.stderr
+
+
+def test_sbatch_script(tmp_path, cli):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(RECIPES.read_text().replace("path: data/recipes.jsonl", f"path: {REPO}/sweeps/data/recipes.jsonl")
+                    + "slurm: {partition: gpu, gpus_per_node: 4, memory: 128G, time: '02:00:00', "
+                      "container_image: 'nvcr.io/nvidia/vllm:latest', setup: ['module load cuda']}\n")
+    target = tmp_path / "job.sbatch"
+    result = cli("batch", str(spec), "--slurm", str(target))
+    assert result.returncode == 0, result.stderr
+    text = target.read_text()
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --gres=gpu:4", "#SBATCH --mem=128G",
+                 "#SBATCH --time=02:00:00", "module load cuda",
+                 "--container-image=nvcr.io/nvidia/vllm:latest", f"tunebench batch {spec} --shards 4"):
+        assert line in text, line
+    assert text.startswith("#!/bin/bash")
+
+
+def test_schema_failures():
+    schema = {"type": "object", "properties": {"steps": {"type": "array"}}, "required": ["steps"]}
+    outputs = [{"id": "a", "output": '{"steps": []}'}, {"id": "b", "output": '{"steps": 3}'},
+               {"id": "c", "output": '{"steps": [1'}]
+    assert schema_failures(outputs, schema) == ["b", "c"]
+
+
+def test_ray_processor_config():
+    job = {"sampling": {"temperature": 0.0, "top_p": 1.0, "max_tokens": 32, "seed": 0},
+           "structured_output": {"json_schema": {"type": "object"}, "choice": None},
+           "mode": "chat", "system": "be brief", "model": "/m", "engine_args": {"max-num-seqs": 8},
+           "ray": {"concurrency": 2, "batch_size": 16, "address": None}}
+    config, pre, post = ray_processor_parts(job)
+    assert config == {"model_source": "/m", "engine_kwargs": {"max_num_seqs": 8}, "concurrency": 2,
+                      "batch_size": 16, "chat_template_stage": True}
+    row = pre({"id": "r1", "prompt": "hi"})
+    assert row["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    assert row["sampling_params"]["structured_outputs"] == {"json": {"type": "object"}}
+    assert post({"id": "r1", "generated_text": "ok", "num_input_tokens": 5,
+                 "num_generated_tokens": 2})["output_tokens"] == 2
