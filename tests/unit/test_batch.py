@@ -103,3 +103,24 @@ def test_ray_processor_config():
     assert row["sampling_params"]["structured_outputs"] == {"json": {"type": "object"}}
     assert post({"id": "r1", "generated_text": "ok", "num_input_tokens": 5,
                  "num_generated_tokens": 2})["output_tokens"] == 2
+
+
+def test_offline_vs_online_throughput_ratio(tmp_path, cli):
+    from tunebench.store.run import RunStore
+    from tunebench.testing import make_synthetic_run
+
+    sweep = make_synthetic_run(tmp_path, name="serving", configs=2)  # max-num-seqs 2 and 4
+    batch = RunStore.create(tmp_path, "offline", {"kind": "batch", "varied_args": [], "configs": []})
+    batch.update_config("c1", label="max-num-seqs=4", model="synthetic", args={"max-num-seqs": 4},
+                        status="complete")
+    batch.add_point({"run_id": batch.run_id, "config_id": "c1", "config_label": "max-num-seqs=4",
+                     "point_id": "batch", "load_kind": "batch", "target": 200, "output_tok_s": 1000.0})
+    result = cli("compare", batch.run_id, sweep.run_id, "--root", str(tmp_path), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    best = max(float(r["output_tok_s"]) for r in sweep.rows if r["config_id"] == "c2")
+    assert rows == [{"config": "max-num-seqs=4", "sweep_config": "max-num-seqs=4",
+                     "offline_tok_s": 1000.0, "online_tok_s": pytest.approx(best),
+                     "online_point": rows[0]["online_point"], "ratio": pytest.approx(best / 1000.0)}]
+    table = cli("compare", batch.run_id, sweep.run_id, "--root", str(tmp_path))
+    assert "serving overhead" in table.stdout

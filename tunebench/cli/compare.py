@@ -80,6 +80,9 @@ def register(app: typer.Typer) -> None:
         from tunebench.analysis.api import compare as run_compare
         from tunebench.report.console import wide_console
 
+        if len(runs) == 2 and by is None and _offline_vs_online(list(runs), root, format):
+            return
+
         result = run_compare(list(runs), by=by, metrics=metric, root=root,
                              confidence=confidence, min_change_pct=min_change, baseline=baseline)
         if format is Format.json:
@@ -132,3 +135,31 @@ def _markdown(result) -> str:
     for x in result.crossovers:
         out.append(f"\nCrossover: {x['metric']} ({x['load_kind']}) at target ≈ {x['target']:.2f}")
     return "\n".join(out)
+
+
+def _offline_vs_online(runs: list[str], root: Path, format: Format) -> bool:
+    """A batch run against a sweep run: the serving overhead. False when not that case."""
+    from tunebench.analysis.serving_overhead import is_batch_run, serving_overhead
+    from tunebench.store.run import resolve_run
+
+    paths = [resolve_run(r, root) for r in runs]
+    kinds = [is_batch_run(p) for p in paths]
+    if kinds.count(True) != 1:
+        return False
+    batch, sweep = (paths[0], paths[1]) if kinds[0] else (paths[1], paths[0])
+    rows = serving_overhead(batch, sweep)
+    if format is Format.json:
+        typer.echo(json.dumps(rows, indent=2))
+        return True
+    table = Table(title=f"offline {batch.name} vs serving {sweep.name}: output tok/s")
+    for header in ("config", "offline tok/s", "serving tok/s (best point)", "serving / offline"):
+        table.add_column(header)
+    for row in rows:
+        table.add_row(row["config"], f"{row['offline_tok_s']:.1f}",
+                      f"{row['online_tok_s']:.1f} ({row['online_point']})",
+                      "-" if row["ratio"] is None else f"{row['ratio']:.2f}x "
+                      f"({(1 - row['ratio']) * 100:+.0f}% serving overhead)")
+    from tunebench.report.console import wide_console
+
+    wide_console().print(table)
+    return True
