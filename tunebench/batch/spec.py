@@ -58,6 +58,8 @@ class Sampling(Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(128, gt=0)
     seed: int | None = 0
+    ignore_eos: bool = Field(False, description="always generate max_tokens (as vllm bench "
+                             "throughput does); for benchmarks")
 
 
 class StructuredOutput(Strict):

@@ -75,6 +75,7 @@ def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[st
         structured = StructuredOutputsParams(choice=list(so["choice"]))
     params = SamplingParams(temperature=sampling["temperature"], top_p=sampling["top_p"],
                             max_tokens=sampling["max_tokens"], seed=sampling.get("seed"),
+                            ignore_eos=bool(sampling.get("ignore_eos")),
                             structured_outputs=structured)
     texts = [p["prompt"] for p in prompts]
     started = time.monotonic()
@@ -103,7 +104,7 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
     sampling = job["sampling"]
     sampling_params: dict[str, Any] = {
         "temperature": sampling["temperature"], "top_p": sampling["top_p"],
-        "max_tokens": sampling["max_tokens"]}
+        "max_tokens": sampling["max_tokens"], "ignore_eos": bool(sampling.get("ignore_eos"))}
     if sampling.get("seed") is not None:
         sampling_params["seed"] = sampling["seed"]
     so = job.get("structured_output") or {}
@@ -205,6 +206,7 @@ def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases:
             batch = tokenizer(texts[first:first + size], return_tensors="pt", padding=True)
             generated = model.generate(
                 **batch, max_new_tokens=sampling["max_tokens"],
+                min_new_tokens=sampling["max_tokens"] if sampling.get("ignore_eos") else None,
                 do_sample=sampling["temperature"] > 0,
                 temperature=sampling["temperature"] or None, top_p=sampling["top_p"],
                 pad_token_id=tokenizer.pad_token_id)
