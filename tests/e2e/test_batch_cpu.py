@@ -1,0 +1,94 @@
+"""`tunebench batch` for real: vLLM's offline engine on CPU, structured outputs, shards."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.conftest import REPO, run_cli
+from tests.e2e.conftest import NEEDS_SERVER
+from tunebench.store.run import read_points
+
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
+
+RECIPES = REPO / "sweeps/batch-recipes.yaml"
+
+
+def _run(spec, root, *extra):
+    result = run_cli("batch", str(spec), "--output", str(root), *extra, timeout=1200)
+    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    return result, runs[-1] if runs else None
+
+
+@pytest.fixture(scope="module")
+def recipes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batch")
+    result, run = _run(RECIPES, root)
+    return result, run
+
+
+def _small_spec(tmp_path, limit: int, **changes) -> str:
+    spec = yaml.safe_load(RECIPES.read_text())
+    spec["dataset"]["path"] = str(REPO / "sweeps/data/recipes.jsonl")
+    spec["dataset"]["limit"] = limit
+    spec["engine_args"] = {"args": {"max-model-len": 512, "max-num-seqs": 16}}
+    spec.update(changes)
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_recipes_end_to_end_with_valid_structured_outputs(recipes):
+    result, run = recipes
+    assert result.returncode == 0, result.stderr[-3000:]
+    spec = yaml.safe_load(RECIPES.read_text())
+    schema = spec["structured_output"]["json_schema"]
+    ids = [json.loads(line)["id"] for line in (REPO / "sweeps/data/recipes.jsonl").read_text().splitlines()]
+    rows = read_points(run)
+    assert [r["config_label"] for r in rows] == ["max-num-seqs=8", "max-num-seqs=32"]
+    for row in rows:
+        outputs = [json.loads(line) for line in (run / f"outputs/{row['config_id']}.jsonl").read_text().splitlines()]
+        assert sorted(o["id"] for o in outputs) == sorted(ids)
+        for output in outputs:  # every record's output is valid against the schema
+            jsonschema.validate(json.loads(output["output"]), schema)
+        assert row["valid"] == "True" and float(row["schema_valid_fraction"]) == 1.0
+        for phase in ("load_s", "init_s", "generate_s", "write_s"):
+            assert float(row[phase]) > 0, (phase, row)
+        assert float(row["output_tok_s"]) > 0 and float(row["input_tok_s"]) > 0
+        assert float(row["achieved_rps"]) > 0 and int(row["requests_ok"]) == 200
+    assert (run / "report.html").exists()
+    assert "generate s" in result.stdout and "out tok/s" in result.stdout
+
+
+def test_two_shards_give_the_same_ids_as_one(tmp_path):
+    spec = _small_spec(tmp_path, 40)
+    one, run_one = _run(spec, tmp_path / "one", "--shards", "1", "--no-report")
+    two, run_two = _run(spec, tmp_path / "two", "--shards", "2", "--no-report")
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert two.returncode == 0, two.stderr[-3000:]
+
+    def ids(run):
+        return [json.loads(line)["id"] for line in (run / "outputs/c1.jsonl").read_text().splitlines()]
+
+    assert len(ids(run_two)) == len(set(ids(run_two))) == 40  # none lost, none twice
+    assert set(ids(run_one)) == set(ids(run_two))
+    manifest = json.loads((run_two / "manifest.json").read_text())
+    assert manifest["shards"] == 2 and len(manifest["configs"][0]["shards"]) == 2
+
+
+def test_transformers_baseline_engine(tmp_path):
+    spec = _small_spec(tmp_path, 16, engine="transformers", transformers={"batch_size": 8},
+                       sampling={"temperature": 0, "max_tokens": 16, "ignore_eos": True})
+    spec_data = yaml.safe_load(spec.read_text())
+    spec_data.pop("structured_output")
+    spec_data.pop("engine_args")
+    spec.write_text(yaml.safe_dump(spec_data, sort_keys=False))
+    result, run = _run(spec, tmp_path / "hf", "--no-report")
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = read_points(run)[0]
+    assert int(row["requests_ok"]) == 16 and float(row["output_tok_s"]) > 0
+    outputs = [json.loads(line) for line in (run / "outputs/c1.jsonl").read_text().splitlines()]
+    assert all(o["output_tokens"] == 16 for o in outputs)
