@@ -100,7 +100,7 @@ def test_ray_processor_config():
                       "batch_size": 16, "chat_template_stage": True}
     row = pre({"id": "r1", "prompt": "hi"})
     assert row["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
-    assert row["sampling_params"]["structured_outputs"] == {"json": {"type": "object"}}
+    assert row["sampling_params"]["structured_outputs"] == {"json": {"type": "object"}, "disable_any_whitespace": True}
     assert row["sampling_params"]["ignore_eos"] is False
     assert post({"id": "r1", "generated_text": "ok", "num_input_tokens": 5,
                  "num_generated_tokens": 2})["output_tokens"] == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +143,7 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
                 "ray": spec.ray.model_dump(),
                 "prompts": str(prompt_path), "outputs": str(work / f"outputs-{shard}.jsonl"),
                 "result": str(work / f"result-{shard}.json"),
+                "log": str(work / f"worker-{shard}.log"),
             }
             job_path = work / f"job-{shard}.json"
             job_path.write_text(json.dumps(job, indent=2))
@@ -199,8 +201,19 @@ def _wait_all(processes: list[ManagedProcess], timeout_s: float) -> list[str]:
             continue
         if code != 0:
             log = process.log_path.read_text(errors="replace") if process.log_path else ""
-            errors.append(f"shard {shard} exited with code {code}: {server_error_line(log)}")
+            errors.append(f"shard {shard} exited with code {code}: {worker_error_line(log)}")
     return errors
+
+
+_ERROR = re.compile(r"^\s*([\w.]+(Error|Exception)\b.*|Value error,.*)")
+
+
+def worker_error_line(log: str) -> str:
+    """The most telling line of a failed worker: its last exception line."""
+    for line in reversed(log.splitlines()):
+        if _ERROR.match(line):
+            return line.strip()[:400]
+    return server_error_line(log)
 
 
 def _merge_outputs(work: Path, shards: int, target: Path) -> list[dict[str, Any]]:

@@ -7,13 +7,12 @@ Reads the shard's prompts (JSONL of {"id", "prompt"}), generates, writes outputs
 with the phases measured separately: import, model load, engine initialisation (memory
 profiling, KV cache, compilation, warm-up), generation and writing. vLLM's engine runs
 in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, set by the parent) so its own log
-lines ("Model loading took ...", "torch.compile takes ...") can be read here.
+lines ("init engine (...) took ...", "torch.compile takes ...") time the phases.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import sys
@@ -21,17 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-LOAD_LINE = re.compile(r"Model loading took .*? and ([0-9.]+) seconds")
-COMPILE_LINE = re.compile(r"torch\.compile takes ([0-9.]+) s")
+# vLLM's own account of engine initialisation (profiling, KV cache, compiling, warm-up).
+INIT_LINE = re.compile(r"init engine \(.*?\) took ([0-9.]+) s")
+COMPILE_LINE = re.compile(r"torch\.compile takes? ([0-9.]+) s")
 
 
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+def _log_seconds(log_path: str | None, pattern: re.Pattern) -> list[float]:
+    """Numbers from this process's own log (its stderr, a file the parent named)."""
+    if not log_path or not Path(log_path).exists():
+        return []
+    text = Path(log_path).read_text(errors="replace")
+    return [float(m.group(1)) for m in pattern.finditer(text)]
 
 
 def _read_prompts(path: Path) -> list[dict[str, Any]]:
@@ -52,25 +51,33 @@ def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[st
     from vllm.sampling_params import StructuredOutputsParams
 
     phases["import_s"] = time.monotonic() - started
-    lines = _Lines()
-    logging.getLogger("vllm").addHandler(lines)
     started = time.monotonic()
     engine_kwargs = {k.replace("-", "_"): v for k, v in job["engine_args"].items()}
+    if job.get("structured_output"):
+        # No free whitespace in JSON: a grammar that allows it lets a weak model pad with
+        # spaces until max_tokens. (vLLM takes this from the engine, not the request.)
+        structured_config = dict(engine_kwargs.get("structured_outputs_config") or {})
+        structured_config.setdefault("backend", "xgrammar")  # the option needs a named backend
+        structured_config.setdefault("disable_any_whitespace", True)
+        engine_kwargs["structured_outputs_config"] = structured_config
     llm = LLM(model=job["model"], tokenizer=job.get("tokenizer") or job["model"], **engine_kwargs)
     constructed = time.monotonic() - started
-    load = next((float(m.group(1)) for l in lines.lines if (m := LOAD_LINE.search(l))), None)
-    compile_s = next((float(m.group(1)) for l in lines.lines if (m := COMPILE_LINE.search(l))), None)
-    phases["load_s"] = load if load is not None else constructed
-    phases["init_s"] = max(0.0, constructed - phases["load_s"])
-    if compile_s is not None:
-        phases["compile_s"] = compile_s
+    sys.stderr.flush()
+    # LLM() loads the weights, then initialises the engine; vLLM logs how long the latter took.
+    init = _log_seconds(job.get("log"), INIT_LINE)
+    phases["init_s"] = init[-1] if init else 0.0
+    phases["load_s"] = max(0.0, constructed - phases["init_s"])
+    compiled = _log_seconds(job.get("log"), COMPILE_LINE)
+    if compiled:
+        phases["compile_s"] = sum(compiled)
     phases["vllm_version"] = vllm.__version__  # type: ignore[assignment]
 
     sampling = job["sampling"]
     structured = None
     so = job.get("structured_output") or {}
+    # No free whitespace: a grammar that allows it lets a weak model pad until max_tokens.
     if so.get("json_schema") is not None:
-        structured = StructuredOutputsParams(json=so["json_schema"])
+        structured = StructuredOutputsParams(json=so["json_schema"], disable_any_whitespace=True)
     elif so.get("choice") is not None:
         structured = StructuredOutputsParams(choice=list(so["choice"]))
     params = SamplingParams(temperature=sampling["temperature"], top_p=sampling["top_p"],
@@ -109,7 +116,7 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
         sampling_params["seed"] = sampling["seed"]
     so = job.get("structured_output") or {}
     if so.get("json_schema") is not None:
-        sampling_params["structured_outputs"] = {"json": so["json_schema"]}
+        sampling_params["structured_outputs"] = {"json": so["json_schema"], "disable_any_whitespace": True}
     elif so.get("choice") is not None:
         sampling_params["structured_outputs"] = {"choice": list(so["choice"])}
     chat = job["mode"] == "chat"
