@@ -20,6 +20,7 @@ from tunebench.numbers import to_float
 
 DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
+REPLAY_BEYOND = "replay_extrapolated"  # a replayed point past the recording: not evidence
 CLIENT_COLUMNS = ("client_limited", "client_limited_reason")
 
 
@@ -40,6 +41,8 @@ def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[s
     late = [w for w in warnings if w in CLIENT_WARNINGS]
     if late:
         reasons.append(f"GuideLLM warned: {', '.join(late)}")
+    if REPLAY_BEYOND in warnings:
+        reasons.append("beyond the highest recorded rate (replay cannot tell)")
     return {"client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons)}
 
 

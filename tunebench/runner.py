@@ -82,7 +82,7 @@ class CapacityProbing:
             "arrival": self.point.search.arrival,
             "probes": len(search.probes),
             "probe_rates": [p.rate for p in search.probes],
-            "upper": search.upper.rate if search.upper else None,
+            "upper": search.bound.rate if search.bound else None,
             "tolerance": search.tolerance,
             "converged": search.converged,
             "client_bound": search.client_bound,

@@ -15,9 +15,8 @@ probe where one more result can close the bracket; without ratios they double an
 A warm start (the previous configuration's capacity) brackets with small steps, since the
 answer is probably near; a cold start doubles. A probe the client could not drive
 (`client_limited`) never counts as server capacity (a miss still counts as a miss: the
-server missed with less load than asked): it sets a ceiling just below its rate,
-the search goes on beneath it, and when the SLO holds at the ceiling the result is "at
-least this much" with `client_bound`.
+server missed with less load than asked): it bounds the search like a miss does, and when
+the bracket under it closes the result is "at least this much", flagged `client_bound`.
 """
 
 from __future__ import annotations
@@ -61,11 +60,24 @@ class CapacitySearch:
         return min(missed, key=lambda p: p.rate) if missed else None
 
     @property
+    def late(self) -> Probe | None:
+        """The lowest rate the client could not drive (while the SLO held)."""
+        late = [p for p in self.probes if p.client_limited and p.slo_met]
+        return min(late, key=lambda p: p.rate) if late else None
+
+    @property
+    def bound(self) -> Probe | None:
+        """Where the search must stay below: the lowest miss, or the lowest rate the client
+        could not drive, whichever is lower."""
+        candidates = [p for p in (self.upper, self.late) if p is not None]
+        return min(candidates, key=lambda p: p.rate) if candidates else None
+
+    @property
     def lower(self) -> Probe | None:
-        """The highest probe below `upper` that met the SLO (noise can make a higher rate
+        """The highest probe below `bound` that met the SLO (noise can make a higher rate
         pass after a lower one failed; the failure wins)."""
-        upper = self.upper
-        met = [p for p in self._measured() if p.slo_met and (upper is None or p.rate < upper.rate)]
+        bound = self.bound
+        met = [p for p in self._measured() if p.slo_met and (bound is None or p.rate < bound.rate)]
         return max(met, key=lambda p: p.rate) if met else None
 
     @property
@@ -74,69 +86,54 @@ class CapacitySearch:
         return lower.rate if lower else None
 
     @property
-    def ceiling(self) -> float | None:
-        """The highest rate worth probing: `max_rate`, and just below any rate the client
-        could not drive."""
-        limits = [self.max_rate] if self.max_rate is not None else []
-        late = [p.rate for p in self.probes if p.client_limited and p.slo_met]
-        if late:
-            limits.append(min(late) * (1 - 2 * self.tolerance))
-        return min(limits) if limits else None
+    def capped(self) -> bool:
+        """The SLO held at `max_rate`: the capacity is at least that."""
+        lower = self.lower
+        return self.max_rate is not None and lower is not None and lower.rate >= self.max_rate * (1 - 1e-9)
 
     @property
-    def capped(self) -> bool:
-        """The SLO held at the ceiling: the capacity is at least that."""
-        lower, ceiling = self.lower, self.ceiling
-        return ceiling is not None and lower is not None and lower.rate >= ceiling * (1 - 1e-9)
+    def converged(self) -> bool:
+        """The bracket is within `tolerance`: the capacity is known to that precision (or,
+        when the client was the limit, that the server holds up to what the client drives)."""
+        lower, bound = self.lower, self.bound
+        return (lower is not None and bound is not None
+                and bound.rate - lower.rate <= self.tolerance * bound.rate)
 
     @property
     def client_bound(self) -> bool:
-        """Capped by what the client could drive rather than by `max_rate`."""
-        return self.capped and any(p.client_limited and p.slo_met for p in self.probes) and (
-            self.max_rate is None or self.ceiling < self.max_rate)
+        """The answer is "at least this much": the client, not the server, set the limit."""
+        bound = self.bound
+        return self.converged and bound is not None and bound is self.late
 
     def tell(self, rate: float, slo_met: bool, client_limited: bool = False,
              ratio: float | None = None) -> None:
         self.probes.append(Probe(rate, bool(slo_met), bool(client_limited), ratio))
 
     @property
-    def converged(self) -> bool:
-        """The bracket is within `tolerance`: the capacity is known to that precision."""
-        lower, upper = self.lower, self.upper
-        return (lower is not None and upper is not None
-                and upper.rate - lower.rate <= self.tolerance * upper.rate)
-
-    @property
     def done(self) -> bool:
-        if self.capped or len(self.probes) >= self.max_probes:
+        if self.capped or self.converged or len(self.probes) >= self.max_probes:
             return True
-        upper, ceiling = self.upper, self.ceiling
-        if ceiling is not None and ceiling < self.min_rate:
-            return True  # the client cannot drive even the smallest rate
-        if upper is not None and upper.rate <= self.min_rate:
-            return True  # even the smallest rate misses: capacity 0 (None)
-        return self.converged
+        bound = self.bound
+        return bound is not None and bound.rate <= self.min_rate  # nothing to search below
 
     def next_rate(self) -> float | None:
         if self.done:
             return None
         if not self.probes:
             return self._clamp(self.start_rate)
-        lower, upper = self.lower, self.upper
-        if upper is None and lower is None:
-            return self._clamp(self.start_rate)  # only client-limited probes: go below them
-        if upper is None:  # everything met so far: grow, to just past the projected knee
+        lower, bound = self.lower, self.bound
+        if bound is None:  # everything met so far: grow, to just past the projected knee
             step = lower.rate * self._step()
             knee = self._projected_knee()
             if knee is not None and knee > lower.rate:
                 step = min(step, max(knee * (1 + self.tolerance), lower.rate * (1 + 2 * self.tolerance)))
             return self._clamp(step)
-        if lower is None:  # all missed: shrink, further the more the SLO was missed by
+        if lower is None:  # nothing met below the bound: shrink, further the worse the miss
             factor = self._step()
-            if upper.ratio:
-                factor = min(self.growth, max(factor, upper.ratio))
-            return self._clamp(max(self.min_rate, upper.rate / factor))
-        return self._clamp(self._narrow(lower, upper))
+            if not bound.slo_met and bound.ratio:
+                factor = min(self.growth, max(factor, bound.ratio))
+            return self._clamp(max(self.min_rate, bound.rate / factor))
+        return self._clamp(self._narrow(lower, bound))
 
     def _step(self) -> float:
         """Bracketing factor: doubling when cold; when warm 1 + 4 x tolerance, growing with
@@ -154,14 +151,14 @@ class CapacitySearch:
         return _crossing(a, b) if a.rate < b.rate and b.ratio > a.ratio else None
 
     def _clamp(self, rate: float) -> float:
-        ceiling = self.ceiling
-        return min(rate, ceiling) if ceiling is not None else rate
+        return min(rate, self.max_rate) if self.max_rate is not None else rate
 
     def _narrow(self, lower: Probe, upper: Probe) -> float:
         low, high = lower.rate, upper.rate
         last_two = self._measured()[-2:]
         one_sided = len(last_two) == 2 and last_two[0].slo_met == last_two[1].slo_met
-        if lower.ratio and upper.ratio and upper.ratio > lower.ratio and not one_sided:
+        if (lower.ratio and upper.ratio and upper.ratio > lower.ratio and not one_sided
+                and not upper.slo_met):
             estimate = min(high, max(low, _crossing(lower, upper)))
         else:
             # no margins, or interpolation keeps landing on one side (a convex latency
