@@ -58,6 +58,11 @@ code{font-size:.8rem}
 {% for x in crossovers %}<li>{{ x.metric }} ({{ x.load_kind }}): <b>{{ x.baseline }}</b> and <b>{{ x.candidate }}</b> cross at target ≈ {{ '%.2f'|format(x.target) }}; below it {{ x.better_below }} is lower, above it {{ x.better_above }}.</li>{% endfor %}
 </ul>{% endif %}
 
+{% if batch %}<h2>Batch phases and throughput</h2>
+<table><tr><th class="l">config</th>{% for h in batch.headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for r in batch.rows %}<tr><td class="l">{{ r.label }}</td>{% for cell in r.cells %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}</table>
+<p class="muted">{{ batch.records }} records, {{ batch.shards }} shard(s). Phases of the slowest shard; tokens/s over the generation span of all shards.</p>{% endif %}
+
 {% if capacities %}<h2>Capacity at SLO</h2>
 <table><tr><th class="l">config</th><th>capacity req/s</th><th>missed at</th><th>probes</th><th class="l">note</th></tr>
 {% for c in capacities %}<tr><td class="l">{{ c.config_id }}: {{ c.label }}</td><td>{{ c.rate }}</td><td>{{ c.upper }}</td><td>{{ c.probes }}</td><td class="l">{{ c.note }}</td></tr>{% endfor %}</table>{% endif %}
@@ -144,7 +149,19 @@ def report_context(run_path: Path) -> dict:
     crossovers = crossovers_between(sides, LOAD_KEY) if len(sides) > 1 else []
     figures = run_figures(raw, run_path) if not raw.empty else []
     tune = _tune_section(run_path)
+    batch = None
+    if manifest.get("kind") == "batch":
+        columns = [("load s", "load_s", 1), ("init s", "init_s", 1), ("compile s", "compile_s", 1),
+                   ("generate s", "generate_s", 1), ("write s", "write_s", 2), ("req/s", "achieved_rps", 2),
+                   ("input tok/s", "input_tok_s", 0), ("output tok/s", "output_tok_s", 0),
+                   ("schema valid", "schema_valid_fraction", 3)]
+        batch = {"headers": [c[0] for c in columns], "records": manifest.get("records"),
+                 "shards": manifest.get("shards"),
+                 "rows": [{"label": r.get("config_label"),
+                           "cells": [format_cell(r.get(key), digits) for _, key, digits in columns]}
+                          for r in raw.to_dict(orient="records")]}
     return {
+        "batch": batch,
         "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
         "tune": tune,
         "m": {**manifest, "versions": manifest.get("versions", {}), "host": manifest.get("host", {})},
