@@ -61,6 +61,7 @@ def test_recipes_end_to_end_with_valid_structured_outputs(recipes):
         assert float(row["achieved_rps"]) > 0 and int(row["requests_ok"]) == 200
     assert (run / "report.html").exists()
     assert "generate s" in result.stdout and "out tok/s" in result.stdout
+    assert "<h2>Batch phases and throughput</h2>" in (run / "report.html").read_text()
 
 
 def test_two_shards_give_the_same_ids_as_one(tmp_path):
