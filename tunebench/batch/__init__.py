@@ -1,0 +1,1 @@
+"""Offline batch throughput: a dataset through vLLM (or transformers, or Ray Data LLM)."""
