@@ -20,7 +20,6 @@ import argparse
 import math
 import statistics
 import sys
-import warnings
 from pathlib import Path
 
 import optuna
@@ -67,14 +66,14 @@ def space_of(recorded: RecordedRun) -> dict:
                 values.setdefault(name, [])
                 if value not in values[name]:
                     values[name].append(value)
-    return {name: {"choices": sorted(choices)} for name, choices in values.items()}
+    return {name: {"choices": sorted(choices), "ordered": True} for name, choices in values.items()}
 
 
 def tuner_deployments(recorded: RecordedRun, slo: dict, base_args: dict, sampler: str,
                       seed: int, target: float, budget: int) -> tuple[int | None, int]:
     """Deployments (baseline included) until one within 5% of `target`; and probes used."""
     tune = Tune.model_validate({"space": space_of(recorded), "trials": budget, "seed": seed,
-                                "sampler": sampler, "startup_trials": 4})
+                                "sampler": sampler})
     study = optuna.create_study(directions=["maximize"], sampler=open_study_sampler(tune))
     evaluator = ReplayCapacityEvaluator(recorded, slo)
     reached: list[int] = []
@@ -92,10 +91,7 @@ def tuner_deployments(recorded: RecordedRun, slo: dict, base_args: dict, sampler
 def open_study_sampler(tune: Tune):
     if tune.sampler == "random":
         return optuna.samplers.RandomSampler(seed=tune.seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials,
-                                          multivariate=True, group=True)
+    return optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials)
 
 
 def main() -> None:

@@ -236,6 +236,8 @@ class TuneParam(Strict):
     log: bool = False
     step: float | None = Field(None, gt=0)
     choices: list[ParamValue] | None = Field(None, min_length=1)
+    ordered: bool = Field(False, description="choices are ordered (e.g. [8, 16, 32, 64]): the "
+                          "sampler learns that neighbours behave alike")
     when: dict[str, ParamValue | list[ParamValue]] | None = Field(
         None, description="only searched when these earlier params have these values")
 
@@ -247,6 +249,8 @@ class TuneParam(Strict):
                 raise ValueError("a categorical param needs choices: [..]")
             if self.low is not None or self.high is not None:
                 raise ValueError("give either choices or low/high, not both")
+            if self.ordered and len(self.choices) < 2:
+                raise ValueError("ordered needs at least two choices")
         else:
             if self.choices is not None:
                 raise ValueError(f"a {kind} param takes low/high, not choices")
@@ -275,7 +279,8 @@ class Tune(Strict):
     objective: Literal["capacity", "throughput", "throughput-latency"] = "capacity"
     trials: int = Field(12, ge=1, le=1000, description="deployments, the baseline included")
     sampler: Literal["tpe", "random"] = "tpe"
-    startup_trials: int = Field(4, ge=1, description="random trials before TPE models the space")
+    startup_trials: int = Field(3, ge=1, description="random trials (after the baseline) "
+                                "before TPE models the space")
     seed: int | None = 0
     baseline: bool = Field(True, description="first trial: server.args only (vLLM's defaults)")
     kv_overcommit: float = Field(1.0, ge=1.0, description="allowed max-num-seqs x max-model-len "

@@ -140,7 +140,7 @@ class CapacitySearch:
         each probe that did not bracket, up to `growth`."""
         if not self.warm:
             return self.growth
-        return min(self.growth, (1 + 4 * self.tolerance) ** len(self._measured()))
+        return min(self.growth, (1 + 4 * self.tolerance) ** max(1, len(self.probes)))
 
     def _projected_knee(self) -> float | None:
         """Where the last two passing probes project 1/ratio to reach 1, if they do."""

@@ -29,7 +29,7 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
         "config_id": attrs.get("config_id"),
         "state": trial.state.name,
         "baseline": bool(attrs.get(BASELINE_ATTR)),
-        "params": dict(trial.params),
+        "params": dict(attrs.get("param_values", trial.params)),
         "values": list(trial.values) if trial.values else None,
         "note": attrs.get("fail_reason") or attrs.get("pruned_reason")
         or (f"same args as trial {attrs['repeat_of']}" if "repeat_of" in attrs else ""),

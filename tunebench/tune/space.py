@@ -2,7 +2,7 @@
 
     space:
       max-num-seqs: {low: 8, high: 256, log: true}             # log-int
-      max-num-batched-tokens: {choices: [2048, 4096, 8192]}     # categorical
+      max-num-batched-tokens: {choices: [2048, 4096, 8192], ordered: true}   # ordinal
       gpu-memory-utilization: {low: 0.80, high: 0.95}           # float
       kv-cache-dtype: {choices: [null, fp8]}                    # null: vLLM's default
       speculative-config.method: {choices: [null, ngram]}
@@ -37,7 +37,10 @@ def suggest(space: dict[str, TuneParam], trial: Suggests) -> dict[str, Any]:
         if not _holds(param.when, values):
             continue
         kind = param.kind
-        if kind == "categorical":
+        if kind == "categorical" and param.ordered:
+            # an index the sampler treats as a number, so neighbours inform each other
+            values[name] = param.choices[trial.suggest_int(name, 0, len(param.choices) - 1)]
+        elif kind == "categorical":
             values[name] = trial.suggest_categorical(name, list(param.choices))
         elif kind == "int":
             step = int(param.step) if param.step else 1
