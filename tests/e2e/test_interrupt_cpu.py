@@ -34,6 +34,9 @@ def test_ctrl_c_mid_sweep(tmp_path):
          "--output", str(tmp_path)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
+        # as a background job of a non-interactive shell starts it: SIGINT ignored. Ctrl-C
+        # must still stop the sweep cleanly (and does under a terminal anyway).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         run_dir = _wait_for(lambda: next(iter(tmp_path.iterdir()), None), 60, "the run directory")

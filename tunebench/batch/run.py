@@ -140,7 +140,9 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
                 "structured_output": {"choice": spec.structured_output.choice, "json_schema": schema}
                 if spec.structured_output else None,
                 "transformers": spec.transformers.model_dump(),
-                "ray": spec.ray.model_dump(),
+                "ray": {**spec.ray.model_dump(), "cpu": not on_gpu,
+                        "env": {k: v for k, v in vllm_environment(model, cpu=not on_gpu).items()
+                                if k.startswith(("VLLM_", "HF_HUB_OFFLINE", "LD_PRELOAD"))}},
                 "prompts": str(prompt_path), "outputs": str(work / f"outputs-{shard}.jsonl"),
                 "result": str(work / f"result-{shard}.json"),
                 "log": str(work / f"worker-{shard}.log"),

@@ -143,6 +143,11 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
         "batch_size": ray_settings["batch_size"],
         "chat_template_stage": chat,
     }
+    if ray_settings.get("cpu"):
+        # Ray Data LLM reserves a GPU per engine unless told the bundle; on CPU: one CPU,
+        # and the vLLM-CPU environment for the engine actor.
+        config["placement_group_config"] = {"bundles": [{"CPU": 1}]}
+        config["runtime_env"] = {"env_vars": dict(ray_settings.get("env") or {})}
     return config, preprocess, postprocess
 
 

@@ -69,6 +69,10 @@ def _crash_log(exc: BaseException) -> str:
 def run() -> None:
     """Console-script entry point."""
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    # A process started in the background by a non-interactive shell inherits SIGINT as
+    # ignored, and Python then never raises KeyboardInterrupt: `kill -INT` would not stop
+    # a sweep cleanly. Ctrl-C/SIGINT always means "stop and clean up" here.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _register_commands()
     try:
         # standalone_mode=False returns a command's typer.Exit code instead of exiting.
