@@ -93,3 +93,16 @@ def test_transformers_baseline_engine(tmp_path):
     assert int(row["requests_ok"]) == 16 and float(row["output_tok_s"]) > 0
     outputs = [json.loads(line) for line in (run / "outputs/c1.jsonl").read_text().splitlines()]
     assert all(o["output_tokens"] == 16 for o in outputs)
+
+
+def test_ray_data_llm_engine_on_a_local_ray_instance(tmp_path):
+    spec = _small_spec(tmp_path, 16, engine="ray", ray={"concurrency": 1, "batch_size": 8})
+    spec_data = yaml.safe_load(spec.read_text())
+    spec_data["engine_args"] = {"args": {"max-model-len": 512, "max-num-seqs": 8}}
+    spec.write_text(yaml.safe_dump(spec_data, sort_keys=False))
+    result, run = _run(spec, tmp_path / "ray", "--no-report")
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = read_points(run)[0]
+    assert int(row["requests_ok"]) == 16 and float(row["schema_valid_fraction"]) == 1.0
+    outputs = [json.loads(line) for line in (run / "outputs/c1.jsonl").read_text().splitlines()]
+    assert [o["id"] for o in outputs] == [f"recipe-{n:04d}" for n in range(1, 17)]

@@ -96,8 +96,10 @@ def test_ray_processor_config():
            "mode": "chat", "system": "be brief", "model": "/m", "engine_args": {"max-num-seqs": 8},
            "ray": {"concurrency": 2, "batch_size": 16, "address": None}}
     config, pre, post = ray_processor_parts(job)
-    assert config == {"model_source": "/m", "engine_kwargs": {"max_num_seqs": 8}, "concurrency": 2,
-                      "batch_size": 16, "chat_template_stage": True}
+    assert config == {"model_source": "/m", "engine_kwargs": {
+        "max_num_seqs": 8, "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True}},
+        "concurrency": 2,
+                      "batch_size": 16, "chat_template_stage": True, "log_engine_metrics": False}
     row = pre({"id": "r1", "prompt": "hi"})
     assert row["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
     assert row["sampling_params"]["structured_outputs"] == {"json": {"type": "object"}, "disable_any_whitespace": True}

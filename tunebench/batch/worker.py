@@ -136,12 +136,19 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
                 "finish_reason": row.get("finish_reason") or ""}
 
     ray_settings = job["ray"]
+    engine_kwargs = {k.replace("-", "_"): v for k, v in job["engine_args"].items()}
+    if so.get("json_schema") is not None:  # as in run_vllm: no free whitespace in JSON
+        engine_kwargs.setdefault("structured_outputs_config",
+                                 {"backend": "xgrammar", "disable_any_whitespace": True})
     config = {
         "model_source": job["model"],
-        "engine_kwargs": {k.replace("-", "_"): v for k, v in job["engine_args"].items()},
+        "engine_kwargs": engine_kwargs,
         "concurrency": ray_settings["concurrency"],
         "batch_size": ray_settings["batch_size"],
         "chat_template_stage": chat,
+        # engine metrics go through Ray Serve's metric wrappers (ray[serve]); tunebench
+        # times the job itself
+        "log_engine_metrics": False,
     }
     if ray_settings.get("cpu"):
         # Ray Data LLM reserves a GPU per engine unless told the bundle; on CPU: one CPU,
@@ -164,8 +171,14 @@ def run_ray(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str
     phases["import_s"] = time.monotonic() - started
     started = time.monotonic()
     address = job["ray"].get("address")
-    ray.init(address=address, ignore_reinit_error=True, include_dashboard=False,
-             log_to_driver=False)
+    if address:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    else:
+        # A local instance: Ray Data LLM runs tokenizer, engine and detokenizer stages as
+        # separate actors of one CPU each; on a small machine that deadlocks on logical
+        # CPUs, so the local instance announces a few more than the cores it has.
+        ray.init(num_cpus=max(4, 2 * (os.cpu_count() or 1)), ignore_reinit_error=True,
+                 include_dashboard=False, log_to_driver=False)
     phases["load_s"] = 0.0
     phases["init_s"] = time.monotonic() - started
     config_kwargs, preprocess, postprocess = ray_processor_parts(job)
