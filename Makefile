@@ -31,6 +31,7 @@ benchmark: setup
 	$(PY) benchmarks/sweep_overhead.py sweeps/cpu-demo.yaml
 	$(PY) benchmarks/analysis_speed.py
 	$(PY) benchmarks/tune_efficiency.py
+	$(PY) benchmarks/batch_throughput.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
