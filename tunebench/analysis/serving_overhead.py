@@ -13,7 +13,7 @@ from typing import Any
 
 from tunebench.errors import UsageError
 from tunebench.numbers import to_float
-from tunebench.replay.model import args_key
+from tunebench.spec.plan import args_key
 from tunebench.store.run import RunStore
 
 

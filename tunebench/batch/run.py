@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,7 +156,7 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
             if on_gpu:
                 env["CUDA_VISIBLE_DEVICES"] = str(shard)
             processes.append(ManagedProcess(
-                [os.environ.get("TUNEBENCH_PYTHON", _python()), "-m", "tunebench.batch.worker",
+                [sys.executable, "-m", "tunebench.batch.worker",
                  str(job_path)], env=env, log_path=work / f"worker-{shard}.log"))
         reporter.server_status(f"{len(processes)} worker(s) generating {len(prompts)} records …")
         errors = _wait_all(processes, spec.start_timeout_s)
@@ -175,12 +176,6 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
                         outputs=f"outputs/{config.config_id}.jsonl")
     reporter.point_done(config, row)
     return BatchOutcome(config.config_id, "complete")
-
-
-def _python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def _cpu_bind(shard: int, shards: int) -> str:

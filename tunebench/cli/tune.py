@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
           tunebench tune sweeps/tune-cpu.yaml
           tunebench tune sweeps/tune-cpu.yaml --trials 20
           tunebench tune --resume tune-cpu --trials 12
+          tunebench tune sweeps/tune-latency.yaml --dry-run
         """
         from tunebench.cli.report import write_report_keeping_the_run
         from tunebench.progress import ConsoleReporter

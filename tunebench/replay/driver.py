@@ -50,9 +50,8 @@ class ReplayDriver:
             columns = recorded.point_at(point.kind, float(point.target))
         except StoreError as exc:
             raise LoadError(str(exc)) from None
-        warnings = [w for w in columns.pop("client_warnings").split(";") if w]
         columns.pop("load_kind")
-        columns["client_warnings"] = ";".join(warnings)
+        warnings = [w for w in columns["client_warnings"].split(";") if w]
         now = time.time()
         duration = float(columns.get("duration_s") or 0)
         return ClientResult(point, point.point_id, columns, now - duration, now, None, warnings)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.errors import StoreError
-from tunebench.spec.plan import format_value
+from tunebench.spec.plan import args_key
 from tunebench.numbers import to_float
 
 LATENCY_PREFIXES = ("ttft_", "itl_", "tpot_", "e2e_")
@@ -33,11 +33,6 @@ INTERPOLATED = (*RATE_COLUMNS, *COUNT_COLUMNS, "duration_s", "prompt_tokens_mean
 
 
 
-def args_key(args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """Engine args compared by their text, ignoring args left at vLLM's default (None)."""
-    return tuple(sorted((k, format_value(v)) for k, v in args.items() if v is not None))
-
-
 @dataclass
 class RecordedConfig:
     config_id: str
@@ -47,9 +42,6 @@ class RecordedConfig:
     error: str | None
     effective: dict[str, Any]
     rows: list[dict[str, Any]]  # its points, as read from points.csv
-
-    def kinds(self) -> set[str]:
-        return {r["load_kind"] for r in self.rows}
 
     def point_at(self, kind: str, target: float) -> dict[str, Any]:
         """The columns a `kind` point at `target` would have measured (see module doc)."""

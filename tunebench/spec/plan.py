@@ -107,6 +107,15 @@ def format_value(value: Any) -> str:
     return _scalar(value)
 
 
+def args_key(args: dict[str, Any]) -> str:
+    """Identity of a configuration's engine args: their text, args left at vLLM's default
+    (None) ignored and secret values masked (it is stored in study.db and compared across
+    runs)."""
+    from tunebench.redact import redact
+
+    return repr(sorted((k, format_value(v)) for k, v in redact(args).items() if v is not None))
+
+
 def resolve_model(model: str, spec_dir: Path, key: str, spec_path: Path) -> str:
     """A builtin name, an existing local path (relative to the spec file), or a hub id."""
     if model.startswith(BUILTIN_PREFIX):

@@ -13,7 +13,7 @@ from tunebench.errors import StoreError
 from tunebench.slo import thresholds_of
 from tunebench.progress import Reporter, SilentReporter
 from tunebench.spec.models import SweepSpec
-from tunebench.spec.plan import Plan
+from tunebench.spec.plan import BUILTIN_PREFIX, Plan
 from tunebench.store.run import RunStore
 from tunebench.sweep import build_runner, new_run_manifest
 from tunebench.tune import results
@@ -90,8 +90,8 @@ def run_tune(
     summary = results.summarize(study, tune.objective)
     slo_text = "; ".join(t.label for t in thresholds_of(spec.slo.as_dict() if spec.slo else None))
     model = base.model
-    if model.startswith("builtin:"):  # the path it is served from, without building it
-        model = str(demo.default_model_path(model.removeprefix("builtin:")))
+    if model.startswith(BUILTIN_PREFIX):  # the path it is served from, without building it
+        model = str(demo.default_model_path(model.removeprefix(BUILTIN_PREFIX)))
     exports = results.write_exports(summary, model, store.run_id, spec.name, store.path,
                                     helm_dir, slo_text)
     return TuneResult(store, summary, exports)

@@ -22,7 +22,7 @@ import optuna
 
 from tunebench.redact import redact
 from tunebench.spec.models import Tune
-from tunebench.spec.plan import ServerConfig
+from tunebench.spec.plan import ServerConfig, args_key
 from tunebench.tune import space as search_space
 from tunebench.tune.pruning import kv_capacity_for, prune_reason
 
@@ -44,11 +44,6 @@ class TrialOutcome:
 class TrialEvaluator(Protocol):
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
         """Deploy `config`, measure it, tear it down; never raises for a bad config."""
-
-
-def args_key(args: dict[str, Any]) -> str:
-    """Identity of a configuration's engine args (secret values masked)."""
-    return repr(sorted((k, repr(v)) for k, v in redact(args).items()))
 
 
 def directions(objective: str) -> list[str]:
@@ -82,7 +77,7 @@ def open_study(run_dir: Path, name: str, tune: Tune, create: bool) -> optuna.Stu
 
 
 class Tuner:
-    """Runs trials until `tune.trials` deployments are done (or `max_asks` is reached)."""
+    """Runs trials until `tune.trials` deployments are done, or the space is exhausted."""
 
     def __init__(
         self,
