@@ -71,7 +71,7 @@ def _plain(text: str) -> Any:
 
 
 def read_effective(
-    base_url: str, metrics_url: str, log: str, headers: dict[str, str], verify: bool = True
+    base_url: str, metrics_url: str, log: str, headers: dict[str, str], verify=True
 ) -> dict[str, Any]:
     """Query the running server and its log; missing sources leave keys out, never fail."""
     effective: dict[str, Any] = {}

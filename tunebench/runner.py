@@ -144,7 +144,7 @@ class ConfigRunner:
             self.reporter.server_ready(config, handle.started_s)
             effective = handle.effective if handle.effective is not None else read_effective(
                 handle.base_url, handle.metrics_url, self.deployment.log_text(),
-                handle.headers, handle.verify_tls,
+                handle.headers, handle.tls,
             )
             reasons = ineffective_args(config.args, effective)
             store.update_config(
@@ -158,7 +158,7 @@ class ConfigRunner:
                 self.reporter.note(f"  [yellow]not in effect:[/] {'; '.join(reasons)}")
             if self.metrics.enabled and handle.metrics_url:
                 scraper = MetricsScraper(
-                    handle.metrics_url, self.metrics.interval_s, handle.headers, handle.verify_tls
+                    handle.metrics_url, self.metrics.interval_s, handle.headers, handle.tls
                 ).start()
 
             def on_result(result: ClientResult) -> None:

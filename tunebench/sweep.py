@@ -22,6 +22,7 @@ from tunebench.progress import Reporter, SilentReporter
 from tunebench.replay.deployment import ReplayDeployment
 from tunebench.replay.driver import ReplayDriver
 from tunebench.runner import ConfigOutcome, ConfigRunner
+from tunebench.spec.helm_values import release_name, tokenizer_for
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import Plan, ServerConfig
 from tunebench.store.run import RunStore, resolve_run
@@ -52,6 +53,35 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
         count = min(point.search.max_probes, TYPICAL_PROBES) if point.search else expected_benchmarks(point)
         per_config += count * (seconds + POINT_OVERHEAD_S)
     return per_config * len(plan.configs)
+
+
+def resolve_deployment(spec: SweepSpec, spec_path: Path, output_root: Path, keep: bool = False):
+    """`spec.deployment` with everything relative to the spec file made absolute."""
+    settings = spec.deployment
+    if settings.kind == "helm":
+        return resolve_helm(settings, spec, spec_path, keep)
+    return resolve_replay_run(settings, spec_path, output_root)
+
+
+def resolve_helm(settings, spec: SweepSpec, spec_path: Path, keep: bool):
+    """Release name chosen, values files, chart directory and CA bundle as absolute paths."""
+
+    def absolute(name: str) -> str:
+        return str((spec_path.parent / Path(name).expanduser()).resolve())
+
+    chart = settings.chart
+    if chart.startswith(("/", "./", "../", "~")):
+        chart = absolute(chart)
+    if settings.ca_bundle and not Path(absolute(settings.ca_bundle)).is_file():
+        raise SpecError(f"{spec_path}: deployment.ca_bundle: {absolute(settings.ca_bundle)} "
+                        "does not exist; give the CA file of the cluster's router")
+    return settings.model_copy(update={
+        "release": release_name(settings, spec.name),
+        "values": [absolute(v) for v in settings.values],
+        "chart": chart,
+        "ca_bundle": absolute(settings.ca_bundle) if settings.ca_bundle else None,
+        "keep": keep or settings.keep,
+    })
 
 
 def resolve_replay_run(settings, spec_path: Path, output_root: Path):
@@ -137,10 +167,10 @@ def new_run_manifest(spec: SweepSpec, spec_path: Path, spec_data: dict, plan: Pl
 
 
 def build_runner(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: Path,
-                 reporter: Reporter) -> ConfigRunner:
+                 reporter: Reporter, keep: bool = False) -> ConfigRunner:
     """The deployment, load driver factory and runner a sweep (or a tune) uses."""
     deployment = create_deployment(
-        resolve_replay_run(spec.deployment, spec_path, output_root), store.path / "logs",
+        resolve_deployment(spec, spec_path, output_root, keep), store.path / "logs",
         reporter.server_status, spec.served_model_name,
     )
 
@@ -148,6 +178,8 @@ def build_runner(spec: SweepSpec, spec_path: Path, store: RunStore, output_root:
         if isinstance(deployment, ReplayDeployment):
             return ReplayDriver(deployment)
         tokenizer = config.tokenizer or config.model
+        if spec.deployment.kind == "helm":  # the model is a storage URI on the cluster
+            tokenizer = tokenizer_for(config.model, config.tokenizer, config.label)
         return GuideLLMDriver(
             spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer),
             python=sys.executable,
@@ -166,6 +198,7 @@ def run_sweep(
     output_root: Path,
     reporter: Reporter | None = None,
     on_store: Callable[[RunStore], None] | None = None,
+    keep: bool = False,
 ) -> SweepResult:
     """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists."""
     reporter = reporter or SilentReporter()
@@ -177,7 +210,7 @@ def run_sweep(
     status = "interrupted"
     runner = None
     try:
-        runner = build_runner(spec, spec_path, store, output_root, reporter)
+        runner = build_runner(spec, spec_path, store, output_root, reporter, keep)
         for index, config in enumerate(plan.configs, start=1):
             reporter.config_starting(config, index, len(plan.configs))
             outcomes.append(runner.run(config, plan.points))

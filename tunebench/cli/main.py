@@ -33,10 +33,12 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def _register_commands() -> None:
-    from tunebench.cli import batch, compare, demo_model, import_results, report, runs, sweep, tune
+    from tunebench.cli import (batch, compare, demo_model, helm_values, import_results, report,
+                               runs, sweep, tune)
 
     sweep.register(app)
     tune.register(app)
+    helm_values.register(app)
     batch.register(app)
     compare.register(app)
     report.register(app)

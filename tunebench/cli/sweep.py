@@ -20,12 +20,14 @@ def register(app: typer.Typer) -> None:
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory root (overrides the spec's `output`, default reports/)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and a time estimate; start nothing."),
         report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
+        keep: bool = typer.Option(False, "--keep", help="deployment kind helm: leave the last configuration's release installed."),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.
 
         Examples:
           tunebench sweep sweeps/cpu-demo.yaml
           tunebench sweep sweeps/latency.yaml --dry-run
+          tunebench sweep sweeps/openshift-latency.yaml --keep
         """
         from tunebench.cli.report import write_report_keeping_the_run
         from tunebench.progress import ConsoleReporter
@@ -45,7 +47,7 @@ def register(app: typer.Typer) -> None:
         try:
             result = run_sweep(
                 spec, spec_path, spec_data, plan, root, reporter,
-                on_store=stores.append,
+                on_store=stores.append, keep=keep,
             )
         except KeyboardInterrupt:
             reporter.close()

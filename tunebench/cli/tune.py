@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         from tunebench.progress import ConsoleReporter
         from tunebench.report.console import wide_console
         from tunebench.store.run import RunStore, resolve_run
-        from tunebench.sweep import resolve_replay_run
+        from tunebench.sweep import resolve_deployment
         from tunebench.tune.session import run_tune
 
         out = wide_console()
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
             _print_space(out, spec, plan, trials or spec.tune.trials)
             return
         root = output or Path(spec.output)
-        resolve_replay_run(spec.deployment, spec_path, root)  # a bad replay run fails before any work
+        resolve_deployment(spec, spec_path, root)  # a bad replay run fails before any work
         reporter = ConsoleReporter()
         stores = []
         try:

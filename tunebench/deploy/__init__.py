@@ -7,6 +7,7 @@ from typing import Callable
 
 from tunebench.deploy.base import Deployment, ServerHandle
 from tunebench.deploy.endpoint import EndpointServer
+from tunebench.deploy.helm import HelmDeployment
 from tunebench.deploy.local import LocalVllmServer
 from tunebench.replay.deployment import ReplayDeployment
 
@@ -15,6 +16,7 @@ REGISTRY: dict[str, Callable[..., Deployment]] = {
     "local": LocalVllmServer,
     "endpoint": EndpointServer,
     "replay": ReplayDeployment,
+    "helm": HelmDeployment,
 }
 
 

@@ -25,8 +25,16 @@ class ServerHandle:
     served_model: str  # the model name requests must use
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     verify_tls: bool = True
+    ca_bundle: str | None = None  # a CA file to trust instead of the system's (OpenShift routes)
     started_s: float | None = None  # seconds from launch to healthy; None if not started by us
     effective: dict | None = None  # known effective configuration (replay); None: ask the server
+
+    @property
+    def tls(self):
+        """httpx's `verify=`: a context trusting `ca_bundle`, else `verify_tls`."""
+        from tunebench.deploy.ready import tls_verify
+
+        return tls_verify(self.verify_tls, self.ca_bundle)
 
     @property
     def api_key(self) -> str | None:

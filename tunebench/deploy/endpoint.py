@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Callable
 
-import httpx
-
 from tunebench.errors import DeploymentError
 from tunebench.deploy.base import ServerHandle
+from tunebench.deploy.ready import wait_for_models
 from tunebench.spec.models import EndpointDeployment
 from tunebench.spec.plan import ServerConfig
 
@@ -52,38 +50,18 @@ class EndpointServer:
     def start(self, config: ServerConfig) -> ServerHandle:
         headers = self._headers()
         url = self.settings.url.removesuffix("/v1")
-        deadline = time.monotonic() + self.settings.ready_timeout_s
-        last = ""
-        with httpx.Client(headers=headers, verify=self.settings.verify_tls, timeout=5) as client:
-            while time.monotonic() < deadline:
-                try:
-                    response = client.get(f"{url}/v1/models")
-                    if response.status_code in (401, 403):
-                        raise DeploymentError(
-                            f"{url}: HTTP {response.status_code}; check the token in "
-                            f"{self.settings.api_key_env or 'deployment.api_key_env'}"
-                        )
-                    response.raise_for_status()
-                    models = response.json().get("data") or []
-                    ids = [m.get("id") for m in models]
-                    if self.served_model_name and self.served_model_name not in ids:
-                        raise DeploymentError(
-                            f"{url} serves {', '.join(map(str, ids)) or 'no model'}, not "
-                            f"served_model_name {self.served_model_name!r}; fix served_model_name"
-                        )
-                    served = self.served_model_name or (ids[0] if ids else config.model)
-                    return ServerHandle(
-                        base_url=url,
-                        metrics_url=self.settings.metrics_url or f"{url}/metrics",
-                        served_model=served,
-                        headers=headers,
-                        verify_tls=self.settings.verify_tls,
-                    )
-                except (httpx.HTTPError, ValueError, KeyError) as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-                    self.on_status(f"waiting for {url} …")
-                    time.sleep(1)
-        raise DeploymentError(f"{url}: not reachable within ready_timeout_s: {last}")
+        served = wait_for_models(
+            url, headers, self.settings.verify_tls, self.settings.ready_timeout_s,
+            self.served_model_name, self.on_status,
+            self.settings.api_key_env or "deployment.api_key_env", "ready_timeout_s",
+        )
+        return ServerHandle(
+            base_url=url,
+            metrics_url=self.settings.metrics_url or f"{url}/metrics",
+            served_model=served,
+            headers=headers,
+            verify_tls=self.settings.verify_tls,
+        )
 
     def stop(self) -> None:
         pass

@@ -179,7 +179,8 @@ class GuideLLMDriver:
     def _send_go(self, handle: ServerHandle) -> None:
         # Sent through the pipe, so the API key never touches a file or an environment.
         self._send({"target": handle.base_url, "model": handle.served_model,
-                    "verify_tls": handle.verify_tls, "api_key": handle.api_key})
+                    "verify_tls": handle.verify_tls,
+                    "ca_bundle": handle.ca_bundle, "api_key": handle.api_key})
 
     def _send(self, message: dict[str, Any], last: bool = False) -> None:
         try:

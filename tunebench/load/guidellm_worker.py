@@ -152,6 +152,9 @@ async def _main(job_path: Path) -> None:
     if not go.strip():
         return  # the server never came up; nothing to do
     job.update(json.loads(go))
+    if job.get("ca_bundle"):
+        # GuideLLM's backend takes only verify: bool; httpx trusts SSL_CERT_FILE when verifying.
+        os.environ["SSL_CERT_FILE"] = job["ca_bundle"]
     Path(job["out_dir"]).mkdir(parents=True, exist_ok=True)
     index = job.get("first_index", 0)
     _emit("start", index=index)

@@ -22,7 +22,7 @@ class MetricsScraper:
         url: str,
         interval_s: float = 1.0,
         headers: dict[str, str] | None = None,
-        verify: bool = True,
+        verify=True,  # a bool or an ssl.SSLContext (CA bundle)
         timeout_s: float = 5.0,
     ):
         self.url = url

@@ -63,8 +63,63 @@ class ReplayDeploymentSpec(Strict):
     run: str = Field(min_length=1, description="run directory (relative to the sweep file) or run id")
 
 
-Deployment = Annotated[Union[LocalDeployment, EndpointDeployment, ReplayDeploymentSpec],
-                       Field(discriminator="kind")]
+_DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+class HelmDeployment(Strict):
+    """Install the vllm-kserve chart once per configuration (OpenShift AI / KServe).
+
+    tunebench writes the whole values file of each configuration (see spec/helm_values.py),
+    runs `helm upgrade --install`, waits for the InferenceService and then for vLLM itself,
+    and uninstalls the release when the configuration is done.
+    """
+
+    kind: Literal["helm"]
+    chart: str = Field("vllm-kserve", min_length=1,
+                       description="chart name in `repo`, an oci:// reference or a local directory")
+    repo: str | None = Field("https://redhat-ai-services.github.io/helm-charts/",
+                             description="chart repository URL; null for oci:// or a directory")
+    chart_version: str = Field(pattern=r"^\d+\.\d+\.\d+([-+].*)?$",
+                               description="e.g. 0.5.11 (RHOAI 2.2x) or 0.7.0 (RHOAI 3.3)")
+    namespace: str = Field(pattern=_DNS_LABEL, max_length=63)
+    release: str | None = Field(None, pattern=_DNS_LABEL, max_length=40,
+                                description="release and InferenceService name; default tb-<sweep>")
+    values: list[str] = Field(default_factory=list,
+                              description="values files (relative to the sweep file), merged in order")
+    overrides: dict[str, Any] = Field(default_factory=dict,
+                                      description="chart values merged over the files")
+    env: dict[str, str] = Field(default_factory=dict, description="extra model.env entries")
+    resources: dict[str, Any] | None = Field(None, description="vLLM container requests/limits")
+    access: Literal["route", "port-forward"] = Field(
+        "route", description="reach vLLM through its Route (HTTPS) or an `oc port-forward`")
+    scrape: Literal["pod", "route"] = Field(
+        "pod", description="/metrics from the pod (port-forward) or through the access URL")
+    ca_bundle: str | None = Field(None, description="CA file for the Route's certificate")
+    insecure_skip_tls_verify: bool = False
+    token_env: str | None = Field(None, description="env var holding the bearer token")
+    token_secret: str | None = Field(None, description="service-account token Secret to read")
+    ready_timeout_s: float = Field(1800.0, gt=0, description="InferenceService Ready")
+    health_timeout_s: float = Field(900.0, gt=0, description="after Ready: /health and /v1/models")
+    uninstall_timeout_s: float = Field(600.0, gt=0)
+    keep: bool = Field(False, description="leave the last configuration installed (also --keep)")
+    kube_context: str | None = None
+    helm: str = Field("helm", description="helm executable")
+    oc: str = Field("oc", description="oc (or kubectl) executable")
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> "HelmDeployment":
+        if self.token_env and self.token_secret:
+            raise ValueError("token_env and token_secret: give one source of the bearer token")
+        if self.ca_bundle and self.insecure_skip_tls_verify:
+            raise ValueError("ca_bundle and insecure_skip_tls_verify: give one; a CA bundle "
+                             "verifies the Route, insecure skips verification")
+        return self
+
+
+Deployment = Annotated[
+    Union[LocalDeployment, EndpointDeployment, ReplayDeploymentSpec, HelmDeployment],
+    Field(discriminator="kind"),
+]
 
 
 class Variant(Strict):

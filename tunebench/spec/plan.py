@@ -141,6 +141,10 @@ def build_plan(spec: SweepSpec, spec_path: Path) -> Plan:
     configs = expand_configs(spec, spec_dir, spec_path)
     points = _expand_points(spec, spec_path)
     _check_context_fits(spec, configs, spec_path)
+    if spec.deployment.kind == "helm":
+        from tunebench.spec.helm_values import check_helm_plan
+
+        check_helm_plan(spec, configs, spec_path)
     return Plan(configs=configs, points=points)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import optuna
 import yaml
 
-from tunebench.spec.plan import engine_arg_list, format_value
+from tunebench.spec.helm_values import chart_args
+from tunebench.spec.plan import engine_arg_list
 from tunebench.tune.study import BASELINE_ATTR, objective_names
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
@@ -88,23 +89,6 @@ def summarize(study: optuna.Study, objective: str) -> dict[str, Any]:
 
 def vllm_serve_command(model: str, args: dict[str, Any]) -> str:
     return " ".join(shlex.quote(part) for part in ["vllm", "serve", model, *engine_arg_list(args)])
-
-
-def chart_args(args: dict[str, Any]) -> list[str]:
-    """Engine args as the vllm-kserve chart's `model.args` list ("--flag=value")."""
-    out = []
-    for name, value in args.items():
-        if value is None:
-            continue
-        if value is True:
-            out.append(f"--{name}")
-        elif value is False:
-            out.append(f"--no-{name}")
-        elif isinstance(value, dict):
-            out.append(f"--{name}={json.dumps(value, separators=(',', ':'), sort_keys=True)}")
-        else:
-            out.append(f"--{name}={format_value(value)}")
-    return out
 
 
 def helm_values(model: str, args: dict[str, Any], header: list[str]) -> str:

@@ -1,0 +1,308 @@
+"""`deployment.kind: helm`: the vllm-kserve chart, one release per server configuration.
+
+For each configuration: write its complete values file (spec/helm_values.py) into the run,
+remove a release of the same name left by an earlier configuration or run, run
+`helm upgrade --install`, wait for the InferenceService to be Ready while watching its pod
+for states that never recover (image pull errors, crash loops), then reach vLLM through
+the Route (HTTPS) or `oc port-forward`, and wait for /health and /v1/models, because
+Kubernetes readiness comes before vLLM has loaded its weights. `/metrics` is scraped from
+the pod itself through a port-forward (the cluster's ServiceMonitor samples every 30 s).
+`stop()` keeps the pod's log in the run and uninstalls the release unless `keep` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tunebench.deploy.base import ServerHandle
+from tunebench.deploy.kube import KubeCli, first_line
+from tunebench.deploy.local import free_port, server_error_line, tail
+from tunebench.deploy.ready import tls_verify, wait_for_models
+from tunebench.errors import DeploymentError, SpecError
+from tunebench.processes import ManagedProcess
+from tunebench.spec.helm_values import chart_values, render_values_file, tokenizer_for
+from tunebench.spec.models import HelmDeployment as HelmSettings
+from tunebench.spec.plan import ServerConfig
+
+VLLM_PORT = 8080  # the chart's ServingRuntime runs vLLM with --port=8080
+CONTAINER = "kserve-container"
+POLL_S = 5.0
+# Pod states that do not recover by waiting: fail the configuration at once.
+FATAL_WAITING = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName",
+                 "CreateContainerConfigError", "CreateContainerError"}
+CRASH_RESTARTS = 2
+
+
+class HelmDeployment:
+    kind = "helm"
+
+    def __init__(
+        self,
+        settings: HelmSettings,
+        work_dir: Path,
+        on_status: Callable[[str], None] | None = None,
+        served_model_name: str | None = None,
+    ):
+        if not settings.release:
+            raise ValueError("resolve the release name first (sweep.resolve_deployment)")
+        self.settings = settings
+        self.release: str = settings.release
+        self.work_dir = Path(work_dir)
+        self.served_model_name = served_model_name
+        self.on_status = on_status or (lambda message: None)
+        self.kube = KubeCli(settings.helm, settings.oc, settings.namespace,
+                            settings.kube_context, self.work_dir / "helm-commands.log")
+        self._forwards: list[ManagedProcess] = []
+        self._log_path: Path | None = None
+        self._config: ServerConfig | None = None
+        self._pod: str | None = None
+
+    # -- the Deployment contract -------------------------------------------------------
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    @property
+    def pgid(self) -> int | None:
+        return self._forwards[0].pgid if self._forwards else None
+
+    def log_text(self) -> str:
+        if self._log_path and self._log_path.exists():
+            return self._log_path.read_text(errors="replace")
+        return ""
+
+    def start(self, config: ServerConfig) -> ServerHandle:
+        self.stop()
+        self._config = config
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._log_path = self.work_dir / f"server-{config.config_id}.log"
+        self._log_path.write_text("")
+        values_path = self.write_values(config)
+        headers = self._headers()
+        launched = time.monotonic()
+        self._remove_existing_release()
+        self.on_status(f"helm upgrade --install {self.release} ({config.label})")
+        self.kube.helm(*self.install_args(values_path), timeout=600)
+        self._pod = self._wait_ready(launched)
+        self._save_pod_log()
+        base_url, verify = self._endpoint()
+        metrics_url = f"{base_url}/metrics"
+        if self.settings.scrape == "pod" and self.settings.access == "route":
+            metrics_url = f"{self._port_forward(self._pod)}/metrics"
+        token_hint = self.settings.token_env or f"Secret {self.settings.token_secret}"
+        served = wait_for_models(
+            base_url, headers, tls_verify(verify, self.settings.ca_bundle),
+            self.settings.health_timeout_s,
+            self.served_model_name, self.on_status, token_hint,
+            "deployment.health_timeout_s", check_health=True,
+        )
+        self._save_pod_log()  # now with vLLM's start-up lines (engine config, KV cache size)
+        return ServerHandle(
+            base_url=base_url,
+            metrics_url=metrics_url,
+            served_model=served,
+            headers=headers,
+            verify_tls=verify,
+            ca_bundle=self.settings.ca_bundle,
+            started_s=time.monotonic() - launched,
+        )
+
+    def stop(self) -> None:
+        for forward in self._forwards:
+            forward.stop()
+        self._forwards.clear()
+        if self._config is None:
+            return
+        self._config = None
+        if self._pod:
+            self._save_pod_log()
+        self._pod = None
+        if self.settings.keep:
+            self.on_status(f"keeping release {self.release} in {self.settings.namespace} (--keep)")
+            return
+        self._uninstall()
+
+    # -- steps ------------------------------------------------------------------------------
+    def write_values(self, config: ServerConfig) -> Path:
+        try:
+            values = chart_values(self.settings, config, self.release, self.served_model_name,
+                                  Path("."), Path("deployment"))
+            tokenizer_for(config.model, config.tokenizer, config.label)
+        except SpecError as exc:
+            raise DeploymentError(str(exc)) from None
+        path = self.work_dir / f"helm-values-{config.config_id}.yaml"
+        path.write_text(render_values_file(values, [
+            f"vllm-kserve {self.settings.chart_version} values of {config.config_id} "
+            f"({config.label}), written by tunebench",
+        ]))
+        return path
+
+    def install_args(self, values_path: Path) -> list[str]:
+        chart = self.settings.chart
+        repo = [] if chart.startswith(("oci://", "/")) or not self.settings.repo else [
+            "--repo", self.settings.repo]
+        return ["upgrade", "--install", self.release, chart, *repo,
+                "--version", self.settings.chart_version, "--values", str(values_path)]
+
+    def _headers(self) -> dict[str, str]:
+        settings = self.settings
+        if settings.token_env:
+            token = os.environ.get(settings.token_env)
+            if not token:
+                raise DeploymentError(
+                    f"deployment.token_env: environment variable {settings.token_env} is not "
+                    f"set; export {settings.token_env}=$(oc create token <service-account>)"
+                )
+            return {"Authorization": f"Bearer {token}"}
+        if settings.token_secret:
+            token = self.kube.secret_value(settings.token_secret, "token")
+            return {"Authorization": f"Bearer {token}"}
+        return {}
+
+    def _remove_existing_release(self) -> None:
+        status = self.kube.helm("status", self.release, check=False, quiet=True)
+        if status.returncode == 0:
+            self.on_status(f"removing the existing release {self.release}")
+            self._uninstall()
+
+    def _uninstall(self) -> None:
+        timeout = self.settings.uninstall_timeout_s
+        try:
+            result = self.kube.helm("uninstall", self.release, "--wait", "--timeout",
+                                    f"{timeout:.0f}s", timeout=timeout + 30, check=False)
+        except DeploymentError as exc:
+            result = None
+            problem = str(exc)
+        else:
+            problem = first_line(result.stderr)
+        if result is not None and (result.returncode == 0 or "not found" in result.stderr):
+            return
+        # Teardown must not hide the configuration's own outcome; say what is left behind.
+        print(f"warning: helm uninstall {self.release} failed ({problem}); remove it with: "
+              f"helm uninstall {self.release} -n {self.settings.namespace}", file=sys.stderr)
+
+    def _wait_ready(self, launched: float) -> str:
+        """The name of the ready predictor pod; DeploymentError with events and log tail."""
+        deadline = launched + self.settings.ready_timeout_s
+        reason = "no status yet"
+        while True:
+            isvc = self.kube.oc_json("inferenceservice", self.release) or {}
+            ready, reason = _condition(isvc, "Ready", reason)
+            pods = self.kube.oc_json(
+                "pods", "-l", f"serving.kserve.io/inferenceservice={self.release}") or {}
+            pod, state, fatal = _pod_state(pods.get("items") or [])
+            if fatal:
+                self._fail(f"InferenceService {self.release}: pod {pod} {fatal}", pod)
+            if ready and pod and state == "ready":
+                return pod
+            elapsed = time.monotonic() - launched
+            if time.monotonic() > deadline:
+                self._fail(f"InferenceService {self.release} not Ready after {elapsed:.0f} s "
+                           f"(deployment.ready_timeout_s): {reason}; pod: {state}", pod)
+            self.on_status(f"waiting for InferenceService {self.release}: {state} … {elapsed:.0f} s")
+            time.sleep(POLL_S)
+
+    def _fail(self, message: str, pod: str | None) -> None:
+        details: list[str] = []
+        if pod:
+            events = self.kube.oc_json("events", "--field-selector",
+                                       f"involvedObject.name={pod}") or {}
+            for event in (events.get("items") or [])[-10:]:
+                details.append(f"event {event.get('reason', '')}: {event.get('message', '')}")
+            log = self._save_pod_log(pod)
+            if log:
+                message += f"; last log line: {server_error_line(log)}"
+                details.append(tail(log))
+        raise DeploymentError(message, log_tail="\n".join(details))
+
+    def _save_pod_log(self, pod: str | None = None) -> str:
+        pod = pod or self._pod
+        if not pod or self._log_path is None:
+            return ""
+        result = self.kube.oc("logs", f"pod/{pod}", "-c", CONTAINER, "--tail=5000",
+                              check=False, quiet=True, timeout=60)
+        if result.returncode == 0 and result.stdout:
+            self._log_path.write_text(result.stdout)
+        return self.log_text()
+
+    def _endpoint(self) -> tuple[str, bool]:
+        """Base URL of vLLM and whether to verify TLS."""
+        if self.settings.access == "port-forward":
+            return self._port_forward(self._pod), True
+        route = self.kube.oc_json("route", self.release) or {}
+        host = (route.get("spec") or {}).get("host")
+        if not host:
+            isvc = self.kube.oc_json("inferenceservice", self.release) or {}
+            url = (isvc.get("status") or {}).get("url", "")
+            if not url.startswith("https://"):
+                raise DeploymentError(
+                    f"no Route {self.release} in {self.settings.namespace} and no https "
+                    "status.url; enable endpoint.externalRoute or use access: port-forward")
+            return url.rstrip("/"), not self.settings.insecure_skip_tls_verify
+        return f"https://{host}", not self.settings.insecure_skip_tls_verify
+
+    def _port_forward(self, pod: str | None) -> str:
+        port = free_port()
+        argv = self.kube.executable_argv("port-forward", f"pod/{pod}", f"{port}:{VLLM_PORT}",
+                                         "--address", "127.0.0.1")
+        forward = ManagedProcess(argv, log_path=self.work_dir / "port-forward.log")
+        self._forwards.append(forward)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if forward.poll() is not None:
+                raise DeploymentError(f"oc port-forward to pod/{pod} exited: "
+                                      f"{first_line(_read(forward.log_path))}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return f"http://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.2)
+        raise DeploymentError(f"oc port-forward to pod/{pod} did not listen within 30 s")
+
+def _read(path: Path | None) -> str:
+    return path.read_text(errors="replace") if path and path.exists() else ""
+
+
+def _condition(obj: dict[str, Any], kind: str, previous: str) -> tuple[bool, str]:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            text = condition.get("message") or condition.get("reason") or previous
+            return condition.get("status") == "True", text
+    return False, previous
+
+
+def _pod_state(pods: list[dict[str, Any]]) -> tuple[str | None, str, str | None]:
+    """(pod name, a short state, a fatal reason or None) of the newest predictor pod."""
+    if not pods:
+        return None, "no pod yet", None
+    pod = max(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+    name = (pod.get("metadata") or {}).get("name")
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return name, f"Pending ({condition.get('reason')}: {condition.get('message', '')})", None
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") != CONTAINER:
+            continue
+        state = container.get("state") or {}
+        waiting = state.get("waiting") or {}
+        restarts = int(container.get("restartCount") or 0)
+        if waiting.get("reason") in FATAL_WAITING:
+            return name, waiting["reason"], f"{waiting['reason']}: {waiting.get('message', '')}"
+        if waiting.get("reason") == "CrashLoopBackOff" and restarts >= CRASH_RESTARTS:
+            last = ((container.get("lastState") or {}).get("terminated") or {})
+            why = last.get("reason") or "Error"
+            return name, "CrashLoopBackOff", (f"CrashLoopBackOff after {restarts} restarts "
+                                              f"(last exit: {why}, code {last.get('exitCode')})")
+        if container.get("ready"):
+            return name, "ready", None
+        if state.get("running"):
+            return name, "Running, not ready (loading the model)", None
+        if waiting:
+            return name, waiting.get("reason") or "Waiting", None
+    return name, status.get("phase") or "Pending", None
