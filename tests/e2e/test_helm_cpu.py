@@ -1,0 +1,88 @@
+"""`tunebench sweep` with `deployment.kind: helm` end to end: fake `helm`/`oc` on PATH act
+out the cluster, and their `oc port-forward` forwards to a real vLLM-CPU server, so GuideLLM
+load, /metrics scraping through the port-forward and the effective configuration read from
+`oc logs` are all real."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+from tests.contract.conftest import FAKE_BIN, FakeCluster
+from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER
+from tunebench.store.run import read_points
+
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
+
+
+def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path, guarded_server):
+    state = tmp_path / "cluster"
+    state.mkdir()
+    cluster = FakeCluster(state)
+    cluster.scenario(mode="slow", ready_after_s=2, backend=guarded_server.address,
+                     sa_token=GUARDED_KEY, sa_secret="tunebench-client",
+                     pod_log=str(guarded_server.log_path))
+    spec = tmp_path / "helm.yaml"
+    spec.write_text(textwrap.dedent("""
+        name: helm-cpu
+        model: oci://quay.io/example/tiny-llama:v1
+        tokenizer: builtin:tiny-llama
+        deployment:
+          kind: helm
+          chart_version: 0.5.11
+          namespace: bench
+          token_secret: tunebench-client
+          access: port-forward
+          ready_timeout_s: 60
+          health_timeout_s: 60
+        server:
+          args: {max-model-len: 256}
+          matrix: {max-num-seqs: [2, 4]}
+        load:
+          data: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+          profiles:
+            - {kind: concurrent, streams: [2], max_seconds: 5}
+        metrics: {interval_s: 0.5}
+        """))
+    runs = tmp_path / "runs"
+    env = {"FAKE_KUBE_STATE": str(state), "PATH": f"{FAKE_BIN}:{os.environ['PATH']}"}
+    result = run_cli("sweep", str(spec), "--output", str(runs), "--no-report", env=env,
+                     timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = next(runs.iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["deployment_kind"] == "helm" and manifest["status"] == "complete"
+
+    rows = read_points(run)
+    assert [(r["config_label"], r["point_id"]) for r in rows] == [
+        ("max-num-seqs=2", "concurrent-2"), ("max-num-seqs=4", "concurrent-2")]
+    for row in rows:
+        assert int(row["requests_ok"]) > 0 and int(row["requests_failed"]) == 0
+        assert row["server_metrics"] == "present"  # scraped from the pod via the port-forward
+    for config in manifest["configs"]:
+        assert config["status"] == "complete"
+        assert config["effective"]["max_model_len"] == 256  # read through the Route-less path
+        assert config["start_s"] >= 2  # waited for the slow InferenceService
+        with pytest.raises(ProcessLookupError):  # the port-forward's process group is gone
+            os.killpg(config["server_pgid"], 0)
+
+    helm_calls = [argv[0] for argv in cluster.calls("helm")]
+    assert helm_calls == ["status", "upgrade", "uninstall"] * 2
+    assert cluster.releases() == []
+    for config_id, mns in (("c1", 2), ("c2", 4)):
+        values = yaml.safe_load((run / "logs" / f"helm-values-{config_id}.yaml").read_text())
+        assert values["model"]["args"] == ["--gpu-memory-utilization=0.90", "--max-model-len=256",
+                                           f"--max-num-seqs={mns}"]
+        assert values["model"]["uri"] == "oci://quay.io/example/tiny-llama:v1"
+        # the pod log (`oc logs`) is kept in the run: here the real server's log
+        assert "GET /v1/models" in (run / "logs" / f"server-{config_id}.log").read_text()
+    # The service-account token reached vLLM (requests succeeded) but nothing written holds it.
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert GUARDED_KEY not in path.read_text(errors="replace"), path
+    assert GUARDED_KEY not in result.stdout + result.stderr
