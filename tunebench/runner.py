@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,13 @@ class CapacityProbing:
         self._pending[probe.point_id] = probe.target
         return [probe]
 
+    def seed(self, rows: list[dict[str, Any]]) -> None:
+        """Probes an earlier attempt of this configuration stored (a resumed run)."""
+        for row in rows:
+            if str(row.get("point_id", "")).startswith("capacity-") and row.get("target"):
+                self.search.tell(float(row["target"]), _true(row.get("slo_met")),
+                                 _true(row.get("client_limited")), _float(row.get("slo_ratio")))
+
     def observe(self, point_id: str, row: dict[str, Any]) -> None:
         rate = self._pending.pop(point_id, None)
         if rate is not None:
@@ -112,8 +120,12 @@ class ConfigRunner:
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
-    def run(self, config: ServerConfig, points: list[LoadPoint]) -> ConfigOutcome:
+    def run(self, config: ServerConfig, points: list[LoadPoint], attempt: int = 1,
+            earlier_rows: list[dict[str, Any]] | None = None) -> ConfigOutcome:
+        """Deploy `config` and measure `points`; `earlier_rows` are this configuration's
+        points stored by an earlier attempt of a resumed run (kept, and seeding a search)."""
         store = self.store
+        earlier_rows = earlier_rows or []
         store.update_config(
             config.config_id,
             label=config.label,
@@ -122,16 +134,25 @@ class ConfigRunner:
             command_args=config.command_args(),
             varied=config.varied,
             status="starting",
+            attempts=attempt,
         )
         scraper: MetricsScraper | None = None
+        watch: ServerWatch | None = None
         driver = self.make_driver(config)
-        done = 0
+        done = len(earlier_rows)
+        in_flight: dict[str, str] = {}
         fixed = [p for p in points if p.search is None]
         searches = [p for p in points if p.search is not None]
         probing = CapacityProbing(searches[0], self.capacity_hint, self.slo) if searches else None
+        if probing is not None:
+            probing.seed(earlier_rows)
+        suffix = f"-attempt{attempt}" if attempt > 1 else ""
+        previous_series = self._read_series(config) if attempt > 1 else ""
+        if attempt > 1:
+            self._keep_earlier_log(config, attempt)
         try:
             # The load generator imports while the server starts: both take seconds.
-            driver.prepare(fixed, store.path / "guidellm" / config.config_id)
+            driver.prepare(fixed, store.path / "guidellm" / f"{config.config_id}{suffix}")
             launched = time.monotonic()
             try:
                 handle = self.deployment.start(config)
@@ -160,6 +181,7 @@ class ConfigRunner:
                 scraper = MetricsScraper(
                     handle.metrics_url, self.metrics.interval_s, handle.headers, handle.tls
                 ).start()
+            watch = ServerWatch(self.deployment, driver).start()
 
             def on_result(result: ClientResult) -> None:
                 nonlocal done
@@ -168,6 +190,7 @@ class ConfigRunner:
                     latest = scraper.snapshots()[-1:]
                     if not latest or latest[0].time < result.end_time:
                         scraper.scrape_once()
+                in_flight.pop("point", None)
                 row = self._row(config, result, scraper, reasons)
                 store.add_requests(config.config_id, result.point_id, result.samples)
                 store.add_point(row)
@@ -175,29 +198,41 @@ class ConfigRunner:
                     probing.observe(result.point_id, row)
                 done += 1
                 if scraper is not None:
-                    self._write_timeseries(config, scraper)
+                    self._write_timeseries(config, scraper, previous_series)
                 self.reporter.point_done(config, row)
+
+            def on_start(point: LoadPoint) -> None:
+                in_flight["point"] = point.point_id
+                self.reporter.point_starting(config, point)
 
             capacity = None
             try:
-                driver.run(handle, on_result, lambda p: self.reporter.point_starting(config, p),
+                driver.run(handle, on_result, on_start,
                            next_points=probing.next_points if probing else None)
             except LoadError as exc:
                 capacity = self._record_capacity(config, probing)
-                store.update_config(config.config_id, status="failed", error=str(exc),
-                                    points_done=done)
-                self.reporter.config_failed(config, str(exc))
-                return ConfigOutcome(config.config_id, "failed", done, str(exc), capacity,
+                failed_point = in_flight.get("point")
+                error = str(exc) + (f" (point {failed_point} not measured)" if failed_point else "")
+                store.update_config(config.config_id, status="failed", error=error,
+                                    failed_point=failed_point, points_done=done,
+                                    load_retries=getattr(driver, "retried", []),
+                                    log_tail=redact_text(tail_of(self.deployment.log_text())))
+                self.reporter.config_failed(config, error)
+                return ConfigOutcome(config.config_id, "failed", done, error, capacity,
                                      effective, reasons)
             capacity = self._record_capacity(config, probing)
-            store.update_config(config.config_id, status="complete", points_done=done)
+            store.update_config(config.config_id, status="complete", points_done=done,
+                                failed_point=None, error=None,
+                                load_retries=getattr(driver, "retried", []))
             return ConfigOutcome(config.config_id, "complete", done, None, capacity,
                                  effective, reasons)
         finally:
+            if watch is not None:
+                watch.stop()
             driver.close()
             if scraper is not None:
                 scraper.stop()
-                self._write_timeseries(config, scraper)
+                self._write_timeseries(config, scraper, previous_series)
             self.deployment.stop()
             self._redact_log(secret_values(config.args))
 
@@ -235,6 +270,11 @@ class ConfigRunner:
                                   result.end_time)
         row.update(server)
         row["server_metrics"] = "present" if server["server_samples"] else "absent"
+        if not server["server_samples"]:
+            # The client's measurements stand; say why the server side is missing.
+            why = (scraper.last_error if scraper and scraper.last_error
+                   else "metrics disabled" if not self.metrics.enabled else "no scrape in the window")
+            row["server_metrics_note"] = f"no server metrics: {why}"[:300]
         row.update(slo.evaluate(row, result.samples, self.slo))
         row.update(client_limit.verdict(row, self.client_tolerance))
         problems = list(reasons)
@@ -248,10 +288,23 @@ class ConfigRunner:
         row["end_time"] = round(result.end_time, 3)
         return row
 
-    def _write_timeseries(self, config: ServerConfig, scraper: MetricsScraper) -> None:
+    def _read_series(self, config: ServerConfig) -> str:
+        path = self.store.path / "metrics" / f"{config.config_id}.csv"
+        if not path.exists():
+            return ""
+        return "".join(path.read_text().splitlines(keepends=True)[1:])  # without the header
+
+    def _keep_earlier_log(self, config: ServerConfig, attempt: int) -> None:
+        path = self.store.path / "logs" / f"server-{config.config_id}.log"
+        if path.exists():
+            path.rename(path.with_name(f"server-{config.config_id}.attempt{attempt - 1}.log"))
+
+    def _write_timeseries(self, config: ServerConfig, scraper: MetricsScraper,
+                          previous: str = "") -> None:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(["time", *METRIC_COLUMNS])
+        buffer.write(previous)  # an earlier attempt's series (resumed run)
         for snap in scraper.snapshots():
             writer.writerow([f"{snap.time:.3f}", *(_num(snap.values.get(c)) for c in METRIC_COLUMNS)])
         self.store.write_text(f"metrics/{config.config_id}.csv", buffer.getvalue())
@@ -263,6 +316,54 @@ class ConfigRunner:
             clean = redact_text(text, secrets)
             if clean != text:
                 path.write_text(clean)
+
+
+def tail_of(text: str, lines: int = 20) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class ServerWatch:
+    """Checks once a second that the deployment's server still runs; when it is gone, the
+    load is aborted at once instead of running every remaining point against nothing."""
+
+    def __init__(self, deployment: Deployment, driver: LoadDriver, period_s: float = 1.0):
+        self.failure: str | None = None
+        self._check = getattr(deployment, "failure", None)
+        self._driver = driver
+        self._period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="server-watch", daemon=True)
+
+    def start(self) -> "ServerWatch":
+        if self._check is not None:
+            self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._period_s):
+            failure = self._check()
+            if failure:
+                self.failure = failure
+                abort = getattr(self._driver, "abort", None)
+                if abort:
+                    abort(failure)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
 
 def _num(value: float | None) -> str:

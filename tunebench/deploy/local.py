@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -32,6 +33,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def gpu_visible() -> bool:
@@ -122,6 +133,11 @@ class LocalVllmServer:
         self.stop()
         model_path = demo.resolve_builtin(config.model)
         port = self.settings.port or free_port(self.settings.host)
+        if self.settings.port and not port_is_free(self.settings.host, port):
+            raise DeploymentError(
+                f"deployment.port {port} on {self.settings.host} is already in use; stop what "
+                "listens there, choose another port, or leave port unset for a free one"
+            )
         host = f"[{self.settings.host}]" if ":" in self.settings.host else self.settings.host
         base_url = f"http://{host}:{port}"
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -173,6 +189,16 @@ class LocalVllmServer:
                     )
                 self.on_status(f"starting vLLM … {elapsed:.0f} s")
                 time.sleep(0.5)
+
+    def failure(self) -> str | None:
+        """Why the started server is gone (it exited), or None while it runs."""
+        if self._process is None:
+            return None
+        code = self._process.poll()
+        if code is None:
+            return None
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
+        return f"vLLM server exited ({how}) while load was running: {server_error_line(self.log_text())}"
 
     def log_text(self) -> str:
         if self._log_path and self._log_path.exists():

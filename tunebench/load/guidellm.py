@@ -131,6 +131,8 @@ class GuideLLMDriver:
         self._points: list[LoadPoint] = []
         self._work_dir: Path | None = None
         self._events: queue.Queue[str | None] = queue.Queue()
+        self._abort_reason: str | None = None
+        self.retried: list[dict[str, str]] = []  # points redone in a fresh worker, and why
 
     @property
     def pgid(self) -> int | None:
@@ -217,12 +219,24 @@ class GuideLLMDriver:
                 return
             except _WorkerLost as lost:
                 done = lost.done
+                if self._abort_reason:
+                    raise LoadError(self._abort_reason) from None
+                slots = self._slots()
+                if done < len(slots):
+                    self.retried.append({"point": slots[done][0].point_id, "reason": str(lost)})
                 if attempt == self.retries:
                     raise LoadError(f"{lost} (after {self.retries} retry)") from None
 
     def _slots(self) -> list[tuple[LoadPoint, int]]:
         """One slot per GuideLLM benchmark: a sweep point yields several."""
         return [(point, j) for point in self._points for j in range(expected_benchmarks(point))]
+
+    def abort(self, reason: str) -> None:
+        """Stop the load now (from another thread): `run` raises LoadError(reason), no retry."""
+        self._abort_reason = reason
+        process = self._process
+        if process is not None:
+            process.stop(grace_s=2)
 
     def close(self) -> None:
         if self._process is not None:

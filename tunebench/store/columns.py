@@ -9,7 +9,7 @@ from tunebench.slo import SLO_COLUMNS
 
 ID_COLUMNS = ("run_id", "config_id", "config_label", "point_id", "load_kind", "target")
 STATUS_COLUMNS = (
-    "server_metrics", "valid", "invalid_reason", "start_time", "end_time", "raw_report",
+    "server_metrics", "server_metrics_note", "valid", "invalid_reason", "start_time", "end_time", "raw_report",
 )
 
 

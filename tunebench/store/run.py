@@ -15,6 +15,7 @@ either the old or the new file, never half of one.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -59,12 +60,58 @@ def new_run_id(name: str, root: Path, clock: float | None = None) -> str:
     return run_id
 
 
+class RunLock:
+    """An exclusive lock on a run directory for the life of one tunebench process.
+
+    `flock` on `<run>/.lock`: the kernel releases it when the process dies, so a killed
+    sweep never leaves a stale lock; the file holds the owner's PID for the message.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path / ".lock"
+        self._handle = None
+
+    def acquire(self) -> "RunLock":
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            raise StoreError(f"{self.path.parent}: run is locked by PID {owner}; wait for it to "
+                             "finish or stop it (kill -TERM PID), then try again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
 class RunStore:
     def __init__(self, path: Path, manifest: dict[str, Any]):
         self.path = path
         self.manifest = manifest
         self.rows: list[dict[str, Any]] = []
         self._requests: dict[str, list[dict[str, Any]]] = {}
+        self.lock: RunLock | None = None
+
+    def acquire_lock(self) -> "RunStore":
+        """Refuse a second writer (a parallel `--resume` or tune on the same run)."""
+        self.lock = RunLock(self.path).acquire()
+        return self
+
+    def release_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     @property
     def run_id(self) -> str:
@@ -85,7 +132,7 @@ class RunStore:
             "ended_at": None,
             **manifest,
         }
-        store = cls(path, redact(full))
+        store = cls(path, redact(full)).acquire_lock()
         store.save_manifest()
         return store
 
@@ -116,7 +163,23 @@ class RunStore:
         self.manifest["status"] = status
         if status != "running":
             self.manifest["ended_at"] = now_iso()
+            attempts = self.manifest.get("attempts") or []
+            if attempts and attempts[-1].get("ended_at") is None:
+                attempts[-1].update(ended_at=self.manifest["ended_at"], status=status)
         self.save_manifest()
+        if status != "running":
+            self.release_lock()
+
+    def begin_attempt(self, **details: Any) -> int:
+        """Record one process's go at this run (the first, then each `--resume`)."""
+        attempts = self.manifest.setdefault("attempts", [])
+        attempts.append({"attempt": len(attempts) + 1, "pid": os.getpid(),
+                         "started_at": now_iso(), "ended_at": None, "status": "running",
+                         **details})
+        self.manifest["status"] = "running"
+        self.manifest["ended_at"] = None
+        self.save_manifest()
+        return len(attempts)
 
     def update_config(self, config_id: str, **fields: Any) -> None:
         for entry in self.manifest.setdefault("configs", []):
@@ -146,7 +209,9 @@ class RunStore:
 
     def add_requests(self, config_id: str, point_id: str, samples: list[dict[str, Any]]) -> None:
         """Per-request samples of one point, in `requests/<config_id>.csv` (rewritten atomically)."""
-        self._requests.setdefault(config_id, []).extend(
+        if config_id not in self._requests:  # a resumed run: keep what earlier attempts stored
+            self._requests[config_id] = read_requests(self.path, config_id)
+        self._requests[config_id].extend(
             {"point_id": point_id, **sample} for sample in samples
         )
         buffer = io.StringIO()
@@ -175,6 +240,14 @@ def read_points(path: Path) -> list[dict[str, Any]]:
     if not points.exists():
         return []
     with open(points, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_requests(path: Path, config_id: str) -> list[dict[str, Any]]:
+    target = path / "requests" / f"{config_id}.csv"
+    if not target.exists():
+        return []
+    with open(target, newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
 
 
