@@ -33,7 +33,8 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def _register_commands() -> None:
-    from tunebench.cli import batch, compare, demo_model, import_results, report, runs, sweep, tune
+    from tunebench.cli import (batch, compare, demo_model, import_results, report, results, runs,
+                               sweep, tune)
 
     sweep.register(app)
     tune.register(app)
@@ -42,6 +43,7 @@ def _register_commands() -> None:
     report.register(app)
     import_results.register(app)
     runs.register(app)
+    results.register(app)
     demo_model.register(app)
 
 
