@@ -1,17 +1,45 @@
 #!/usr/bin/env bash
-# Test-only system dependency: Debian's Chromium, for the headless-browser test of report.html.
-# Playwright (a dev extra) drives it; its own browser download is never used.
+# Test-only dependencies outside Python:
+#   - Debian's Chromium, for the headless-browser test of report.html (Playwright, a dev
+#     extra, drives it; its own browser download is never used);
+#   - tekton-lint (npm @ibm/tekton-lint, pinned in tools/tekton-lint/package-lock.json), the
+#     semantic lint of pipelines/, installed into tools/tekton-lint/node_modules.
+# (shellcheck and the local S3 server, moto, come with the dev extra.)
+# Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
-if command -v chromium >/dev/null 2>&1; then
-    exit 0
-fi
-if [ "$(id -u)" != "0" ] && ! command -v sudo >/dev/null 2>&1; then
-    echo "[setup] chromium is missing; install Debian's 'chromium' package for the report test" >&2
-    exit 1
-fi
+cd "$(dirname "$0")/.."
+
 SUDO=""
-[ "$(id -u)" = "0" ] || SUDO=sudo
-echo "[setup] installing Debian chromium (headless report test)"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-chromium --version
+need_root() {
+    if [ "$(id -u)" != "0" ] && ! command -v sudo >/dev/null 2>&1; then
+        echo "[setup] $1 is missing; install Debian's '$2' package for the tests" >&2
+        exit 1
+    fi
+    [ "$(id -u)" = "0" ] || SUDO=sudo
+}
+
+apt_install() {  # command-name package...
+    local name=$1
+    shift
+    need_root "$name" "$*"
+    echo "[setup] installing Debian $* (test dependency)"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v chromium >/dev/null 2>&1; then
+    apt_install chromium chromium
+    chromium --version
+fi
+
+TEKTON_LINT_DIR=tools/tekton-lint
+TEKTON_LINT_VERSION=$(sed -n 's/.*"@ibm\/tekton-lint": "\(.*\)".*/\1/p' "$TEKTON_LINT_DIR/package.json")
+installed=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' \
+    "$TEKTON_LINT_DIR/node_modules/@ibm/tekton-lint/package.json" 2>/dev/null || true)
+if [ "$installed" != "$TEKTON_LINT_VERSION" ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        apt_install npm nodejs npm
+    fi
+    echo "[setup] installing tekton-lint $TEKTON_LINT_VERSION into $TEKTON_LINT_DIR"
+    (cd "$TEKTON_LINT_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -5,7 +5,8 @@
      ├── UsageError             a command-line value is not allowed (exit code 2)
      ├── DeploymentError        a server could not be started, reached or verified
      ├── LoadError              the load generator failed or produced no usable report
-     └── StoreError             the run directory is missing, locked or unreadable
+     ├── StoreError             the run directory is missing, locked or unreadable
+     └── UploadError            copying runs to S3 / MinIO failed (bucket, credentials, endpoint)
 
 Lower layers' exceptions (pydantic, httpx, subprocess, OSError) are translated into these
 at the seam where they occur; the CLI is the only place that catches them.
@@ -39,4 +40,8 @@ class LoadError(TunebenchError):
 
 
 class StoreError(TunebenchError):
+    pass
+
+
+class UploadError(TunebenchError):
     pass

@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
         confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Confidence level of the intervals."),
         min_change: float = typer.Option(1.0, "--min-change", help="Changes smaller than this percent are never significant."),
         root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+        json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Also write the comparison as JSON to FILE, with the --fail-on-regression verdict (read by `tunebench results --compare-json`)."),
     ) -> None:
         """Compare runs point by point: A, B, change and a verdict from a bootstrap interval.
 
@@ -85,8 +86,14 @@ def register(app: typer.Typer) -> None:
 
         result = run_compare(list(runs), by=by, metrics=metric, root=root,
                              confidence=confidence, min_change_pct=min_change, baseline=baseline)
+        gate = _gate(result, fail_on_regression)
+        data = {**result.to_dict(), "runs": _run_ids(list(runs), root), **({"gate": gate} if gate else {})}
+        if json_file is not None:
+            from tunebench.store.run import write_atomic
+
+            write_atomic(json_file, json.dumps(data, indent=2, default=str))
         if format is Format.json:
-            typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+            typer.echo(json.dumps(data, indent=2, default=str))
         elif format is Format.csv:
             result.rows.to_csv(sys.stdout, index=False)
         elif format is Format.markdown:
@@ -97,15 +104,34 @@ def register(app: typer.Typer) -> None:
             from tunebench.analysis.overlay import write_overlay
 
             typer.echo(f"plot: {write_overlay(result, plot)}", err=format is not Format.table)
-        if fail_on_regression is not None:
-            regressions = result.regressions(fail_on_regression)
-            if not regressions.empty:
-                worst = regressions.loc[regressions["change_pct"].abs().idxmax()]
-                typer.echo(
-                    f"regression: {len(regressions)} metric(s) significantly worse by more than "
-                    f"{fail_on_regression:g}% (worst: {worst['label']} at {worst['load_kind']} "
-                    f"{worst['target']:g}, {worst['change_pct']:+.1f}%)", err=True)
-                raise typer.Exit(1)
+        if gate and gate["verdict"] == "regression":
+            worst = gate["worst"]
+            typer.echo(
+                f"regression: {gate['regressions']} metric(s) significantly worse by more than "
+                f"{fail_on_regression:g}% (worst: {worst['label']} at {worst['load_kind']} "
+                f"{worst['target']:g}, {worst['change_pct']:+.1f}%)", err=True)
+            raise typer.Exit(1)
+
+
+def _gate(result, threshold: Optional[float]) -> Optional[dict]:
+    """The --fail-on-regression verdict: metrics significantly worse by more than PCT."""
+    if threshold is None:
+        return None
+    regressions = result.regressions(threshold)
+    gate = {"threshold_pct": threshold, "regressions": int(len(regressions)),
+            "verdict": "regression" if len(regressions) else "no-regression"}
+    if len(regressions):
+        worst = regressions.loc[regressions["change_pct"].abs().idxmax()]
+        gate["worst"] = {"candidate": worst["candidate"], "label": worst["label"],
+                         "load_kind": worst["load_kind"], "target": float(worst["target"]),
+                         "change_pct": float(worst["change_pct"])}
+    return gate
+
+
+def _run_ids(runs: list[str], root: Path) -> list[str]:
+    from tunebench.store.run import resolve_run
+
+    return [resolve_run(r, root).name for r in runs]
 
 
 def _print_table(result, console) -> None:

