@@ -204,16 +204,26 @@ def run_sweep(
     reporter = reporter or SilentReporter()
     store = RunStore.create(output_root, spec.name,
                             new_run_manifest(spec, spec_path, spec_data, plan, varied_args(plan)))
+    store.begin_attempt(command="sweep")
     if on_store:
         on_store(store)
-    outcomes: list[ConfigOutcome] = []
+    work = [(config, plan.points, []) for config in plan.configs]
+    return run_configs(spec, spec_path, store, output_root, reporter, work, keep, attempt=1)
+
+
+def run_configs(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: Path,
+                reporter: Reporter, work: list[tuple[ServerConfig, list, list]], keep: bool,
+                attempt: int, kept: list[ConfigOutcome] | None = None) -> SweepResult:
+    """Measure each (configuration, points, earlier rows) of `work`; the run's status is
+    complete only when every configuration (`kept` ones included) is."""
+    outcomes: list[ConfigOutcome] = list(kept or [])
     status = "interrupted"
     runner = None
     try:
         runner = build_runner(spec, spec_path, store, output_root, reporter, keep)
-        for index, config in enumerate(plan.configs, start=1):
-            reporter.config_starting(config, index, len(plan.configs))
-            outcomes.append(runner.run(config, plan.points))
+        for index, (config, points, earlier) in enumerate(work, start=1):
+            reporter.config_starting(config, index, len(work))
+            outcomes.append(runner.run(config, points, attempt=attempt, earlier_rows=earlier))
         status = "complete" if all(o.status == "complete" for o in outcomes) else "failed"
     except Exception:
         status = "failed"

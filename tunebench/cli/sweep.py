@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tunebench.errors import UsageError
 from tunebench.spec.loading import read_yaml_mapping, validate_spec
 from tunebench.spec.plan import build_plan
 
@@ -16,11 +17,12 @@ from tunebench.spec.plan import build_plan
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
-        spec_path: Path = typer.Argument(..., metavar="SPEC", help="A sweep file, e.g. sweeps/cpu-demo.yaml."),
+        spec_path: Optional[Path] = typer.Argument(None, metavar="[SPEC]", help="A sweep file, e.g. sweeps/cpu-demo.yaml (not with --resume)."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory root (overrides the spec's `output`, default reports/)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and a time estimate; start nothing."),
         report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
         keep: bool = typer.Option(False, "--keep", help="deployment kind helm: leave the last configuration's release installed."),
+        resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted or failed run (id, unique part of it, or path): stored points are kept, the rest measured."),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.
 
@@ -28,13 +30,20 @@ def register(app: typer.Typer) -> None:
           tunebench sweep sweeps/cpu-demo.yaml
           tunebench sweep sweeps/latency.yaml --dry-run
           tunebench sweep sweeps/openshift-latency.yaml --keep
+          tunebench sweep --resume 20261121-101500-cpu-demo
         """
-        from tunebench.cli.report import write_report_keeping_the_run
         from tunebench.progress import ConsoleReporter
-        from tunebench.report.console import summary_table, wide_console
+        from tunebench.report.console import wide_console
         from tunebench.sweep import estimate_seconds, run_sweep
 
         out = wide_console()
+        if resume is not None:
+            if spec_path is not None or dry_run:
+                raise UsageError("--resume RUN takes the sweep from the run; give no SPEC and no --dry-run")
+            _resume(out, resume, output, report, keep)
+            return
+        if spec_path is None:
+            raise UsageError("give a sweep file (tunebench sweep SPEC) or --resume RUN")
         spec_data = read_yaml_mapping(spec_path)
         spec = validate_spec(spec_data, spec_path)
         plan = build_plan(spec, spec_path)
@@ -55,21 +64,47 @@ def register(app: typer.Typer) -> None:
                 reporter.note(f"interrupted; finished points are in {stores[0].path}")
             raise
         reporter.close()
-        store = result.store
-        if report and store.rows:
-            write_report_keeping_the_run(out, store.path)
-        out.print(summary_table(store.rows, title=f"run {store.run_id}"))
-        from tunebench.progress import describe_capacity
+        _finish(out, result, report)
 
-        for config in store.manifest.get("configs", []):
-            if config.get("capacity"):
-                out.print(f"{config['config_id']} ({config.get('label', '')}): "
-                          f"{describe_capacity(config['capacity'])}")
-        for outcome in result.failed:
-            out.print(f"[red]{outcome.config_id} failed:[/] {outcome.error}", markup=True)
-        out.print(f"run: {store.path}  (status: {store.manifest['status']})")
-        if result.failed:
-            raise typer.Exit(1)
+
+def _resume(out, ref: str, output: Optional[Path], report: bool, keep: bool) -> None:
+    from tunebench.progress import ConsoleReporter
+    from tunebench.resume import resume_sweep
+    from tunebench.store.run import resolve_run
+
+    path = resolve_run(ref, output or Path("reports"))
+    reporter = ConsoleReporter()
+    try:
+        result = resume_sweep(path, path.parent, reporter, keep=keep)
+    except KeyboardInterrupt:
+        reporter.close()
+        reporter.note(f"interrupted; finished points are in {path}")
+        raise
+    reporter.close()
+    if result is None:
+        out.print(f"run {path.name} is complete; nothing to resume")
+        return
+    _finish(out, result, report)
+
+
+def _finish(out, result, report: bool) -> None:
+    from tunebench.cli.report import write_report_keeping_the_run
+    from tunebench.progress import describe_capacity
+    from tunebench.report.console import summary_table
+
+    store = result.store
+    if report and store.rows:
+        write_report_keeping_the_run(out, store.path)
+    out.print(summary_table(store.rows, title=f"run {store.run_id}"))
+    for config in store.manifest.get("configs", []):
+        if config.get("capacity"):
+            out.print(f"{config['config_id']} ({config.get('label', '')}): "
+                      f"{describe_capacity(config['capacity'])}")
+    for outcome in result.failed:
+        out.print(f"[red]{outcome.config_id} failed:[/] {outcome.error}", markup=True)
+    out.print(f"run: {store.path}  (status: {store.manifest['status']})")
+    if result.failed:
+        raise typer.Exit(1)
 
 
 def _print_plan(out: Console, spec, plan, seconds: float) -> None:

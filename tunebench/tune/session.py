@@ -48,16 +48,16 @@ def run_tune(
             **new_run_manifest(spec, spec_path, spec_data, plan, ["trial", *tune.space]),
             "tune": {"objective": tune.objective, "study": "study.db", "study_name": spec.name},
         })
+        store.begin_attempt(command="tune")
         study = open_study(store.path, spec.name, tune, create=True)
     else:
-        store = resume
+        store = resume.acquire_lock()
         try:
             study = open_study(store.path, store.manifest.get("tune", {}).get("study_name", spec.name),
                                tune, create=False)
         except KeyError:
             raise StoreError(f"{store.path}: no Optuna study in study.db; is it a tune run?") from None
-        store.manifest["status"] = "running"
-        store.save_manifest()
+        store.begin_attempt(command="tune --resume")
     if on_store:
         on_store(store)
     runner = None
