@@ -159,7 +159,9 @@ class ConfigRunner:
             except DeploymentError as exc:
                 store.update_config(config.config_id, status="failed", error=str(exc),
                                     log_tail=redact_text(exc.log_tail),
-                                    start_s=round(time.monotonic() - launched, 1))
+                                    start_s=round(time.monotonic() - launched, 1),
+                                    server_pgid=getattr(self.deployment, "last_pgid", None),
+                                    load_pgid=getattr(driver, "pgid", None))
                 self.reporter.config_failed(config, str(exc), redact_text(exc.log_tail))
                 return ConfigOutcome(config.config_id, "failed", 0, str(exc))
             self.reporter.server_ready(config, handle.started_s)

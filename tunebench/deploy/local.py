@@ -101,6 +101,7 @@ class LocalVllmServer:
         self.on_status = on_status or (lambda message: None)
         self._process: ManagedProcess | None = None
         self._log_path: Path | None = None
+        self.last_pgid: int | None = None  # the latest server's group, kept after it stops
 
     @property
     def log_path(self) -> Path | None:
@@ -150,6 +151,7 @@ class LocalVllmServer:
             )
         except OSError as exc:
             raise DeploymentError(f"cannot launch {argv[0]}: {exc.strerror}") from None
+        self.last_pgid = self._process.pgid
         launched = time.monotonic()
         self._wait_healthy(base_url, launched)
         return ServerHandle(

