@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from tunebench.redact import redact_text
 from tunebench.spec.plan import LoadPoint, ServerConfig
 
 
@@ -103,15 +104,15 @@ class ConsoleReporter:
 
     def config_failed(self, config, message, log_tail=""):
         self._stop_spin()
-        self.console.print(Text("  failed: ", style="red") + Text(message))
+        self.console.print(Text("  failed: ", style="red") + Text(redact_text(message)))
         if log_tail:
             self.console.print("  [dim]server log tail:[/]")
-            for line in log_tail.splitlines()[-8:]:
+            for line in redact_text(log_tail).splitlines()[-8:]:
                 self.console.print(Text(f"    {line[:200]}", style="dim"))
 
     def note(self, message):
         self._stop_spin()
-        self.console.print(message)
+        self.console.print(redact_text(message))
 
     def close(self):
         self._stop_spin()

@@ -32,8 +32,31 @@ def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
     return [v for k, v in environ.items() if is_secret_name(k) and len(v) >= _MIN_SECRET_LEN]
 
 
+# Secret values met while running (a spec's api-key, a token read from a Secret): every
+# redact_text in this process masks them too, crash logs included.
+_remembered: set[str] = set()
+
+
+def remember(*values: Any) -> None:
+    _remembered.update(str(v) for v in values if v and len(str(v)) >= _MIN_SECRET_LEN)
+
+
+def remember_secrets_in(value: Any) -> None:
+    """Remember the values under secret-named keys anywhere in a parsed file (a spec)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if is_secret_name(str(key)) and isinstance(item, (str, int)) and not isinstance(item, bool):
+                remember(item)
+            else:
+                remember_secrets_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            remember_secrets_in(item)
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
-    for secret in sorted(set(secrets) | set(environment_secrets()), key=len, reverse=True):
+    known = set(secrets) | set(environment_secrets()) | _remembered
+    for secret in sorted(known, key=len, reverse=True):
         if len(secret) >= _MIN_SECRET_LEN:
             text = text.replace(secret, MASK)
     return _BEARER.sub(r"\1" + MASK, text)

@@ -83,7 +83,10 @@ def run() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except TunebenchError as exc:
-        err_console.print(Text("error: ", style="bold red") + Text(str(exc)), soft_wrap=True)
+        from tunebench.redact import redact_text
+
+        err_console.print(Text("error: ", style="bold red") + Text(redact_text(str(exc))),
+                          soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted", style="yellow")
@@ -96,9 +99,12 @@ def run() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:
+        from tunebench.redact import redact_text
+
         path = _crash_log(exc)
         err_console.print(
-            Text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}", style="red"),
+            Text(redact_text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}"),
+                 style="red"),
             soft_wrap=True,
         )
         sys.exit(3)

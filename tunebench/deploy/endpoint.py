@@ -9,6 +9,7 @@ from typing import Callable
 from tunebench.errors import DeploymentError
 from tunebench.deploy.base import ServerHandle
 from tunebench.deploy.ready import wait_for_models
+from tunebench.redact import remember
 from tunebench.spec.models import EndpointDeployment
 from tunebench.spec.plan import ServerConfig
 
@@ -45,6 +46,7 @@ class EndpointServer:
                 f"deployment.api_key_env: environment variable {name} is not set; "
                 f"export {name}=<token> or remove api_key_env"
             )
+        remember(key)
         return {"Authorization": f"Bearer {key}"}
 
     def start(self, config: ServerConfig) -> ServerHandle:

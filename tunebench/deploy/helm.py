@@ -25,6 +25,7 @@ from tunebench.deploy.local import free_port, server_error_line, tail
 from tunebench.deploy.ready import tls_verify, wait_for_models
 from tunebench.errors import DeploymentError, SpecError
 from tunebench.processes import ManagedProcess
+from tunebench.redact import remember
 from tunebench.spec.helm_values import chart_values, render_values_file, tokenizer_for
 from tunebench.spec.models import HelmDeployment as HelmSettings
 from tunebench.spec.plan import ServerConfig
@@ -158,9 +159,11 @@ class HelmDeployment:
                     f"deployment.token_env: environment variable {settings.token_env} is not "
                     f"set; export {settings.token_env}=$(oc create token <service-account>)"
                 )
+            remember(token)
             return {"Authorization": f"Bearer {token}"}
         if settings.token_secret:
             token = self.kube.secret_value(settings.token_secret, "token")
+            remember(token)
             return {"Authorization": f"Bearer {token}"}
         return {}
 

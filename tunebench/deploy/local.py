@@ -18,6 +18,7 @@ from tunebench import demo
 from tunebench.errors import DeploymentError
 from tunebench.deploy.base import ServerHandle
 from tunebench.processes import ManagedProcess
+from tunebench.redact import remember
 from tunebench.spec.models import LocalDeployment
 from tunebench.spec.plan import ServerConfig
 
@@ -154,10 +155,14 @@ class LocalVllmServer:
         self.last_pgid = self._process.pgid
         launched = time.monotonic()
         self._wait_healthy(base_url, launched)
+        key = config.args.get("api-key")
+        remember(key)
         return ServerHandle(
             base_url=base_url,
             metrics_url=f"{base_url}/metrics",
             served_model=self.served_model_name or model_path,
+            # vLLM started with --api-key answers /v1 only with it
+            headers={"Authorization": f"Bearer {key}"} if key else {},
             started_s=time.monotonic() - launched,
         )
 

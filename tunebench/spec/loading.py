@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tunebench.errors import SpecError
+from tunebench.redact import remember_secrets_in
 from tunebench.spec.models import SweepSpec
 
 MAX_SPEC_BYTES = 1_000_000
@@ -93,6 +94,7 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 
 def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
+    remember_secrets_in(data)  # an api-key or token in the spec is masked in every log
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as exc:
