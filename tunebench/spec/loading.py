@@ -7,6 +7,8 @@ is allowed, e.g.
 
 from __future__ import annotations
 
+import datetime
+import math
 import types
 import typing
 from pathlib import Path
@@ -19,6 +21,12 @@ from tunebench.errors import SpecError
 from tunebench.spec.models import SweepSpec
 
 MAX_SPEC_BYTES = 1_000_000
+#: Values (scalars, lists, mappings) a spec may hold once YAML aliases are expanded, and how
+#: deeply they may nest: a few hundred bytes of aliases can otherwise expand to billions.
+MAX_SPEC_VALUES = 100_000
+MAX_SPEC_DEPTH = 64
+#: Integers beyond this are no count, size or seed any engine or load generator accepts.
+MAX_SPEC_INT = 2**63 - 1
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -29,6 +37,13 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
     seen: dict[Any, Any] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a key must be a plain value, not a list or mapping",
+                key_node.start_mark,
+            ) from None
         if key in seen:
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(
@@ -43,20 +58,11 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def read_yaml_mapping(path: Path, what: str = "sweep file") -> dict[str, Any]:
+def read_yaml_mapping(
+    path: Path, what: str = "sweep file", example: str = "sweeps/cpu-demo.yaml"
+) -> dict[str, Any]:
     """The top-level mapping of a YAML file, or a SpecError that says what is wrong."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such {what}; check the path") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path}: is a directory; give the path of a {what}") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(
-            f"{path}: {len(raw):,} bytes is too large for a {what} (limit {MAX_SPEC_BYTES:,})"
-        )
+    raw = _read_limited(path, what)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -76,13 +82,106 @@ def read_yaml_mapping(path: Path, what: str = "sweep file") -> dict[str, Any]:
     except RecursionError:
         raise SpecError(f"{path}: YAML nested too deeply") from None
     if data is None:
-        raise SpecError(f"{path}: the file is empty; see sweeps/cpu-demo.yaml for an example")
+        raise SpecError(f"{path}: the file is empty; see {example} for an example")
     if not isinstance(data, dict):
         raise SpecError(
             f"{path}: the top level must be a mapping of keys (name, model, ...), "
             f"not a {type(data).__name__}"
         )
+    check_plain_data(data, path)
     return data
+
+
+def _read_limited(path: Path, what: str) -> bytes:
+    # Read at most one byte past the limit: a huge file, /dev/zero or a pipe never fills memory.
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+            size = path.stat().st_size if path.is_file() else 0
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such {what}; check the path") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory; give the path of a {what}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        amount = f"{size:,} bytes" if size > MAX_SPEC_BYTES else "more bytes than allowed"
+        raise SpecError(
+            f"{path}: {amount} is too large for a {what} (limit {MAX_SPEC_BYTES:,})"
+        )
+    return raw
+
+
+_PLAIN = (str, bool, int, float, type(None))
+
+
+def check_plain_data(data: Any, path: Path) -> None:
+    """Everything a spec holds is JSON-like: text keys, finite numbers, no dates or bytes.
+
+    YAML reads `2024-01-01` as a date, `.nan`/`.inf` as floats, `!!binary` as bytes and
+    `1:` as an integer key; none of them is a valid setting, a run's manifest (JSON) could
+    not store them and engine args would not render. Aliases are counted as often as they
+    are used, so an alias bomb or a self-referencing alias is refused here instead of
+    blowing up later.
+    """
+    budget = MAX_SPEC_VALUES
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, key, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise SpecError(
+                f"{path}: more than {MAX_SPEC_VALUES:,} values once YAML aliases are expanded; "
+                "write the spec without nested aliases"
+            )
+        if depth > MAX_SPEC_DEPTH:
+            shown = key if len(key) <= 60 else key[:40] + "..."
+            raise SpecError(
+                f"{path}: {shown}: nested more than {MAX_SPEC_DEPTH} levels deep "
+                "(a YAML alias that refers to itself?)"
+            )
+        if isinstance(value, dict):
+            for child_key, child in value.items():
+                if not isinstance(child_key, str):
+                    raise SpecError(
+                        f"{path}: {_join(key, repr(child_key))}: a key must be text, YAML read "
+                        f"{type(child_key).__name__} {child_key!r}; put the key in quotes"
+                    )
+                stack.append((child, _join(key, child_key), depth + 1))
+        elif isinstance(value, list):
+            stack.extend((child, f"{key}[{n}]", depth + 1) for n, child in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise SpecError(f"{path}: {key or '(top level)'}: {value} is not allowed; give a finite number")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SPEC_INT:
+            raise SpecError(
+                f"{path}: {key or '(top level)'}: {_abbreviate(value)} is too large "
+                f"(at most {MAX_SPEC_INT:,} in magnitude)"
+            )
+        elif not isinstance(value, _PLAIN):
+            kind = {datetime.date: "a date", datetime.datetime: "a timestamp", bytes: "binary data",
+                    set: "a set"}.get(type(value), type(value).__name__)
+            raise SpecError(
+                f"{path}: {key or '(top level)'}: YAML read {kind} here; if you mean text, put it "
+                "in quotes"
+            )
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{display_key(key)}" if prefix else display_key(key)
+
+
+def display_key(key: Any) -> str:
+    """A key as it appears in a message: as written, or quoted when it holds odd characters."""
+    text = str(key)
+    if text and text.isprintable() and not text.isspace() and text == text.strip():
+        return text
+    return repr(text)
+
+
+def _abbreviate(number: int) -> str:
+    digits = str(abs(number))
+    sign = "-" if number < 0 else ""
+    return f"{sign}{digits[:6]}... ({len(digits)} digits)"
 
 
 def load_spec(path: str | Path) -> SweepSpec:
@@ -184,7 +283,7 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
         else:
             owner = model
             annotation, model = None, None
-        parts.append(("." if parts else "") + str(item))
+        parts.append(("." if parts else "") + display_key(item))
     return "".join(parts), owner, annotation
 
 
