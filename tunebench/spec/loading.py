@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tunebench.errors import SpecError
+from tunebench.spec.engine_args import check_server
 from tunebench.spec.models import SweepSpec
 
 MAX_SPEC_BYTES = 1_000_000
@@ -193,9 +194,11 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
     try:
-        return SweepSpec.model_validate(data)
+        spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(f"{path}: {describe_validation_error(exc, SweepSpec)}") from None
+    check_server(spec.server, path)
+    return spec
 
 
 _TYPE_MISMATCH = {
