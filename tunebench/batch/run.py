@@ -22,12 +22,12 @@ from typing import Any
 
 from tunebench import demo
 from tunebench.batch.dataset import PromptRenderer, load_records
-from tunebench.batch.spec import BatchSpec
+from tunebench.batch.spec import BatchSpec, check_json_schema
 from tunebench.deploy.local import gpu_visible, server_error_line, vllm_environment
 from tunebench.errors import SpecError
 from tunebench.processes import ManagedProcess
 from tunebench.progress import Reporter, SilentReporter
-from tunebench.spec.plan import ServerConfig, expand_configs, format_value
+from tunebench.spec.plan import ServerConfig, expand_configs, format_value, resolve_model
 from tunebench.store.run import RunStore, write_atomic
 from tunebench.sweep import host_info, versions
 
@@ -43,7 +43,10 @@ class BatchOutcome:
 
 def plan_configs(spec: BatchSpec, spec_path: Path) -> list[ServerConfig]:
     if spec.engine == "transformers":
-        return [ServerConfig("c1", "transformers", spec.model, spec.tokenizer, {}, {})]
+        model = resolve_model(spec.model, spec_path.parent, "model", spec_path)
+        tokenizer = (resolve_model(spec.tokenizer, spec_path.parent, "tokenizer", spec_path)
+                     if spec.tokenizer else None)
+        return [ServerConfig("c1", "transformers", model, tokenizer, {}, {})]
     adapter = SimpleNamespace(server=spec.engine_args, model=spec.model, tokenizer=spec.tokenizer)
     return expand_configs(adapter, spec_path.parent, spec_path)
 
@@ -71,9 +74,11 @@ def json_schema_of(spec: BatchSpec, spec_path: Path) -> dict | None:
     if so.json_schema_file:
         path = (spec_path.parent / so.json_schema_file).resolve()
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            schema = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise SpecError(f"{spec_path}: structured_output.json_schema_file: {exc}") from None
+        check_json_schema(schema, f"{spec_path}: structured_output.json_schema_file {path}")
+        return schema
     return so.json_schema
 
 
