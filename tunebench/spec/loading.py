@@ -144,9 +144,12 @@ def check_plain_data(data: Any, path: Path) -> None:
         if isinstance(value, dict):
             for child_key, child in value.items():
                 if not isinstance(child_key, str):
+                    shown = "null" if child_key is None else str(child_key).lower() \
+                        if isinstance(child_key, bool) else repr(child_key)
                     raise SpecError(
-                        f"{path}: {_join(key, repr(child_key))}: a key must be text, YAML read "
-                        f"{type(child_key).__name__} {child_key!r}; put the key in quotes"
+                        f"{path}: {_join(key, shown)}: a key must be text, YAML read it as "
+                        f"{_type_name(child_key) if child_key is not None else 'null'}; "
+                        "put the key in quotes"
                     )
                 stack.append((child, _join(key, child_key), depth + 1))
         elif isinstance(value, list):
@@ -207,10 +210,21 @@ _TYPE_MISMATCH = {
 }
 
 
+_WANTED = {
+    "int_type": "a whole number", "int_parsing": "a whole number", "float_type": "a number",
+    "float_parsing": "a number", "string_type": "text", "bool_type": "true/false",
+    "bool_parsing": "true/false", "list_type": "a list", "dict_type": "a mapping",
+    "model_type": "a mapping", "none_required": "null",
+}
+
+
 def _most_specific(errors: list[dict]) -> dict:
     """Among a union's alternatives, the error that says most (not 'wrong type' for each)."""
     informative = [e for e in errors if e["type"] not in _TYPE_MISMATCH]
-    return informative[0] if informative else errors[0]
+    if informative:
+        return informative[0]
+    # the deepest: where an outer alternative matched and only an item is wrong
+    return max(errors, key=lambda e: len(e["loc"]))
 
 
 def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
@@ -222,13 +236,22 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
     key, model, annotation = _key_path(tuple(first["loc"]), root)
     kind = first["type"]
     ctx = first.get("ctx") or {}
-    if kind == "extra_forbidden":
+    alternatives = [e for e in same_key if e["type"] in _TYPE_MISMATCH - {"literal_error"}
+                    and _key_path(tuple(e["loc"]), root)[0] == key]
+    if kind in _TYPE_MISMATCH and len(alternatives) > 1:
+        # a union (e.g. null, true/false, a number or text): say what it takes, not one member
+        wanted = list(dict.fromkeys(_WANTED.get(e["type"], e["type"]) for e in alternatives))
+        message = (f"{_type_name(first.get('input'))} is not allowed here; give "
+                   f"{', '.join(wanted[:-1])} or {wanted[-1]}")
+    elif kind == "extra_forbidden":
         allowed = ", ".join(model.model_fields) if model else "see the documentation"
         message = f"unknown key; allowed here: {allowed}"
     elif kind == "missing":
         message = "required key is missing"
     elif kind == "literal_error":
-        message = f"{first.get('input')!r} is not allowed; use one of {ctx.get('expected', '')}"
+        what = "as a key here" if first["loc"] and first["loc"][-1] == "[key]" else ""
+        message = (f"{_shown(first.get('input'))} is not allowed{' ' if what else ''}{what}; "
+                   f"use one of {ctx.get('expected', '')}")
     elif kind == "union_tag_invalid":
         message = f"{ctx.get('tag')!r} is not allowed; use one of {ctx.get('expected_tags', '')}"
     elif kind == "union_tag_not_found":
@@ -243,9 +266,30 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
         message = first["msg"].removeprefix("Value error, ")
         if "input" in first and kind not in ("model_type", "dict_type") and _short(first["input"]):
             message += f" (got {first['input']!r})"
+        elif kind in _TYPE_MISMATCH and "input" in first:
+            message += f" (got {_type_name(first['input'])})"
     others = {k for e in errors if not (k := _key_path(tuple(e["loc"]), root)[0]).startswith(first_key)}
     more = f" (+{len(others)} more)" if others else ""
     return f"{key or '(top level)'}: {message}{more}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "text" if isinstance(value, str) else type(value).__name__
 
 
 def _short(value: Any) -> bool:
@@ -265,6 +309,8 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
     owner: type[BaseModel] | None = root
     annotation: Any = None
     for item in loc:
+        if item == "[key]":  # pydantic's marker for a problem with the key itself
+            continue
         if isinstance(item, int):
             parts.append(f"[{item}]")
             annotation = _element_type(annotation)
@@ -280,7 +326,8 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
             model = _as_model(annotation)
         elif _dict_value_type(annotation) is not None:
             owner = model
-            annotation, model = _dict_value_type(annotation), None
+            annotation = _dict_value_type(annotation)
+            model = _as_model(annotation)
         elif annotation is not None and len(_members(annotation)) > 1:
             continue  # a plain union's member tag
         else:
