@@ -52,14 +52,20 @@ def plan_configs(spec: BatchSpec, spec_path: Path) -> list[ServerConfig]:
 
 
 def render_prompts(spec: BatchSpec, spec_path: Path) -> list[dict[str, str]]:
-    records = load_records((spec_path.parent / spec.dataset.path).resolve(),
-                           spec.dataset.id_field, spec.dataset.limit)
+    dataset = (spec_path.parent / spec.dataset.path).resolve()
+    if not dataset.is_file():
+        raise SpecError(f"{spec_path}: dataset.path: {dataset} is not a file; the path is "
+                        "relative to the spec file")
+    records = load_records(dataset, spec.dataset.id_field, spec.dataset.limit)
     if spec.prompt.template_file:
         template_path = (spec_path.parent / spec.prompt.template_file).resolve()
         try:
             template = template_path.read_text(encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"{spec_path}: prompt.template_file: {exc.strerror}: {template_path}") from None
+        except UnicodeDecodeError:
+            raise SpecError(f"{spec_path}: prompt.template_file: {template_path} is not UTF-8 "
+                            "text; save it as UTF-8") from None
         where = str(template_path)
     else:
         template, where = spec.prompt.template, f"{spec_path}: prompt.template"
