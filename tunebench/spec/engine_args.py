@@ -16,7 +16,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tunebench.errors import SpecError
 
@@ -113,7 +114,7 @@ def _check_value(path, key: str, name: str, value: Any) -> None:
         return  # vLLM's default
     problem = None
     if is_json_arg(name):
-        problem = _json_problem(value)
+        problem = _json_problem(value, name)
     elif name in POSITIVE_INT_ARGS or name in TOKEN_ARGS:
         problem = _count_problem(name, value)
     elif name in FRACTION_ARGS:
@@ -125,19 +126,21 @@ def _check_value(path, key: str, name: str, value: Any) -> None:
         raise SpecError(f"{path}: {key}: {problem}")
 
 
-def _json_problem(value: Any) -> str | None:
+def _json_problem(value: Any, name: str) -> str | None:
     if isinstance(value, dict):
         return None
+    example = ("{method: ngram, num_speculative_tokens: 3}" if name == "speculative-config"
+               else "{key: value}")
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
         except ValueError as exc:
             return (f"not valid JSON ({exc.msg} at character {exc.pos}); write it as a YAML "
-                    "mapping, e.g. {method: ngram, num_speculative_tokens: 3}")
+                    f"mapping, e.g. {example}")
         if isinstance(parsed, dict):
             return None
     return (f"{_show(value)} is not allowed; give a mapping (or a JSON object in quotes), "
-            "e.g. {method: ngram, num_speculative_tokens: 3}")
+            f"e.g. {example}")
 
 
 def _count_problem(name: str, value: Any) -> str | None:

@@ -76,8 +76,18 @@ def read_yaml_mapping(
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        problem = exc.problem or exc.context or "invalid YAML"
+        if exc.problem and exc.context and exc.context.startswith("expected"):
+            problem = f"{exc.context}, {exc.problem}"  # e.g. a single document, but found two
+        problem = " ".join(str(problem).split())
         raise SpecError(f"{path}{where}: YAML syntax error: {problem}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise SpecError(
+            f"{path}:{line}:{column}: character {exc.character:#06x} is not allowed in YAML; "
+            "remove it (control characters are not text)"
+        ) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: YAML error: {' '.join(str(exc).split())}") from None
     except RecursionError:
@@ -87,7 +97,7 @@ def read_yaml_mapping(
     if not isinstance(data, dict):
         raise SpecError(
             f"{path}: the top level must be a mapping of keys (name, model, ...), "
-            f"not a {type(data).__name__}"
+            f"not {_type_name(data)}"
         )
     check_plain_data(data, path)
     return data
@@ -106,9 +116,9 @@ def _read_limited(path: Path, what: str) -> bytes:
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_SPEC_BYTES:
-        amount = f"{size:,} bytes" if size > MAX_SPEC_BYTES else "more bytes than allowed"
+        amount = f"{size:,} bytes" if size > MAX_SPEC_BYTES else f"more than {MAX_SPEC_BYTES:,} bytes"
         raise SpecError(
-            f"{path}: {amount} is too large for a {what} (limit {MAX_SPEC_BYTES:,})"
+            f"{path}: {amount} is too large for a {what} (limit {MAX_SPEC_BYTES:,} bytes)"
         )
     return raw
 
@@ -270,6 +280,8 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
             message += f" (got {_type_name(first['input'])})"
     others = {k for e in errors if not (k := _key_path(tuple(e["loc"]), root)[0]).startswith(first_key)}
     more = f" (+{len(others)} more)" if others else ""
+    if not key and kind == "value_error":
+        return f"{message}{more}"  # a check across sections; its message names the keys
     return f"{key or '(top level)'}: {message}{more}"
 
 
