@@ -56,7 +56,10 @@ def render_prompts(spec: BatchSpec, spec_path: Path) -> list[dict[str, str]]:
     if not dataset.is_file():
         raise SpecError(f"{spec_path}: dataset.path: {dataset} is not a file; the path is "
                         "relative to the spec file")
-    records = load_records(dataset, spec.dataset.id_field, spec.dataset.limit)
+    try:
+        records = load_records(dataset, spec.dataset.id_field, spec.dataset.limit)
+    except SpecError as exc:  # names the dataset file; say which spec and key led there
+        raise SpecError(f"{spec_path}: dataset.path: {exc}") from None
     if spec.prompt.template_file:
         template_path = (spec_path.parent / spec.prompt.template_file).resolve()
         try:
@@ -66,7 +69,7 @@ def render_prompts(spec: BatchSpec, spec_path: Path) -> list[dict[str, str]]:
         except UnicodeDecodeError:
             raise SpecError(f"{spec_path}: prompt.template_file: {template_path} is not UTF-8 "
                             "text; save it as UTF-8") from None
-        where = str(template_path)
+        where = f"{spec_path}: prompt.template_file {template_path}"
     else:
         template, where = spec.prompt.template, f"{spec_path}: prompt.template"
     renderer = PromptRenderer(template, where)
