@@ -20,8 +20,9 @@ import copy
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
@@ -233,7 +234,7 @@ def mutated(draw, bases: list[dict]) -> Any:
     document = copy.deepcopy(draw(st.sampled_from(bases)))
     for _ in range(draw(st.integers(1, 4))):
         # deepest first: Hypothesis leans to the first choices, and most settings are deep
-        path, container = draw(st.sampled_from(_containers(document)[::-1]))
+        _, container = draw(st.sampled_from(_containers(document)[::-1]))
         if isinstance(container, dict):
             op = draw(st.sampled_from(["drop", "set", "add", "rename"] if container else ["add"]))
             key = draw(st.sampled_from(list(container))) if container else None
