@@ -33,6 +33,21 @@ MAX_SPEC_INT = 2**63 - 1
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects a key given twice (PyYAML would keep the last silently)."""
 
+    def construct_object(self, node, deep=False):
+        # PyYAML's constructors of explicit tags raise plain Python errors for values that
+        # do not fit the tag (`!!float x`, `!!timestamp `, `!!int 1.5`): point at the value.
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            value = node.value if isinstance(node.value, str) else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {value[:40]!r} as {tag}; remove the tag or fix the value",
+                node.start_mark,
+            ) from None
+
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
     seen: dict[Any, Any] = {}
