@@ -60,7 +60,7 @@ def render_prompts(spec: BatchSpec, spec_path: Path) -> list[dict[str, str]]:
         records = load_records(dataset, spec.dataset.id_field, spec.dataset.limit)
     except SpecError as exc:  # names the dataset file; say which spec and key led there
         raise SpecError(f"{spec_path}: dataset.path: {exc}") from None
-    if spec.prompt.template_file:
+    if spec.prompt.template_file is not None:
         template_path = (spec_path.parent / spec.prompt.template_file).resolve()
         try:
             template = template_path.read_text(encoding="utf-8")
@@ -80,7 +80,7 @@ def json_schema_of(spec: BatchSpec, spec_path: Path) -> dict | None:
     so = spec.structured_output
     if so is None:
         return None
-    if so.json_schema_file:
+    if so.json_schema_file is not None:
         path = (spec_path.parent / so.json_schema_file).resolve()
         try:
             schema = json.loads(path.read_text(encoding="utf-8"))
