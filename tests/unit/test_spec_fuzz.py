@@ -275,7 +275,8 @@ YAML_TOKENS = [
     "name: x", "model: builtin:tiny-llama", "load:", "server:", "  args:", "  matrix:",
     "deployment: {kind: local}", "profiles:", "- ", "  ", "    ", "\n", "\n", "\t", ":", ": ",
     ",", "[", "]", "{", "}", "&a ", "*a", "*b", "<<: *a", "? ", "!!binary ", "!!python/object:os.system ",
-    "!!set ", "!!timestamp ", "!!float ", "'", '"', "#", "|", ">", "---", "...", "%YAML 1.1",
+    "!!set ", "!!timestamp ", "!!float ", "!!int ", "!!bool ", "!!str ", "!!map ", "!!seq ",
+    "!!omap ", "!!pairs ", "!!null ", "!!merge ", "'", '"', "#", "|", ">", "---", "...", "%YAML 1.1",
     "%TAG ! !x", "\x00", "\ufeff", "\u00e9", "\u2028", ".nan", ".inf", "-.inf", "0x1F",
     "1e999", "2001-12-14", "~", "null", "yes", "no", "on", "12:30:00", "9" * 40, "@", "`", "%",
 ]
@@ -385,7 +386,7 @@ def workdir(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["sweep", "batch"])
-@settings(FUZZ, max_examples=600)
+@settings(FUZZ, max_examples=500)
 @given(data=st.data())
 def test_mutated_specs(workdir, kind, data):
     bases = SWEEP_BASES if kind == "sweep" else BATCH_BASES
@@ -395,7 +396,7 @@ def test_mutated_specs(workdir, kind, data):
 
 
 @pytest.mark.parametrize("kind", ["sweep", "batch"])
-@settings(FUZZ, max_examples=250)
+@settings(FUZZ, max_examples=350)
 @given(data=st.data())
 def test_yaml_text(workdir, kind, data):
     bases = SWEEP_BASES if kind == "sweep" else BATCH_BASES
