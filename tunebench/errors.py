@@ -14,9 +14,23 @@ at the seam where they occur; the CLI is the only place that catches them.
 
 
 class TunebenchError(Exception):
-    """Expected failure; `str(exc)` is a single line that says what to do."""
+    """Expected failure; `str(exc)` is a single line that says what to do.
+
+    Messages quote what the user wrote (keys, values, paths); a line break or another
+    control character in there is shown escaped, so the message stays one line.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str = "", *args):
+        super().__init__(one_line(str(message)), *args)
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks and other unprintable characters written as escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class SpecError(TunebenchError):

@@ -35,17 +35,22 @@ def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
 # Secret values met while running (a spec's api-key, a token read from a Secret): every
 # redact_text in this process masks them too, crash logs included.
 _remembered: set[str] = set()
+# Keys that name where a secret is (token_env: TB_TOKEN, token_secret: my-sa), not the secret.
+_REFERENCE_SUFFIXES = ("_env", "-env", "_secret", "-secret", "secret_name", "secret-name", "_file")
+_MIN_REMEMBERED_LEN = 8  # masking short common words everywhere would garble messages
 
 
 def remember(*values: Any) -> None:
-    _remembered.update(str(v) for v in values if v and len(str(v)) >= _MIN_SECRET_LEN)
+    _remembered.update(str(v) for v in values if v and len(str(v)) >= _MIN_REMEMBERED_LEN)
 
 
 def remember_secrets_in(value: Any) -> None:
     """Remember the values under secret-named keys anywhere in a parsed file (a spec)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if is_secret_name(str(key)) and isinstance(item, (str, int)) and not isinstance(item, bool):
+            name = str(key).lower()
+            if (is_secret_name(name) and not name.endswith(_REFERENCE_SUFFIXES)
+                    and isinstance(item, (str, int)) and not isinstance(item, bool)):
                 remember(item)
             else:
                 remember_secrets_in(item)

@@ -96,3 +96,7 @@ class PromptRenderer:
         except jinja2.UndefinedError as exc:
             raise SpecError(f"{self.where}: record {record.id!r}: {exc.message}; use "
                             "{{ field | default('') }} for optional fields") from None
+        except (jinja2.TemplateError, ArithmeticError, LookupError, TypeError, ValueError) as exc:
+            # e.g. {{ title + 1 }} or {{ steps | join(1) }}: the template, not the data, is wrong
+            raise SpecError(f"{self.where}: record {record.id!r}: the template fails: "
+                            f"{type(exc).__name__}: {exc}") from None

@@ -22,12 +22,12 @@ from typing import Any
 
 from tunebench import demo
 from tunebench.batch.dataset import PromptRenderer, load_records
-from tunebench.batch.spec import BatchSpec
+from tunebench.batch.spec import BatchSpec, check_json_schema
 from tunebench.deploy.local import gpu_visible, server_error_line, vllm_environment
 from tunebench.errors import SpecError
 from tunebench.processes import ManagedProcess
 from tunebench.progress import Reporter, SilentReporter
-from tunebench.spec.plan import ServerConfig, expand_configs, format_value
+from tunebench.spec.plan import ServerConfig, expand_configs, format_value, resolve_model
 from tunebench.store.run import RunStore, write_atomic
 from tunebench.sweep import host_info, versions
 
@@ -43,21 +43,33 @@ class BatchOutcome:
 
 def plan_configs(spec: BatchSpec, spec_path: Path) -> list[ServerConfig]:
     if spec.engine == "transformers":
-        return [ServerConfig("c1", "transformers", spec.model, spec.tokenizer, {}, {})]
+        model = resolve_model(spec.model, spec_path.parent, "model", spec_path)
+        tokenizer = (resolve_model(spec.tokenizer, spec_path.parent, "tokenizer", spec_path)
+                     if spec.tokenizer else None)
+        return [ServerConfig("c1", "transformers", model, tokenizer, {}, {})]
     adapter = SimpleNamespace(server=spec.engine_args, model=spec.model, tokenizer=spec.tokenizer)
     return expand_configs(adapter, spec_path.parent, spec_path)
 
 
 def render_prompts(spec: BatchSpec, spec_path: Path) -> list[dict[str, str]]:
-    records = load_records((spec_path.parent / spec.dataset.path).resolve(),
-                           spec.dataset.id_field, spec.dataset.limit)
-    if spec.prompt.template_file:
+    dataset = (spec_path.parent / spec.dataset.path).resolve()
+    if not dataset.is_file():
+        raise SpecError(f"{spec_path}: dataset.path: {dataset} is not a file; the path is "
+                        "relative to the spec file")
+    try:
+        records = load_records(dataset, spec.dataset.id_field, spec.dataset.limit)
+    except SpecError as exc:  # names the dataset file; say which spec and key led there
+        raise SpecError(f"{spec_path}: dataset.path: {exc}") from None
+    if spec.prompt.template_file is not None:
         template_path = (spec_path.parent / spec.prompt.template_file).resolve()
         try:
             template = template_path.read_text(encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"{spec_path}: prompt.template_file: {exc.strerror}: {template_path}") from None
-        where = str(template_path)
+        except UnicodeDecodeError:
+            raise SpecError(f"{spec_path}: prompt.template_file: {template_path} is not UTF-8 "
+                            "text; save it as UTF-8") from None
+        where = f"{spec_path}: prompt.template_file {template_path}"
     else:
         template, where = spec.prompt.template, f"{spec_path}: prompt.template"
     renderer = PromptRenderer(template, where)
@@ -68,12 +80,14 @@ def json_schema_of(spec: BatchSpec, spec_path: Path) -> dict | None:
     so = spec.structured_output
     if so is None:
         return None
-    if so.json_schema_file:
+    if so.json_schema_file is not None:
         path = (spec_path.parent / so.json_schema_file).resolve()
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            schema = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise SpecError(f"{spec_path}: structured_output.json_schema_file: {exc}") from None
+        check_json_schema(schema, f"{spec_path}: structured_output.json_schema_file {path}")
+        return schema
     return so.json_schema
 
 

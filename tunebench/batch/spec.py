@@ -17,10 +17,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from tunebench.errors import SpecError
+from tunebench.spec.engine_args import check_server, token_count
+from tunebench.spec.loading import describe_validation_error, read_yaml_mapping
 from tunebench.spec.models import Server, Strict
 
 DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -122,3 +126,59 @@ class BatchSpec(Strict):
         if self.engine == "transformers" and self.structured_output is not None:
             raise ValueError("structured_output needs engine vllm or ray")
         return self
+
+
+def load_batch_spec(path: Path) -> tuple[BatchSpec, dict[str, Any]]:
+    """Read and validate a batch file: the spec and the mapping as written (for the manifest).
+
+    Every problem is a one-line SpecError naming the file and the key; the dataset and the
+    prompts are checked later, by `tunebench.batch.run.render_prompts`.
+    """
+    path = Path(path)
+    data = read_yaml_mapping(path, "batch file", "sweeps/batch-recipes.yaml")
+    try:
+        spec = BatchSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{path}: {describe_validation_error(exc, BatchSpec)}") from None
+    check_server(spec.engine_args, path, "engine_args")
+    _check_room_for_prompts(spec, path)
+    if spec.prompt.template is not None:
+        from tunebench.batch.dataset import PromptRenderer
+
+        PromptRenderer(spec.prompt.template, f"{path}: prompt.template")
+    if spec.structured_output is not None and spec.structured_output.json_schema is not None:
+        check_json_schema(spec.structured_output.json_schema, f"{path}: structured_output.json_schema")
+    return spec, data
+
+
+def _check_room_for_prompts(spec: BatchSpec, path: Path) -> None:
+    server = spec.engine_args
+    places = [("engine_args.args", server.args)] + [
+        (f"engine_args.variants[{n}].args", v.args) for n, v in enumerate(server.variants)]
+    values = [(f"{where}.max-model-len", args["max-model-len"]) for where, args in places
+              if "max-model-len" in args]
+    values += [(f"engine_args.matrix.max-model-len[{n}]", v)
+               for n, v in enumerate(server.matrix.get("max-model-len", []))]
+    for key, value in values:
+        limit = token_count(value)
+        if limit is not None and spec.sampling.max_tokens >= limit:
+            raise SpecError(
+                f"{path}: {key}: max-model-len {value} leaves no room for a prompt besides "
+                f"sampling.max_tokens {spec.sampling.max_tokens}; raise max-model-len or lower "
+                "max_tokens"
+            )
+
+
+def check_json_schema(schema: Any, where: str) -> None:
+    """A SpecError unless `schema` is a valid JSON Schema (draft 2020-12)."""
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        at = "/".join(str(p) for p in exc.absolute_path)
+        message = " ".join(exc.message.split())
+        if len(message) > 160:
+            message = message[:157] + "..."
+        raise SpecError(f"{where}: not a valid JSON Schema{f' at {at}' if at else ''}: "
+                        f"{message}") from None

@@ -7,20 +7,12 @@ from typing import Optional
 
 import typer
 
-from tunebench.spec.loading import describe_validation_error, read_yaml_mapping
-
 
 def load_batch_spec(path: Path):
-    from pydantic import ValidationError
+    """The validated BatchSpec of `path` and its mapping as written (see tunebench.batch.spec)."""
+    from tunebench.batch.spec import load_batch_spec as load
 
-    from tunebench.batch.spec import BatchSpec
-    from tunebench.errors import SpecError
-
-    data = read_yaml_mapping(path)
-    try:
-        return BatchSpec.model_validate(data), data
-    except ValidationError as exc:
-        raise SpecError(f"{path}: {describe_validation_error(exc, BatchSpec)}") from None
+    return load(path)
 
 
 def register(app: typer.Typer) -> None:
@@ -31,11 +23,13 @@ def register(app: typer.Typer) -> None:
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory root (overrides the spec's `output`)."),
         slurm: Optional[Path] = typer.Option(None, "--slurm", help="Write an sbatch script to this path instead of running."),
         report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Check the spec, dataset and prompts and print the plan; start nothing."),
     ) -> None:
         """Run the dataset through each engine configuration; phases and tok/s per configuration.
 
         Examples:
           tunebench batch sweeps/batch-recipes.yaml
+          tunebench batch sweeps/batch-recipes.yaml --dry-run
           tunebench batch sweeps/batch-recipes.yaml --shards 2
           tunebench batch sweeps/batch-recipes.yaml --slurm job.sbatch
         """
@@ -46,6 +40,9 @@ def register(app: typer.Typer) -> None:
 
         out = wide_console()
         spec, data = load_batch_spec(spec_path)
+        if dry_run:
+            _print_plan(out, spec, spec_path, shards or spec.shards)
+            return
         if slurm is not None:
             from tunebench.batch.slurm import write_sbatch
 
@@ -71,6 +68,28 @@ def register(app: typer.Typer) -> None:
         out.print(f"run: {store.path}  (status: {store.manifest['status']})")
         if failed:
             raise typer.Exit(1)
+
+
+def _print_plan(out, spec, spec_path: Path, shards: int) -> None:
+    """What `tunebench batch` would run: every check it makes before a worker starts."""
+    from rich.table import Table
+
+    from tunebench.batch.run import json_schema_of, plan_configs, render_prompts
+
+    prompts = render_prompts(spec, spec_path)
+    json_schema_of(spec, spec_path)
+    configs = plan_configs(spec, spec_path)
+    table = Table(title=f"plan for {spec.name}: {len(configs)} configurations x {len(prompts)} "
+                        f"records, engine {spec.engine}, {shards} shard(s)")
+    for column in ("config", "model", "engine args"):
+        table.add_column(column)
+    for config in configs:
+        table.add_row(f"{config.config_id}: {config.label}", config.model,
+                      " ".join(config.command_args()))
+    out.print(table)
+    longest = max(len(p["prompt"]) for p in prompts)
+    out.print(f"prompts: {len(prompts)} rendered (longest {longest} characters); "
+              f"max_tokens {spec.sampling.max_tokens}; dry run: nothing started")
 
 
 def print_batch_summary(out, store) -> None:

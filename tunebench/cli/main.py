@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from tunebench.errors import TunebenchError
+from tunebench.errors import TunebenchError, one_line
 
 try:  # typer >= 0.25 vendors click as typer._click
     from typer._click.exceptions import ClickException
@@ -32,7 +32,13 @@ app = typer.Typer(
 err_console = Console(stderr=True, highlight=False)
 
 
+_registered = False
+
+
 def _register_commands() -> None:
+    global _registered
+    if _registered:
+        return
     from tunebench.cli import (batch, compare, demo_model, helm_values, import_results, report,
                                results, runs, sweep, tune, upload)
 
@@ -47,6 +53,7 @@ def _register_commands() -> None:
     results.register(app)
     upload.register(app)
     demo_model.register(app)
+    _registered = True
 
 
 def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001
@@ -77,37 +84,42 @@ def run() -> None:
     # ignored, and Python then never raises KeyboardInterrupt: `kill -INT` would not stop
     # a sweep cleanly. Ctrl-C/SIGINT always means "stop and clean up" here.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command in `argv` (default: the process's arguments); its exit code."""
     _register_commands()
     try:
         # standalone_mode=False returns a command's typer.Exit code instead of exiting.
-        code = app(standalone_mode=False)
-        sys.exit(code if isinstance(code, int) else 0)
+        code = app(args=argv, standalone_mode=False)
+        return code if isinstance(code, int) else 0
     except TunebenchError as exc:
         from tunebench.redact import redact_text
 
         err_console.print(Text("error: ", style="bold red") + Text(redact_text(str(exc))),
                           soft_wrap=True)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except KeyboardInterrupt:
         err_console.print("interrupted", style="yellow")
-        sys.exit(130)
+        return 130
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Abort:
-        sys.exit(130)
+        return 130
     except ClickException as exc:  # usage errors: unknown command or option, exit 2
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except Exception as exc:
         from tunebench.redact import redact_text
 
         path = _crash_log(exc)
         err_console.print(
-            Text(redact_text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}"),
+            Text(one_line(redact_text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}")),
                  style="red"),
             soft_wrap=True,
         )
-        sys.exit(3)
+        return 3
 
 
 if __name__ == "__main__":

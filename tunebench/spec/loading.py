@@ -7,6 +7,8 @@ is allowed, e.g.
 
 from __future__ import annotations
 
+import datetime
+import math
 import types
 import typing
 from pathlib import Path
@@ -17,19 +19,48 @@ from pydantic import BaseModel, ValidationError
 
 from tunebench.errors import SpecError
 from tunebench.redact import remember_secrets_in
+from tunebench.spec.engine_args import check_server
 from tunebench.spec.models import SweepSpec
 
 MAX_SPEC_BYTES = 1_000_000
+#: Values (scalars, lists, mappings) a spec may hold once YAML aliases are expanded, and how
+#: deeply they may nest: a few hundred bytes of aliases can otherwise expand to billions.
+MAX_SPEC_VALUES = 100_000
+MAX_SPEC_DEPTH = 64
+#: Integers beyond this are no count, size or seed any engine or load generator accepts.
+MAX_SPEC_INT = 2**63 - 1
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects a key given twice (PyYAML would keep the last silently)."""
+
+    def construct_object(self, node, deep=False):
+        # PyYAML's constructors of explicit tags raise plain Python errors for values that
+        # do not fit the tag (`!!float x`, `!!timestamp `, `!!int 1.5`): point at the value.
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            value = node.value if isinstance(node.value, str) else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {value[:40]!r} as {tag}; remove the tag or fix the value",
+                node.start_mark,
+            ) from None
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
     seen: dict[Any, Any] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a key must be a plain value, not a list or mapping",
+                key_node.start_mark,
+            ) from None
         if key in seen:
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(
@@ -44,20 +75,11 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def read_yaml_mapping(path: Path, what: str = "sweep file") -> dict[str, Any]:
+def read_yaml_mapping(
+    path: Path, what: str = "sweep file", example: str = "sweeps/cpu-demo.yaml"
+) -> dict[str, Any]:
     """The top-level mapping of a YAML file, or a SpecError that says what is wrong."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such {what}; check the path") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path}: is a directory; give the path of a {what}") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(
-            f"{path}: {len(raw):,} bytes is too large for a {what} (limit {MAX_SPEC_BYTES:,})"
-        )
+    raw = _read_limited(path, what)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -70,20 +92,126 @@ def read_yaml_mapping(path: Path, what: str = "sweep file") -> dict[str, Any]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        problem = exc.problem or exc.context or "invalid YAML"
+        if exc.problem and exc.context and exc.context.startswith("expected"):
+            problem = f"{exc.context}, {exc.problem}"  # e.g. a single document, but found two
+        problem = " ".join(str(problem).split())
         raise SpecError(f"{path}{where}: YAML syntax error: {problem}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise SpecError(
+            f"{path}:{line}:{column}: character {exc.character:#06x} is not allowed in YAML; "
+            "remove it (control characters are not text)"
+        ) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: YAML error: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise SpecError(f"{path}: YAML nested too deeply") from None
     if data is None:
-        raise SpecError(f"{path}: the file is empty; see sweeps/cpu-demo.yaml for an example")
+        raise SpecError(f"{path}: the file is empty; see {example} for an example")
     if not isinstance(data, dict):
         raise SpecError(
             f"{path}: the top level must be a mapping of keys (name, model, ...), "
-            f"not a {type(data).__name__}"
+            f"not {_type_name(data)}"
         )
+    check_plain_data(data, path)
     return data
+
+
+def _read_limited(path: Path, what: str) -> bytes:
+    # Read at most one byte past the limit: a huge file, /dev/zero or a pipe never fills memory.
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+            size = path.stat().st_size if path.is_file() else 0
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such {what}; check the path") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory; give the path of a {what}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        amount = f"{size:,} bytes" if size > MAX_SPEC_BYTES else f"more than {MAX_SPEC_BYTES:,} bytes"
+        raise SpecError(
+            f"{path}: {amount} is too large for a {what} (limit {MAX_SPEC_BYTES:,} bytes)"
+        )
+    return raw
+
+
+_PLAIN = (str, bool, int, float, type(None))
+
+
+def check_plain_data(data: Any, path: Path) -> None:
+    """Everything a spec holds is JSON-like: text keys, finite numbers, no dates or bytes.
+
+    YAML reads `2024-01-01` as a date, `.nan`/`.inf` as floats, `!!binary` as bytes and
+    `1:` as an integer key; none of them is a valid setting, a run's manifest (JSON) could
+    not store them and engine args would not render. Aliases are counted as often as they
+    are used, so an alias bomb or a self-referencing alias is refused here instead of
+    blowing up later.
+    """
+    budget = MAX_SPEC_VALUES
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, key, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise SpecError(
+                f"{path}: more than {MAX_SPEC_VALUES:,} values once YAML aliases are expanded; "
+                "write the spec without nested aliases"
+            )
+        if depth > MAX_SPEC_DEPTH:
+            shown = key if len(key) <= 60 else key[:40] + "..."
+            raise SpecError(
+                f"{path}: {shown}: nested more than {MAX_SPEC_DEPTH} levels deep "
+                "(a YAML alias that refers to itself?)"
+            )
+        if isinstance(value, dict):
+            for child_key, child in value.items():
+                if not isinstance(child_key, str):
+                    shown = "null" if child_key is None else str(child_key).lower() \
+                        if isinstance(child_key, bool) else repr(child_key)
+                    raise SpecError(
+                        f"{path}: {_join(key, shown)}: a key must be text, YAML read it as "
+                        f"{_type_name(child_key) if child_key is not None else 'null'}; "
+                        "put the key in quotes"
+                    )
+                stack.append((child, _join(key, child_key), depth + 1))
+        elif isinstance(value, list):
+            stack.extend((child, f"{key}[{n}]", depth + 1) for n, child in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise SpecError(f"{path}: {key or '(top level)'}: {value} is not allowed; give a finite number")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SPEC_INT:
+            raise SpecError(
+                f"{path}: {key or '(top level)'}: {_abbreviate(value)} is too large "
+                f"(at most {MAX_SPEC_INT:,} in magnitude)"
+            )
+        elif not isinstance(value, _PLAIN):
+            kind = {datetime.date: "a date", datetime.datetime: "a timestamp", bytes: "binary data",
+                    set: "a set"}.get(type(value), type(value).__name__)
+            raise SpecError(
+                f"{path}: {key or '(top level)'}: YAML read {kind} here; if you mean text, put it "
+                "in quotes"
+            )
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{display_key(key)}" if prefix else display_key(key)
+
+
+def display_key(key: Any) -> str:
+    """A key as it appears in a message: as written, or quoted when it holds odd characters."""
+    text = str(key)
+    if text and text.isprintable() and not text.isspace() and text == text.strip():
+        return text
+    return repr(text)
+
+
+def _abbreviate(number: int) -> str:
+    digits = str(abs(number))
+    sign = "-" if number < 0 else ""
+    return f"{sign}{digits[:6]}... ({len(digits)} digits)"
 
 
 def load_spec(path: str | Path) -> SweepSpec:
@@ -96,9 +224,11 @@ def load_spec(path: str | Path) -> SweepSpec:
 def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
     remember_secrets_in(data)  # an api-key or token in the spec is masked in every log
     try:
-        return SweepSpec.model_validate(data)
+        spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(f"{path}: {describe_validation_error(exc, SweepSpec)}") from None
+    check_server(spec.server, path)
+    return spec
 
 
 _TYPE_MISMATCH = {
@@ -107,10 +237,21 @@ _TYPE_MISMATCH = {
 }
 
 
+_WANTED = {
+    "int_type": "a whole number", "int_parsing": "a whole number", "float_type": "a number",
+    "float_parsing": "a number", "string_type": "text", "bool_type": "true/false",
+    "bool_parsing": "true/false", "list_type": "a list", "dict_type": "a mapping",
+    "model_type": "a mapping", "none_required": "null",
+}
+
+
 def _most_specific(errors: list[dict]) -> dict:
     """Among a union's alternatives, the error that says most (not 'wrong type' for each)."""
     informative = [e for e in errors if e["type"] not in _TYPE_MISMATCH]
-    return informative[0] if informative else errors[0]
+    if informative:
+        return informative[0]
+    # the deepest: where an outer alternative matched and only an item is wrong
+    return max(errors, key=lambda e: len(e["loc"]))
 
 
 def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> str:
@@ -122,13 +263,22 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
     key, model, annotation = _key_path(tuple(first["loc"]), root)
     kind = first["type"]
     ctx = first.get("ctx") or {}
-    if kind == "extra_forbidden":
+    alternatives = [e for e in same_key if e["type"] in _TYPE_MISMATCH - {"literal_error"}
+                    and _key_path(tuple(e["loc"]), root)[0] == key]
+    if kind in _TYPE_MISMATCH and len(alternatives) > 1:
+        # a union (e.g. null, true/false, a number or text): say what it takes, not one member
+        wanted = list(dict.fromkeys(_WANTED.get(e["type"], e["type"]) for e in alternatives))
+        message = (f"{_type_name(first.get('input'))} is not allowed here; give "
+                   f"{', '.join(wanted[:-1])} or {wanted[-1]}")
+    elif kind == "extra_forbidden":
         allowed = ", ".join(model.model_fields) if model else "see the documentation"
         message = f"unknown key; allowed here: {allowed}"
     elif kind == "missing":
         message = "required key is missing"
     elif kind == "literal_error":
-        message = f"{first.get('input')!r} is not allowed; use one of {ctx.get('expected', '')}"
+        what = "as a key here" if first["loc"] and first["loc"][-1] == "[key]" else ""
+        message = (f"{_shown(first.get('input'))} is not allowed{' ' if what else ''}{what}; "
+                   f"use one of {ctx.get('expected', '')}")
     elif kind == "union_tag_invalid":
         message = f"{ctx.get('tag')!r} is not allowed; use one of {ctx.get('expected_tags', '')}"
     elif kind == "union_tag_not_found":
@@ -143,9 +293,32 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
         message = first["msg"].removeprefix("Value error, ")
         if "input" in first and kind not in ("model_type", "dict_type") and _short(first["input"]):
             message += f" (got {first['input']!r})"
+        elif kind in _TYPE_MISMATCH and "input" in first:
+            message += f" (got {_type_name(first['input'])})"
     others = {k for e in errors if not (k := _key_path(tuple(e["loc"]), root)[0]).startswith(first_key)}
     more = f" (+{len(others)} more)" if others else ""
+    if not key and kind == "value_error":
+        return f"{message}{more}"  # a check across sections; its message names the keys
     return f"{key or '(top level)'}: {message}{more}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "text" if isinstance(value, str) else type(value).__name__
 
 
 def _short(value: Any) -> bool:
@@ -165,6 +338,8 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
     owner: type[BaseModel] | None = root
     annotation: Any = None
     for item in loc:
+        if item == "[key]":  # pydantic's marker for a problem with the key itself
+            continue
         if isinstance(item, int):
             parts.append(f"[{item}]")
             annotation = _element_type(annotation)
@@ -180,13 +355,14 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
             model = _as_model(annotation)
         elif _dict_value_type(annotation) is not None:
             owner = model
-            annotation, model = _dict_value_type(annotation), None
+            annotation = _dict_value_type(annotation)
+            model = _as_model(annotation)
         elif annotation is not None and len(_members(annotation)) > 1:
             continue  # a plain union's member tag
         else:
             owner = model
             annotation, model = None, None
-        parts.append(("." if parts else "") + str(item))
+        parts.append(("." if parts else "") + display_key(item))
     return "".join(parts), owner, annotation
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.errors import SpecError
+from tunebench.spec.engine_args import token_count
 from tunebench.spec.models import NON_ARG_KEYS, SweepSpec
 
 BUILTIN_PREFIX = "builtin:"
@@ -233,9 +234,21 @@ def _check_context_fits(spec: SweepSpec, configs: list[ServerConfig], spec_path:
         return
     needed = data.prompt_tokens + 2 * data.prompt_tokens_stdev + data.output_tokens
     for config in configs:
-        limit = config.args.get("max-model-len")
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit < needed:
+        limit = token_count(config.args.get("max-model-len"))  # None: -1/auto, vLLM fits it
+        if limit is not None and limit < needed:
             raise SpecError(
-                f"{spec_path}: max-model-len {limit} ({config.label}) is smaller than "
+                f"{spec_path}: {_arg_origin(spec, config, 'max-model-len')}: "
+                f"max-model-len {format_value(config.args['max-model-len'])} "
+                f"({config.label}) is smaller than "
                 f"load.data prompt+output tokens ({needed}); raise max-model-len or shorten data"
             )
+
+
+def _arg_origin(spec: SweepSpec, config: ServerConfig, name: str) -> str:
+    """The key of the file that gave `config` its value of engine arg `name`."""
+    if name in config.varied:
+        return f"server.matrix.{name}"
+    for number, variant in enumerate(spec.server.variants):
+        if variant.name == config.varied.get("variant") and name in variant.args:
+            return f"server.variants[{number}].args.{name}"
+    return f"server.args.{name}"
