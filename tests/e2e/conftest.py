@@ -70,6 +70,7 @@ class GuardedServer:
     base_url: str  # http://127.0.0.1:PORT
     address: str  # 127.0.0.1:PORT
     log_path: Path
+    pgid: int
 
 
 @pytest.fixture(scope="session")
@@ -83,5 +84,6 @@ def guarded_server(tmp_path_factory):
     config = ServerConfig("s1", "guarded", "builtin:tiny-llama", None,
                           {"max-model-len": 256, "enforce-eager": True, "api-key": GUARDED_KEY})
     handle = server.start(config)
-    yield GuardedServer(handle.base_url, handle.base_url.removeprefix("http://"), server.log_path)
+    yield GuardedServer(handle.base_url, handle.base_url.removeprefix("http://"), server.log_path,
+                        server.pgid)
     server.stop()
