@@ -24,6 +24,7 @@ from tunebench.load.base import ClientResult, LoadDriver
 from tunebench.metrics.catalogue import COLUMNS as METRIC_COLUMNS
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.summary import summarize_window
+from tunebench.numbers import to_float
 from tunebench.progress import Reporter
 from tunebench.redact import redact_text, secret_values
 from tunebench.spec.models import Metrics
@@ -75,7 +76,7 @@ class CapacityProbing:
         for row in rows:
             if str(row.get("point_id", "")).startswith("capacity-") and row.get("target"):
                 self.search.tell(float(row["target"]), _true(row.get("slo_met")),
-                                 _true(row.get("client_limited")), _float(row.get("slo_ratio")))
+                                 _true(row.get("client_limited")), to_float(row.get("slo_ratio")))
 
     def observe(self, point_id: str, row: dict[str, Any]) -> None:
         rate = self._pending.pop(point_id, None)
@@ -326,13 +327,6 @@ def tail_of(text: str, lines: int = 20) -> str:
 
 def _true(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 class ServerWatch:

@@ -18,22 +18,14 @@ comparison's is `regression` or `no-regression` (see `compare_verdict`).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from tunebench.analysis.frames import load_manifest, load_run, run_path
+from tunebench.numbers import to_float
 
 # Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
 MAX_BEST_CONFIG_BYTES = 1500
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 def _config(manifest: dict, config_id: str) -> dict:
@@ -109,7 +101,7 @@ def _describe(config: dict, rule: str, metric: str, value: Any) -> dict[str, Any
 
 
 def _round(value: Any) -> Any:
-    number = _number(value)
+    number = to_float(value)
     return None if number is None else float(f"{number:.4g}")
 
 
