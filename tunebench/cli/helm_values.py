@@ -36,7 +36,10 @@ def register(app: typer.Typer) -> None:
         output.mkdir(parents=True, exist_ok=True)
         settings = spec.deployment
         release = release_name(settings, spec.name)
-        install = f"helm upgrade --install {release} {settings.chart} --version {settings.chart_version} -n {settings.namespace}"
+        repo = (f" --repo {settings.repo}" if settings.repo
+                and not settings.chart.startswith(("oci://", "/", ".", "~")) else "")
+        install = (f"helm upgrade --install {release} {settings.chart}{repo} "
+                   f"--version {settings.chart_version} -n {settings.namespace}")
         for config in plan.configs:
             values = chart_values(settings, config, spec.name, spec.served_model_name,
                                   spec_path.parent, spec_path)
