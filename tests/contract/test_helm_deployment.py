@@ -168,3 +168,17 @@ def test_without_a_route_the_https_status_url_is_used(cluster, tls_vllm, tmp_pat
                                 tmp_path / "b")
     assert deployment.start(CONFIG).base_url == f"https://{tls_vllm.address}"
     deployment.stop()
+
+
+def test_a_port_forward_that_ends_is_reported_to_the_server_watch(cluster, vllm, tmp_path):
+    import os
+    import signal
+    cluster.scenario(mode="ready", backend=vllm.address, sa_token=TOKEN)
+    deployment, handle = start(cluster, vllm, tmp_path)
+    assert deployment.failure() is None
+    os.killpg(deployment.pgid, signal.SIGKILL)  # the pod went away: oc port-forward ends
+    deadline = time.monotonic() + 10
+    while deployment.failure() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert deployment.failure().startswith("oc port-forward to pod/tb-contract-predictor")
+    deployment.stop()

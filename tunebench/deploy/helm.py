@@ -72,6 +72,15 @@ class HelmDeployment:
     def pgid(self) -> int | None:
         return self._forwards[0].pgid if self._forwards else None
 
+    def failure(self) -> str | None:
+        """Why vLLM became unreachable during the load (a port-forward ended), or None."""
+        for forward in self._forwards:
+            code = forward.poll()
+            if code is not None:
+                return (f"oc port-forward to pod/{self._pod} exited (code {code}) while load was "
+                        f"running: {first_line(_read(forward.log_path))}")
+        return None
+
     def log_text(self) -> str:
         if self._log_path and self._log_path.exists():
             return self._log_path.read_text(errors="replace")
