@@ -6,6 +6,8 @@ Contract for every implementation:
   it never leaves a process behind when it raises.
 - `stop()` is idempotent, safe after a failed `start`, and reaps everything `start` began.
 - `log_text()` returns what the server logged so far ("" when the server is not ours).
+- optional `failure()`: why a started server became unreachable (it exited, its
+  port-forward ended), else None; the runner polls it during the load and aborts at once.
 Secrets (API keys) live only in `ServerHandle.headers`, which is never written anywhere.
 """
 
