@@ -32,3 +32,12 @@ def cli():
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """One local S3 server (moto, credentials enforced) for the session: moto's state is
+    process-wide, so a second server in the same process would share its users."""
+    from tests.s3_server import serve_s3
+
+    yield from serve_s3()

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 from tests.e2e.conftest import NEEDS_SERVER
-from tests.unit.test_upload import BUCKET, s3  # noqa: F401  - the moto S3 server fixture
+from tests.s3_server import BUCKET
 from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
@@ -41,7 +41,7 @@ def grep_text(where: str, text: str) -> list[str]:
     return [f"{where}: {what}" for what, value in PLANTED.items() if value in text]
 
 
-def test_planted_secrets_never_reach_a_file_log_or_console(tmp_path, s3):  # noqa: F811
+def test_planted_secrets_never_reach_a_file_log_or_console(tmp_path, s3):
     spec = tmp_path / "secrets.yaml"
     spec.write_text(textwrap.dedent(f"""
         name: secrets

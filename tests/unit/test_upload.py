@@ -7,11 +7,6 @@ key id really is refused, as MinIO or AWS would refuse it.
 
 from __future__ import annotations
 
-import json
-import logging
-import socket
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,67 +15,7 @@ from tests.conftest import run_cli
 from tests.tekton_steps import load_task, run_step, step_env
 from tunebench.testing import make_synthetic_run
 
-boto3 = pytest.importorskip("boto3", reason="boto3 is a tunebench dependency; pip install -e .")
-moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the dev extra")
-
-BUCKET = "runs"
-SECRET_NAME = "tunebench-s3"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class S3:
-    endpoint: str
-    key_id: str
-    secret: str
-
-    def client(self):
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id=self.key_id, aws_secret_access_key=self.secret)
-
-    def keys(self, prefix: str = "") -> set[str]:
-        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-        return {o["Key"] for page in pages for o in page.get("Contents", [])}
-
-    def secrets(self, secret: str | None = None, key_id: str | None = None) -> dict:
-        return {(SECRET_NAME, "AWS_ACCESS_KEY_ID"): key_id or self.key_id,
-                (SECRET_NAME, "AWS_SECRET_ACCESS_KEY"): secret or self.secret}
-
-
-def _set_auth(endpoint: str, count: str) -> None:
-    request = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=count.encode(),
-                                     method="POST", headers={"Content-Type": "text/plain"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
-
-
-@pytest.fixture(scope="module")
-def s3():
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        bootstrap = dict(endpoint_url=endpoint, region_name="us-east-1",
-                         aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
-        iam = boto3.client("iam", **bootstrap)
-        iam.create_user(UserName="tunebench")
-        iam.put_user_policy(UserName="tunebench", PolicyName="s3", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17",
-             "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
-        key = iam.create_access_key(UserName="tunebench")["AccessKey"]
-        boto3.client("s3", **bootstrap).create_bucket(Bucket=BUCKET)
-        _set_auth(endpoint, "0")  # from now on every request must be signed by a known key
-        yield S3(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
-    finally:
-        _set_auth(endpoint, "inf")  # moto's setting is process-wide: restore it
-        server.stop()
+from tests.s3_server import BUCKET, S3, free_port  # the `s3` fixture: tests/conftest.py
 
 
 @pytest.fixture
@@ -147,7 +82,7 @@ def test_step_failures_are_one_line_and_fail_the_step(s3, workspace, tmp_path, c
     elif case == "unknown-key":
         secrets = s3.secrets(key_id="AKIAUNKNOWNKEY000000", secret=wrong)
     else:
-        params["endpoint-url"] = f"http://127.0.0.1:{_free_port()}"
+        params["endpoint-url"] = f"http://127.0.0.1:{free_port()}"
     result, results = _upload(s3, workspace, tmp_path, secrets=secrets, **params)
     assert result.returncode != 0
     error = result.stderr.strip()
