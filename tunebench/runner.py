@@ -18,6 +18,7 @@ from typing import Any, Callable
 from tunebench import client_limit, slo
 from tunebench.client_limit import DEFAULT_TOLERANCE
 from tunebench.deploy.base import Deployment
+from tunebench.deploy.local import tail
 from tunebench.effective import ineffective_args, read_effective
 from tunebench.errors import DeploymentError, LoadError
 from tunebench.load.base import ClientResult, LoadDriver
@@ -219,7 +220,7 @@ class ConfigRunner:
                 store.update_config(config.config_id, status="failed", error=error,
                                     failed_point=failed_point, points_done=done,
                                     load_retries=getattr(driver, "retried", []),
-                                    log_tail=redact_text(tail_of(self.deployment.log_text())))
+                                    log_tail=redact_text(tail(self.deployment.log_text())))
                 self.reporter.config_failed(config, error)
                 return ConfigOutcome(config.config_id, "failed", done, error, capacity,
                                      effective, reasons)
@@ -321,10 +322,6 @@ class ConfigRunner:
                 path.write_text(clean)
 
 
-def tail_of(text: str, lines: int = 20) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def _true(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
 
@@ -334,7 +331,6 @@ class ServerWatch:
     load is aborted at once instead of running every remaining point against nothing."""
 
     def __init__(self, deployment: Deployment, driver: LoadDriver, period_s: float = 1.0):
-        self.failure: str | None = None
         self._check = getattr(deployment, "failure", None)
         self._driver = driver
         self._period_s = period_s
@@ -350,7 +346,6 @@ class ServerWatch:
         while not self._stop.wait(self._period_s):
             failure = self._check()
             if failure:
-                self.failure = failure
                 abort = getattr(self._driver, "abort", None)
                 if abort:
                     abort(failure)

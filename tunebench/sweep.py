@@ -64,7 +64,8 @@ def resolve_deployment(spec: SweepSpec, spec_path: Path, output_root: Path, keep
 
 
 def resolve_helm(settings, spec: SweepSpec, spec_path: Path, keep: bool):
-    """Release name chosen, values files, chart directory and CA bundle as absolute paths."""
+    """Release name chosen, values files, chart directory and CA bundle as absolute paths
+    (their existence was checked with the plan: spec/helm_values.check_helm_plan)."""
 
     def absolute(name: str) -> str:
         return str((spec_path.parent / Path(name).expanduser()).resolve())
@@ -72,9 +73,6 @@ def resolve_helm(settings, spec: SweepSpec, spec_path: Path, keep: bool):
     chart = settings.chart
     if chart.startswith(("/", "./", "../", "~")):
         chart = absolute(chart)
-    if settings.ca_bundle and not Path(absolute(settings.ca_bundle)).is_file():
-        raise SpecError(f"{spec_path}: deployment.ca_bundle: {absolute(settings.ca_bundle)} "
-                        "does not exist; give the CA file of the cluster's router")
     return settings.model_copy(update={
         "release": release_name(settings, spec.name),
         "values": [absolute(v) for v in settings.values],

@@ -99,7 +99,6 @@ class HelmDeployment:
         self.on_status(f"helm upgrade --install {self.release} ({config.label})")
         self.kube.helm(*self.install_args(values_path), timeout=600)
         self._pod = self._wait_ready(launched)
-        self._save_pod_log()
         base_url, verify = self._endpoint()
         metrics_url = f"{base_url}/metrics"
         if self.settings.scrape == "pod" and self.settings.access == "route":
