@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from tunebench import demo  # noqa: E402
 from tunebench.batch.run import render_prompts  # noqa: E402
-from tunebench.cli.batch import load_batch_spec  # noqa: E402
+from tunebench.batch.spec import load_batch_spec  # noqa: E402
 from tunebench.deploy.local import gpu_visible, vllm_environment  # noqa: E402
 
 

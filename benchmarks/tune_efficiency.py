@@ -27,7 +27,7 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tunebench.replay.evaluate import ReplayCapacityEvaluator, replay_probe, search_capacity  # noqa: E402
+from tunebench.tune.replay import ReplayCapacityEvaluator, replay_probe, search_capacity  # noqa: E402
 from tunebench.replay.model import RecordedRun, true_capacity  # noqa: E402
 from tunebench.spec.models import Tune  # noqa: E402
 from tunebench.tune.study import Tuner  # noqa: E402

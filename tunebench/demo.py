@@ -8,13 +8,13 @@ training text) and cached; a finished build is marked so a half-written one is r
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tunebench.environment import cache_root
 from tunebench.errors import TunebenchError
 
 _DONE_MARKER = ".tunebench-complete"
@@ -60,12 +60,6 @@ _WORDS = (
     "number question answer system network storage cluster node pod service route "
     "quickly slowly carefully first second third then after before while until because"
 ).split()
-
-
-def cache_root() -> Path:
-    """Where built models live: $TUNEBENCH_HOME or ~/.cache/tunebench."""
-    home = os.environ.get("TUNEBENCH_HOME")
-    return Path(home) if home else Path.home() / ".cache" / "tunebench"
 
 
 def default_model_path(name: str = DEFAULT_BUILTIN) -> Path:

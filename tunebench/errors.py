@@ -33,6 +33,11 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def tail(text: str, lines: int = 20) -> str:
+    """The last `lines` lines of a log, for an error's context."""
+    return "\n".join(text.splitlines()[-lines:])
+
+
 class SpecError(TunebenchError):
     exit_code = 2
 

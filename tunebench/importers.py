@@ -20,7 +20,8 @@ import yaml
 from tunebench import __version__
 from tunebench.errors import SpecError
 from tunebench.load.guidellm_report import client_columns, request_samples, strategy_of
-from tunebench.metrics.summary import SERVER_COLUMNS
+from tunebench.points.columns import SERVER_COLUMNS
+from tunebench.store.manifest import ConfigStatus, RunKind
 from tunebench.store.run import RunStore
 
 MAX_IMPORT_BYTES = 2_000_000_000
@@ -140,21 +141,20 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
         formats.append(kind)
     name = name or files[0].stem
     label = "imported"
-    store = RunStore.create(root, name, {
-        "imported_from": [str(p) for p in files], "import_formats": formats,
-        "spec": None, "versions": {"tunebench": __version__}, "host": {}, "deployment_kind": "import",
-        "varied_args": [], "configs": [{"config_id": "c1", "label": label, "status": "complete",
-                                        "args": {}, "command_args": [], "effective": {}}],
-    })
-    seen: set[str] = set()
-    for row, samples in points:
-        point_id = _point_id(row["load_kind"], row.get("target"), seen)
-        store.add_requests("c1", point_id, samples)
-        store.add_point({
-            "run_id": store.run_id, "config_id": "c1", "config_label": label, "point_id": point_id,
-            **row, **{c: None for c in SERVER_COLUMNS}, "server_metrics": "absent",
-            "valid": bool(row.get("requests_ok")),
-            "invalid_reason": "" if row.get("requests_ok") else "no successful requests",
-        })
-    store.set_status("complete")
+    # The host of an imported run is unknown: the files were measured elsewhere.
+    store = RunStore.create(root, RunKind.IMPORT, name, deployment_kind="import",
+                            versions={"tunebench": __version__}, host={}, imported_from=[str(p) for p in files],
+                            import_formats=formats)
+    with store.running("import"):
+        store.update_config("c1", label=label, status=ConfigStatus.COMPLETE, effective={})
+        seen: set[str] = set()
+        for row, samples in points:
+            point_id = _point_id(row["load_kind"], row.get("target"), seen)
+            store.add_requests("c1", point_id, samples)
+            store.add_point({
+                "run_id": store.run_id, "config_id": "c1", "config_label": label,
+                "point_id": point_id, **row, **{c: None for c in SERVER_COLUMNS},
+                "server_metrics": "absent", "valid": bool(row.get("requests_ok")),
+                "invalid_reason": "" if row.get("requests_ok") else "no successful requests",
+            })
     return store

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tunebench.metrics.summary import SERVER_COLUMNS
+from tunebench.points.columns import SERVER_COLUMNS
+from tunebench.store.manifest import RunKind
 from tunebench.store.run import RunStore
 
 
@@ -32,10 +33,16 @@ def make_synthetic_run(
     """
     rng = np.random.default_rng(seed)
     slowdown = slowdown or {}
-    store = RunStore.create(Path(root), name, {
-        "spec": {"name": name}, "versions": {"tunebench": "synthetic"}, "host": {},
-        "deployment_kind": "synthetic", "varied_args": ["max-num-seqs"], "configs": [],
-    })
+    store = RunStore.create(Path(root), RunKind.SWEEP, name, spec={"name": name},
+                            versions={"tunebench": "synthetic"}, host={},
+                            deployment_kind="synthetic", varied_args=["max-num-seqs"])
+    with store.running("synthetic"):
+        _fill_synthetic(store, rng, configs, streams, requests_per_point, slowdown, timeseries)
+    return store
+
+
+def _fill_synthetic(store: RunStore, rng, configs: int, streams: tuple[int, ...],
+                    requests_per_point: int, slowdown: dict[int, float], timeseries: bool) -> None:
     clock = 1_800_000_000.0
     for index in range(configs):
         seqs = 2 * (index + 1)
@@ -85,9 +92,7 @@ def make_synthetic_run(
                                max(0, target - seqs)))
         if timeseries:
             lines = ["time,kv_usage,running,waiting"] + [",".join(map(str, row)) for row in series]
-            store.write_text(f"metrics/{config_id}.csv", "\n".join(lines) + "\n")
-    store.set_status("complete")
-    return store
+            store.write_text(store.layout.series(config_id), "\n".join(lines) + "\n")
 
 
 def make_rate_grid_run(
@@ -102,10 +107,16 @@ def make_rate_grid_run(
     TTFT p95 follows 50 ms / (1 - rate/saturation), so the 250 ms SLO's true capacity is
     0.8 x saturation. A saturation of None records a configuration that failed to start.
     """
-    store = RunStore.create(Path(root), name, {
-        "spec": {"name": name, "slo": {"ttft_ms": {"p95": 250}}}, "versions": {}, "host": {},
-        "deployment_kind": "synthetic", "varied_args": [], "configs": [],
-    })
+    store = RunStore.create(Path(root), RunKind.SWEEP, name,
+                            spec={"name": name, "slo": {"ttft_ms": {"p95": 250}}}, versions={},
+                            host={}, deployment_kind="synthetic")
+    with store.running("synthetic"):
+        _fill_rate_grid(store, saturation, rates, kv_capacity_tokens)
+    return store
+
+
+def _fill_rate_grid(store: RunStore, saturation: dict[str, tuple[dict, float | None]],
+                    rates: tuple[float, ...], kv_capacity_tokens: int) -> None:
     for index, (label, (args, sat)) in enumerate(saturation.items(), start=1):
         config_id = f"c{index}"
         if sat is None:
@@ -126,5 +137,3 @@ def make_rate_grid_run(
                 "duration_s": 10.0, "ttft_p50_ms": ttft_p95 / 2, "ttft_p95_ms": ttft_p95,
                 "itl_p50_ms": 5.0, "output_tok_s": min(rate, sat) * 32, "valid": True,
             })
-    store.set_status("complete")
-    return store

@@ -12,8 +12,9 @@ import pytest
 
 from tunebench.deploy.endpoint import EndpointServer
 from tunebench.deploy.helm import HelmDeployment
+from tunebench.store.layout import RunLayout
 from tunebench.errors import DeploymentError
-from tunebench.spec.models import EndpointDeployment, HelmDeployment as HelmSettings
+from tunebench.spec.deployments import EndpointSettings, HelmSettings
 from tunebench.spec.plan import ServerConfig
 
 TOKEN = "sa-token-8c1e77f0"
@@ -36,9 +37,9 @@ def deployment(request, tmp_path, monkeypatch):
     if request.param == "endpoint":
         server = request.getfixturevalue("vllm")
         monkeypatch.setenv("TB_CONTRACT_KEY", TOKEN)
-        settings = EndpointDeployment(kind="endpoint", url=f"http://{server.address}/v1",
+        settings = EndpointSettings(kind="endpoint", url=f"http://{server.address}/v1",
                                       api_key_env="TB_CONTRACT_KEY", ready_timeout_s=5)
-        yield EndpointServer(settings, tmp_path / "logs"), server
+        yield EndpointServer(settings, RunLayout(tmp_path)), server
         return
     cluster = request.getfixturevalue("cluster")
     if request.param == "helm-port-forward":
@@ -51,7 +52,7 @@ def deployment(request, tmp_path, monkeypatch):
                          sa_token=TOKEN)
         settings = helm_settings(access="route", scrape="route",
                                  ca_bundle=str(server.ca_bundle))
-    deployment = HelmDeployment(settings, tmp_path / "logs")
+    deployment = HelmDeployment(settings, RunLayout(tmp_path))
     yield deployment, server
     deployment.stop()
 
@@ -102,6 +103,6 @@ def test_the_token_is_in_headers_only_never_in_the_log(deployment, tmp_path):
     assert handle.headers == {"Authorization": f"Bearer {TOKEN}"}
     assert TOKEN not in repr(handle)
     deployment.stop()
-    for path in (tmp_path / "logs").rglob("*") if (tmp_path / "logs").exists() else []:
+    for path in RunLayout(tmp_path).logs.rglob("*"):
         if path.is_file():
             assert TOKEN not in path.read_text(errors="replace"), path

@@ -10,12 +10,13 @@ import yaml
 
 from tests.contract.test_deployment_contract import CONFIG, CONFIG_2, TOKEN, helm_settings
 from tunebench.deploy.helm import HelmDeployment
+from tunebench.store.layout import RunLayout
 from tunebench.errors import DeploymentError
 
 
 def start(cluster, server, tmp_path, statuses=None, **overrides):
     settings = helm_settings(**overrides)
-    deployment = HelmDeployment(settings, tmp_path / "logs",
+    deployment = HelmDeployment(settings, RunLayout(tmp_path),
                                 on_status=(statuses.append if statuses is not None else None))
     return deployment, deployment.start(CONFIG)
 
@@ -36,7 +37,7 @@ def test_install_arguments_and_the_complete_values_file(cluster, vllm, tmp_path)
     assert values["deploymentMode"] == "RawDeployment"
     assert values["fullnameOverride"] == "tb-contract"
     # The same file is kept in the run, and the pod's log is saved for effective-config parsing.
-    assert (tmp_path / "logs" / "helm-values-c1.yaml").read_text().count("--max-num-seqs=8") == 1
+    assert RunLayout(tmp_path).helm_values("c1").read_text().count("--max-num-seqs=8") == 1
     assert "vLLM API server" in deployment.log_text()
     deployment.stop()
     uninstall = [argv for argv in cluster.calls("helm") if argv[0] == "uninstall"]
@@ -46,7 +47,7 @@ def test_install_arguments_and_the_complete_values_file(cluster, vllm, tmp_path)
 
 def test_keep_leaves_the_last_release_and_the_next_start_replaces_it(cluster, vllm, tmp_path):
     cluster.scenario(mode="ready", backend=vllm.address, sa_token=TOKEN)
-    deployment = HelmDeployment(helm_settings(keep=True), tmp_path / "logs")
+    deployment = HelmDeployment(helm_settings(keep=True), RunLayout(tmp_path))
     deployment.start(CONFIG)
     deployment.stop()
     assert cluster.releases() == ["tb-contract"]
@@ -76,7 +77,7 @@ def test_a_slow_release_is_waited_for_with_progress(cluster, vllm, tmp_path):
 ])
 def test_a_failing_pod_ends_the_configuration_at_once(cluster, vllm, tmp_path, mode, expected):
     cluster.scenario(mode=mode, backend=vllm.address, sa_token=TOKEN)
-    deployment = HelmDeployment(helm_settings(ready_timeout_s=600), tmp_path / "logs")
+    deployment = HelmDeployment(helm_settings(ready_timeout_s=600), RunLayout(tmp_path))
     began = time.monotonic()
     with pytest.raises(DeploymentError, match=expected) as caught:
         deployment.start(CONFIG)
@@ -90,7 +91,7 @@ def test_a_failing_pod_ends_the_configuration_at_once(cluster, vllm, tmp_path, m
 
 def test_a_release_that_never_schedules_times_out_with_the_reason(cluster, vllm, tmp_path):
     cluster.scenario(mode="pending", backend=vllm.address, sa_token=TOKEN)
-    deployment = HelmDeployment(helm_settings(ready_timeout_s=3), tmp_path / "logs")
+    deployment = HelmDeployment(helm_settings(ready_timeout_s=3), RunLayout(tmp_path))
     with pytest.raises(DeploymentError, match=r"not Ready after \d+ s \(deployment.ready_timeout_s\)"
                        r".*Unschedulable: 0/3 nodes are available") as caught:
         deployment.start(CONFIG)
@@ -102,7 +103,7 @@ def test_a_release_that_never_schedules_times_out_with_the_reason(cluster, vllm,
 def test_a_failed_install_names_helms_error(cluster, vllm, tmp_path):
     cluster.scenario(install_error="cannot patch \"tb-contract\": admission webhook denied",
                      backend=vllm.address, sa_token=TOKEN)
-    deployment = HelmDeployment(helm_settings(), tmp_path / "logs")
+    deployment = HelmDeployment(helm_settings(), RunLayout(tmp_path))
     with pytest.raises(DeploymentError, match="helm upgrade failed: Error: UPGRADE FAILED: "
                                               "cannot patch"):
         deployment.start(CONFIG)
@@ -111,7 +112,7 @@ def test_a_failed_install_names_helms_error(cluster, vllm, tmp_path):
 
 def test_missing_helm_executable(cluster, vllm, tmp_path):
     cluster.scenario(mode="ready", backend=vllm.address, sa_token=TOKEN)
-    deployment = HelmDeployment(helm_settings(helm="helm-not-installed"), tmp_path / "logs")
+    deployment = HelmDeployment(helm_settings(helm="helm-not-installed"), RunLayout(tmp_path))
     with pytest.raises(DeploymentError, match="helm-not-installed: not found on PATH; install it "
                                               "or set deployment.helm"):
         deployment.start(CONFIG)
@@ -121,7 +122,7 @@ def test_token_from_the_environment(cluster, vllm, tmp_path, monkeypatch):
     cluster.scenario(mode="ready", backend=vllm.address)
     monkeypatch.delenv("TB_HELM_TOKEN", raising=False)
     deployment = HelmDeployment(helm_settings(token_secret=None, token_env="TB_HELM_TOKEN"),
-                                tmp_path / "logs")
+                                RunLayout(tmp_path))
     with pytest.raises(DeploymentError, match="TB_HELM_TOKEN is not set"):
         deployment.start(CONFIG)
     monkeypatch.setenv("TB_HELM_TOKEN", TOKEN)
@@ -133,7 +134,7 @@ def test_token_from_the_environment(cluster, vllm, tmp_path, monkeypatch):
 
 def test_missing_secret_is_a_clear_error(cluster, vllm, tmp_path):
     cluster.scenario(mode="ready", backend=vllm.address)  # no token in the cluster
-    deployment = HelmDeployment(helm_settings(), tmp_path / "logs")
+    deployment = HelmDeployment(helm_settings(), RunLayout(tmp_path))
     with pytest.raises(DeploymentError, match="deployment.token_secret: cannot read key 'token' "
                                               "of Secret tunebench-client in bench"):
         deployment.start(CONFIG)
@@ -142,12 +143,12 @@ def test_missing_secret_is_a_clear_error(cluster, vllm, tmp_path):
 def test_route_certificate_needs_a_ca_bundle_or_insecure(cluster, tls_vllm, tmp_path):
     cluster.scenario(mode="ready", backend=tls_vllm.address, route_host=tls_vllm.address,
                      sa_token=TOKEN)
-    strict = HelmDeployment(helm_settings(access="route", health_timeout_s=2), tmp_path / "a")
+    strict = HelmDeployment(helm_settings(access="route", health_timeout_s=2), RunLayout(tmp_path / "a"))
     with pytest.raises(DeploymentError, match="CERTIFICATE_VERIFY_FAILED"):
         strict.start(CONFIG)
     strict.stop()
     insecure = HelmDeployment(helm_settings(access="route", insecure_skip_tls_verify=True),
-                              tmp_path / "b")
+                              RunLayout(tmp_path / "b"))
     handle = insecure.start(CONFIG)
     assert handle.base_url == f"https://{tls_vllm.address}" and handle.verify_tls is False
     # metrics come from the pod through a port-forward, not through the router
@@ -157,7 +158,7 @@ def test_route_certificate_needs_a_ca_bundle_or_insecure(cluster, tls_vllm, tmp_
 
 def test_without_a_route_the_https_status_url_is_used(cluster, tls_vllm, tmp_path):
     cluster.scenario(mode="ready", backend=tls_vllm.address, sa_token=TOKEN)  # no Route
-    deployment = HelmDeployment(helm_settings(access="route"), tmp_path / "a")
+    deployment = HelmDeployment(helm_settings(access="route"), RunLayout(tmp_path / "a"))
     with pytest.raises(DeploymentError, match="no Route tb-contract in bench and no https "
                                               "status.url; enable endpoint.externalRoute"):
         deployment.start(CONFIG)
@@ -165,7 +166,7 @@ def test_without_a_route_the_https_status_url_is_used(cluster, tls_vllm, tmp_pat
     cluster.scenario(mode="ready", backend=tls_vllm.address, sa_token=TOKEN,
                      isvc_url=f"https://{tls_vllm.address}")
     deployment = HelmDeployment(helm_settings(access="route", ca_bundle=str(tls_vllm.ca_bundle)),
-                                tmp_path / "b")
+                                RunLayout(tmp_path / "b"))
     assert deployment.start(CONFIG).base_url == f"https://{tls_vllm.address}"
     deployment.stop()
 

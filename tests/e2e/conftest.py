@@ -17,8 +17,9 @@ import pytest
 
 from tests.conftest import run_cli
 from tunebench.deploy.local import LocalVllmServer
-from tunebench.spec.models import LocalDeployment
+from tunebench.spec.deployments import LocalSettings
 from tunebench.spec.plan import ServerConfig
+from tunebench.store.layout import RunLayout
 from tunebench.store.run import read_points
 
 NEEDS_SERVER = pytest.mark.skipif(
@@ -80,7 +81,7 @@ def guarded_server(tmp_path_factory):
     Shared by the endpoint tests and the helm tests (which reach it through the fake
     `oc port-forward`), so the session pays for one start.
     """
-    server = LocalVllmServer(LocalDeployment(kind="local"), tmp_path_factory.mktemp("server"))
+    server = LocalVllmServer(LocalSettings(kind="local"), RunLayout(tmp_path_factory.mktemp("server")))
     config = ServerConfig("s1", "guarded", "builtin:tiny-llama", None,
                           {"max-model-len": 256, "enforce-eager": True, "api-key": GUARDED_KEY})
     handle = server.start(config)

@@ -10,7 +10,7 @@ from tests.conftest import REPO
 from tunebench.batch.dataset import PromptRenderer, Record, load_records
 from tunebench.batch.run import render_prompts, schema_failures, shard_slices
 from tunebench.batch.worker import ray_processor_parts
-from tunebench.cli.batch import load_batch_spec
+from tunebench.batch.spec import load_batch_spec
 from tunebench.errors import SpecError
 
 RECIPES = REPO / "sweeps/batch-recipes.yaml"
@@ -109,11 +109,12 @@ def test_ray_processor_config():
 
 
 def test_offline_vs_online_throughput_ratio(tmp_path, cli):
+    from tunebench.store.manifest import RunKind
     from tunebench.store.run import RunStore
     from tunebench.testing import make_synthetic_run
 
     sweep = make_synthetic_run(tmp_path, name="serving", configs=2)  # max-num-seqs 2 and 4
-    batch = RunStore.create(tmp_path, "offline", {"kind": "batch", "varied_args": [], "configs": []})
+    batch = RunStore.create(tmp_path, RunKind.BATCH, "offline")
     batch.update_config("c1", label="max-num-seqs=4", model="synthetic", args={"max-num-seqs": 4},
                         status="complete")
     batch.add_point({"run_id": batch.run_id, "config_id": "c1", "config_label": "max-num-seqs=4",
@@ -127,3 +128,21 @@ def test_offline_vs_online_throughput_ratio(tmp_path, cli):
                      "online_point": rows[0]["online_point"], "ratio": pytest.approx(best / 1000.0)}]
     table = cli("compare", batch.run_id, sweep.run_id, "--root", str(tmp_path))
     assert "serving overhead" in table.stdout
+
+
+def test_an_unexpected_error_leaves_a_batch_run_failed_not_interrupted(tmp_path, monkeypatch):
+    """Before the shared status lifecycle, this batch run ended "interrupted"."""
+    import tunebench.batch.run as batch_run
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("an unexpected error")
+
+    monkeypatch.setattr(batch_run, "_run_config", boom)
+    spec_path = REPO / "sweeps" / "batch-recipes.yaml"
+    spec, data = load_batch_spec(spec_path)
+    with pytest.raises(RuntimeError):
+        batch_run.run_batch(spec, spec_path, data, tmp_path)
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["kind"] == "batch" and manifest["status"] == "failed"
+    assert manifest["attempts"][0]["status"] == "failed"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tunebench.tune.capacity import CapacitySearch
+from tunebench.points.capacity import CapacitySearch
 from tunebench.tune.pruning import kv_capacity_for, prune_reason
 
 

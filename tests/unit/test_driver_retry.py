@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO
-from tunebench.deploy.base import ServerHandle
+from tunebench.seams.deployment import ServerHandle
 from tunebench.errors import LoadError
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.spec.models import SyntheticData

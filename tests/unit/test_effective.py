@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tunebench.deploy.local import server_error_line
-from tunebench.effective import ineffective_args, parse_startup_log
+from tunebench.metrics.effective import parse_startup_log
+from tunebench.points.validity import ineffective_args
 
 
 def test_real_vllm_032_cpu_startup_log(fixtures):

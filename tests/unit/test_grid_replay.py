@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FIXTURES
-from tunebench.replay.evaluate import search_capacity
+from tunebench.tune.replay import search_capacity
 from tunebench.replay.model import RecordedRun, true_capacity
 
 GRID = FIXTURES / "grid-cpu"

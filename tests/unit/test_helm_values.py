@@ -17,9 +17,9 @@ import yaml
 
 from tests.conftest import FIXTURES, REPO, run_cli
 from tunebench.errors import SpecError
-from tunebench.spec.helm_values import chart_values, release_name
+from tunebench.spec.kserve_chart import chart_values, release_name
 from tunebench.spec.loading import load_spec
-from tunebench.spec.plan import build_plan
+from tunebench.kinds import plan as build_plan
 
 K8S = FIXTURES / "k8s"
 HELM_SWEEPS = sorted(p for p in (REPO / "sweeps").glob("*.yaml")

@@ -144,7 +144,7 @@ def test_a_killed_process_leaves_no_stale_lock(tmp_path):
 def test_resume_refuses_tune_and_batch_runs(tmp_path):
     run = full_run(tmp_path)
     manifest = json.loads((run / "manifest.json").read_text())
-    manifest["tune"] = {"study": "study.db"}
+    manifest["kind"], manifest["tune"] = "tune", {"study": "study.db"}
     manifest["status"] = "interrupted"
     (run / "manifest.json").write_text(json.dumps(manifest))
     result = run_cli("sweep", "--resume", str(run))

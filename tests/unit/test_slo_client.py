@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_spec_errors import GOOD
-from tunebench.client_limit import verdict
-from tunebench.slo import evaluate, thresholds_of
+from tunebench.points.client_limit import verdict
+from tunebench.points.slo import evaluate, thresholds_of
 
 SLO = {"ttft_ms": {"p95": 500}, "itl_ms": {"p50": 20}, "max_error_rate": 0.05}
 

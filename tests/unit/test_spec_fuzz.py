@@ -43,7 +43,7 @@ def load_sweep(path: Path) -> None:
     """What `tunebench sweep SPEC --dry-run` checks before it prints the plan."""
     from tunebench.spec.loading import load_spec
     from tunebench.spec.plan import build_plan
-    from tunebench.sweep import estimate_seconds
+    from tunebench.sweep.estimate import estimate_seconds
 
     spec = load_spec(path)
     plan = build_plan(spec, path)

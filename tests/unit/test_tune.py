@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import optuna
 import pytest
 import yaml
 
-from tunebench.progress import SilentReporter
+from tests.conftest import FIXTURES
+from tunebench.seams.progress import SilentReporter
 from tunebench.replay.model import RecordedRun, true_capacity
 from tunebench.runner import ConfigOutcome
 from tunebench.spec.plan import ServerConfig
+from tunebench.store.manifest import Manifest, RunKind
+from tunebench.store.run import RunStore
 from tunebench.tune.evaluate import RunnerEvaluator
 from tunebench.spec.models import Tune
 from tunebench.testing import make_rate_grid_run
@@ -41,6 +45,11 @@ class FakeEvaluator:
         if seqs == 16:
             return TrialOutcome(None, "vLLM exited with code 1: out of memory", effective=effective)
         return TrialOutcome([float(seqs or 3)], attrs={"probes": 4}, effective=effective)
+
+
+def store_at(path):
+    """A tune run's store over `path` (where the test's study.db already is)."""
+    return RunStore(path, Manifest.new("run1", "demo", RunKind.TUNE, versions={}, host={}))
 
 
 def run_tuner(tmp_path, tune, evaluator, base_args=None, create=True):
@@ -145,8 +154,9 @@ def test_results_and_exports(tmp_path):
     assert best["values"][0] == max(t.values[0] for t in study.get_trials()
                                     if t.state == optuna.trial.TrialState.COMPLETE)
     assert summary["improvement_pct"] == pytest.approx(100 * (best["values"][0] / 3.0 - 1))
-    files = results.write_exports(summary, "ibm-granite/granite-3.3-2b-instruct", "run1", "demo",
-                                  tmp_path, tmp_path / "helm-values", "ttft_ms p95 <= 500")
+    files = results.write_exports(summary, "ibm-granite/granite-3.3-2b-instruct",
+                                  store_at(tmp_path), "demo", tmp_path / "helm-values",
+                                  "ttft_ms p95 <= 500")
     values = yaml.safe_load((tmp_path / "helm-values/demo.yaml").read_text())
     assert values["model"]["uri"] == "hf://ibm-granite/granite-3.3-2b-instruct"
     assert "--max-model-len=512" in values["model"]["args"]
@@ -349,7 +359,74 @@ def test_secret_engine_args_never_reach_the_study_or_exports(tmp_path):
                          base_args={"max-model-len": 512, "api-key": "sk-live-0123456789"})
     assert evaluator.deployed[0]["api-key"] == "sk-live-0123456789"  # the server gets it
     summary = results.summarize(study, "capacity")
-    results.write_exports(summary, "org/model", "run1", "demo", tmp_path, tmp_path / "helm", "")
+    results.write_exports(summary, "org/model", store_at(tmp_path), "demo", tmp_path / "helm", "")
     for path in [tmp_path / "study.db", tmp_path / "tune-result.json", tmp_path / "serve-command.sh",
                  tmp_path / "helm/demo.yaml"]:
         assert b"sk-live-0123456789" not in path.read_bytes(), path
+
+
+# -- tune --resume reads the spec it was started with --------------------------------------
+
+TUNE_SECRET = "sk-tune-secret-7781aa"
+
+
+def _secret_tune_spec(tmp_path) -> Path:
+    spec = tmp_path / "tune-secret.yaml"
+    spec.write_text(f"""
+name: tune-secret
+model: builtin:tiny-llama
+deployment: {{kind: replay, run: {FIXTURES / 'grid-cpu'}}}
+server:
+  args: {{max-model-len: 512, api-key: {TUNE_SECRET}}}
+load:
+  data: {{kind: synthetic, prompt_tokens: 256, output_tokens: 32}}
+  profiles:
+    - {{kind: capacity, max_seconds: 10, start_rate: 2}}
+slo: {{ttft_ms: {{p95: 250}}}}
+tune:
+  trials: 2
+  seed: 0
+  space:
+    max-num-seqs: {{choices: [8, 16]}}
+""")
+    return spec
+
+
+def _tune(*argv: str) -> int:
+    from tunebench.cli.main import main
+
+    return main(list(argv))
+
+
+def test_tune_resume_refuses_a_masked_secret_when_the_spec_file_is_gone(tmp_path, capsys):
+    """Before the shared resume rule, `tune --resume` ran on with `***` as the api-key."""
+    spec, root, helm = _secret_tune_spec(tmp_path), tmp_path / "runs", str(tmp_path / "h")
+    _tune("tune", str(spec), "--root", str(root), "--helm-dir", helm, "--no-report")
+    (run,) = list(root.iterdir())
+    spec.unlink()
+    capsys.readouterr()
+    code = _tune("tune", "--resume", str(run), "--trials", "3", "--helm-dir", helm, "--no-report")
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "holds a secret that was masked" in err and str(spec) in err
+
+
+def test_tune_resume_uses_the_real_secret_from_the_unchanged_spec_file(tmp_path, monkeypatch):
+    from tunebench.replay.deployment import ReplayDeployment
+
+    spec, root, helm = _secret_tune_spec(tmp_path), tmp_path / "runs", str(tmp_path / "h")
+    _tune("tune", str(spec), "--root", str(root), "--helm-dir", helm, "--no-report")
+    (run,) = list(root.iterdir())
+    seen: list[dict] = []
+    original = ReplayDeployment.start
+
+    def spy(self, config):
+        seen.append(dict(config.args))
+        return original(self, config)
+
+    monkeypatch.setattr(ReplayDeployment, "start", spy)
+    _tune("tune", "--resume", str(run), "--trials", "3", "--helm-dir", helm, "--no-report")
+    assert seen and all(args["api-key"] == TUNE_SECRET for args in seen)
+    for path in run.rglob("*"):  # trial notes quote the args: the secret is masked there too
+        if path.is_file():
+            assert TUNE_SECRET.encode() not in path.read_bytes(), path

@@ -9,12 +9,10 @@ import pandas as pd
 
 from tunebench.errors import StoreError
 from tunebench.load.guidellm_report import request_samples
-from tunebench.store.columns import ID_COLUMNS
+from tunebench.points.columns import BOOL_COLUMNS, ID_COLUMNS, TEXT_COLUMNS
+from tunebench.store.layout import RunLayout
+from tunebench.store.manifest import Manifest
 from tunebench.store.run import resolve_run
-
-TEXT_COLUMNS = {*ID_COLUMNS, "variant", "server_metrics", "invalid_reason", "client_warnings",
-                "raw_report", "slo_violations", "client_limited_reason"} - {"target"}
-BOOL_COLUMNS = ("valid", "client_limited", "slo_met")
 
 
 def run_path(run: str | Path, root: str | Path = "reports") -> Path:
@@ -22,18 +20,18 @@ def run_path(run: str | Path, root: str | Path = "reports") -> Path:
 
 
 def load_manifest(run: str | Path, root: str | Path = "reports") -> dict:
-    path = run_path(run, root)
-    return json.loads((path / "manifest.json").read_text())
+    """The manifest as plain JSON data (kind filled in for runs of schema version 1)."""
+    return Manifest.read(run_path(run, root)).model_dump(mode="json")
 
 
 def load_run(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:
     """The points of a run, one row per configuration x load point, numbers as numbers."""
     path = run_path(run, root)
-    points = path / "points.csv"
+    points = RunLayout(path).points
     if not points.exists():
         return pd.DataFrame(columns=list(ID_COLUMNS))
     frame = pd.read_csv(points, dtype=str, keep_default_na=False)
-    varied = set(json.loads((path / "manifest.json").read_text()).get("varied_args", []))
+    varied = set(Manifest.read(path).varied_args)
     for column in frame.columns:
         if column in TEXT_COLUMNS or column in varied:
             continue
@@ -53,7 +51,7 @@ def load_requests(
     """Per-request samples (ttft_ms, itl_ms, tpot_ms, e2e_s, tokens) of a run's points."""
     path = run_path(run, root)
     frames = []
-    files = sorted((path / "requests").glob("*.csv"))
+    files = sorted(RunLayout(path).requests_dir.glob("*.csv"))
     for file in files:
         if config_id and file.stem != config_id:
             continue
@@ -74,7 +72,8 @@ def _requests_from_raw_reports(path: Path, config_id: str | None) -> list[pd.Dat
     points = load_run(path)
     if "raw_report" not in points:  # runs written before the column existed: plan order
         order = points.groupby("config_id").cumcount()
-        points["raw_report"] = [f"guidellm/{c}/benchmarks/{i:03d}.json"
+        layout = RunLayout(path)
+        points["raw_report"] = [layout.relative(layout.raw_report(c, i))
                                 for c, i in zip(points["config_id"], order)]
     frames = []
     for row in points.itertuples():

@@ -10,7 +10,7 @@ import pandas as pd
 
 from tunebench.analysis.compare import Comparison
 from tunebench.analysis.plots import HUE, LATENCY_METRICS, render_lines, versus_data
-from tunebench.store.run import write_atomic
+from tunebench.store.files import write_atomic
 
 
 def overlay_data(result: Comparison) -> pd.DataFrame:

@@ -14,32 +14,33 @@ from typing import Any
 from tunebench.errors import UsageError
 from tunebench.numbers import to_float
 from tunebench.spec.plan import args_key
+from tunebench.store.manifest import RunKind
 from tunebench.store.run import RunStore
 
 
 def is_batch_run(path: Path) -> bool:
-    return RunStore.open(path).manifest.get("kind") == "batch"
+    return RunStore.open(path).kind is RunKind.BATCH
 
 
 def serving_overhead(batch_path: Path, sweep_path: Path) -> list[dict[str, Any]]:
     batch, sweep = RunStore.open(batch_path), RunStore.open(sweep_path)
     rows = []
-    for config in batch.manifest.get("configs", []):
-        offline = next((r for r in batch.rows if r["config_id"] == config["config_id"]), None)
+    for config in batch.manifest.configs:
+        offline = next((r for r in batch.rows if r["config_id"] == config.config_id), None)
         if offline is None:
             continue
-        twins = [c for c in sweep.manifest.get("configs", [])
-                 if args_key(c.get("args") or {}) == args_key(config.get("args") or {})
-                 and Path(str(c.get("model"))).name == Path(str(config.get("model"))).name]
+        twins = [c for c in sweep.manifest.configs
+                 if args_key(c.args) == args_key(config.args)
+                 and Path(str(c.model)).name == Path(str(config.model)).name]
         for twin in twins:
-            points = [r for r in sweep.rows if r["config_id"] == twin["config_id"]
+            points = [r for r in sweep.rows if r["config_id"] == twin.config_id
                       and to_float(r.get("output_tok_s")) is not None]
             if not points:
                 continue
             best = max(points, key=lambda r: to_float(r["output_tok_s"]))
             offline_tok_s, online_tok_s = to_float(offline["output_tok_s"]), to_float(best["output_tok_s"])
             rows.append({
-                "config": config.get("label"), "sweep_config": twin.get("label"),
+                "config": config.label, "sweep_config": twin.label,
                 "offline_tok_s": offline_tok_s, "online_tok_s": online_tok_s,
                 "online_point": best["point_id"],
                 "ratio": online_tok_s / offline_tok_s if offline_tok_s else None,

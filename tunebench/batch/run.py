@@ -26,10 +26,11 @@ from tunebench.batch.spec import BatchSpec, check_json_schema
 from tunebench.deploy.local import gpu_visible, server_error_line, vllm_environment
 from tunebench.errors import SpecError
 from tunebench.processes import ManagedProcess
-from tunebench.progress import Reporter, SilentReporter
+from tunebench.seams.progress import Reporter, SilentReporter
 from tunebench.spec.plan import ServerConfig, expand_configs, format_value, resolve_model
-from tunebench.store.run import RunStore, write_atomic
-from tunebench.sweep import host_info, versions
+from tunebench.store.files import write_atomic
+from tunebench.store.manifest import ConfigStatus, RunKind
+from tunebench.store.run import RunStore
 
 PHASES = ("import_s", "load_s", "init_s", "compile_s", "generate_s", "write_s")
 
@@ -112,33 +113,30 @@ def run_batch(spec: BatchSpec, spec_path: Path, spec_data: dict, output_root: Pa
     schema = json_schema_of(spec, spec_path)
     configs = plan_configs(spec, spec_path)
     varied = sorted({k for c in configs for k in c.varied})
-    store = RunStore.create(output_root, spec.name, {
-        "kind": "batch", "spec_path": str(spec_path), "spec": spec_data,
-        "versions": versions(), "host": host_info(), "deployment_kind": f"batch-{spec.engine}",
-        "varied_args": varied, "records": len(prompts), "shards": shards, "configs": [],
-    })
+    store = RunStore.create(output_root, RunKind.BATCH, spec.name, spec=spec_data,
+                            spec_path=spec_path, deployment_kind=f"batch-{spec.engine}",
+                            varied_args=varied, records=len(prompts), shards=shards)
     if on_store:
         on_store(store)
     outcomes: list[BatchOutcome] = []
-    status = "interrupted"
-    try:
+    with store.running("batch") as attempt:
         for index, config in enumerate(configs, start=1):
             reporter.config_starting(config, index, len(configs))
             outcomes.append(_run_config(spec, store, config, prompts, schema, shards, reporter))
-        status = "complete" if all(o.status == "complete" for o in outcomes) else "failed"
-    finally:
-        store.set_status(status)
+        if any(o.status != "complete" for o in outcomes):
+            attempt.fail()
     return store, outcomes
 
 
 def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts: list[dict],
                 schema: dict | None, shards: int, reporter: Reporter) -> BatchOutcome:
-    work = store.path / "batch" / config.config_id
+    work = store.layout.batch_dir(config.config_id)
     work.mkdir(parents=True, exist_ok=True)
     model = demo.resolve_builtin(config.model)
     tokenizer = demo.resolve_builtin(config.tokenizer) if config.tokenizer else None
     store.update_config(config.config_id, label=config.label, model=config.model, args=config.args,
-                        engine=spec.engine, varied=config.varied, status="running")
+                        engine=spec.engine, varied=config.varied,
+                        status=ConfigStatus.RUNNING)
     slices = shard_slices(len(prompts), shards)
     on_gpu = gpu_visible()
     processes: list[ManagedProcess] = []
@@ -179,15 +177,15 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
             process.stop(grace_s=5)
     if errors:
         error = "; ".join(errors)
-        store.update_config(config.config_id, status="failed", error=error)
+        store.update_config(config.config_id, status=ConfigStatus.FAILED, error=error)
         reporter.config_failed(config, error)
         return BatchOutcome(config.config_id, "failed", error)
     results = [json.loads((work / f"result-{i}.json").read_text()) for i in range(len(slices))]
-    outputs = _merge_outputs(work, len(slices), store.path / "outputs" / f"{config.config_id}.jsonl")
+    outputs = _merge_outputs(work, len(slices), store.layout.outputs(config.config_id))
     row = _row(store, config, results, len(prompts), outputs, schema, time.time() - started)
     store.add_point(row)
-    store.update_config(config.config_id, status="complete", shards=results,
-                        outputs=f"outputs/{config.config_id}.jsonl")
+    store.update_config(config.config_id, status=ConfigStatus.COMPLETE, shards=results,
+                        outputs=store.layout.relative(store.layout.outputs(config.config_id)))
     reporter.point_done(config, row)
     return BatchOutcome(config.config_id, "complete")
 

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tunebench.store.files import write_atomic
+
 # vLLM's own account of engine initialisation (profiling, KV cache, compiling, warm-up).
 INIT_LINE = re.compile(r"init engine \(.*?\) took ([0-9.]+) s")
 COMPILE_LINE = re.compile(r"torch\.compile takes? ([0-9.]+) s")
@@ -36,12 +38,6 @@ def _log_seconds(log_path: str | None, pattern: re.Pattern) -> list[float]:
 def _read_prompts(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
@@ -261,12 +257,12 @@ def main() -> None:
     engines = {"vllm": run_vllm, "transformers": run_transformers, "ray": run_ray}
     outputs = engines[job["engine"]](job, prompts, phases)
     started = time.monotonic()
-    _write_atomic(Path(job["outputs"]), "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outputs))
+    write_atomic(Path(job["outputs"]), "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outputs))
     phases["write_s"] = time.monotonic() - started
     phases["requests"] = len(outputs)
     phases["prompt_tokens"] = sum(o["prompt_tokens"] for o in outputs)
     phases["output_tokens"] = sum(o["output_tokens"] for o in outputs)
-    _write_atomic(Path(job["result"]), json.dumps(phases, indent=2))
+    write_atomic(Path(job["result"]), json.dumps(phases, indent=2))
 
 
 if __name__ == "__main__":

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-VERDICT_STYLE = {"better": "green", "worse": "bold red", "no significant change": "dim", "n/a": "dim"}
+from tunebench.cli.common import root_of, root_option
 
 
 class Format(str, Enum):
@@ -21,36 +18,6 @@ class Format(str, Enum):
     markdown = "markdown"
     json = "json"
     csv = "csv"
-
-
-def _num(value, digits=2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.{digits}f}"
-
-
-def _point(row: dict, key: list[str]) -> str:
-    parts = [f"{row['load_kind']}"]
-    if row.get("target") is not None and not (isinstance(row["target"], float) and math.isnan(row["target"])):
-        parts[0] += f" {row['target']:g}"
-    parts += [str(row[k]) for k in key if k not in ("load_kind", "target")]
-    return " · ".join(parts)
-
-
-def _ci(row: dict) -> str:
-    if row["ci_low_pct"] is None or (isinstance(row["ci_low_pct"], float) and math.isnan(row["ci_low_pct"])):
-        return "-"
-    return f"[{row['ci_low_pct']:+.1f}, {row['ci_high_pct']:+.1f}]"
-
-
-def _lines(result) -> list[list[str]]:
-    rows = result.to_dict()["rows"]
-    return [[r["candidate"], _point(r, result.key), r["label"], _num(r["a"]), _num(r["b"]),
-             "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%", _ci(r), r["verdict"]]
-            for r in rows]
-
-
-HEADERS = ["candidate", "point", "metric", "A", "B", "change", "95% CI %", "verdict"]
 
 
 def register(app: typer.Typer) -> None:
@@ -65,7 +32,7 @@ def register(app: typer.Typer) -> None:
         plot: Optional[Path] = typer.Option(None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."),
         confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Confidence level of the intervals."),
         min_change: float = typer.Option(1.0, "--min-change", help="Changes smaller than this percent are never significant."),
-        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+        root: Optional[Path] = root_option(),
         json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Also write the comparison as JSON to FILE, with the --fail-on-regression verdict (read by `tunebench results --compare-json`)."),
     ) -> None:
         """Compare runs point by point: A, B, change and a verdict from a bootstrap interval.
@@ -79,93 +46,44 @@ def register(app: typer.Typer) -> None:
           tunebench compare base-run new-run --fail-on-regression 5 --format markdown
         """
         from tunebench.analysis.api import compare as run_compare
-        from tunebench.report.console import wide_console
+        from tunebench.analysis.gate import describe_gate, regression_gate
+        from tunebench.report.compare import compare_markdown, compare_table
+        from tunebench.report.tables import wide_console
+        from tunebench.store.files import write_atomic
+        from tunebench.store.run import resolve_run
 
-        if len(runs) == 2 and by is None and _offline_vs_online(list(runs), root, format):
+        where = root_of(root)
+        if len(runs) == 2 and by is None and _offline_vs_online(list(runs), where, format):
             return
-
-        result = run_compare(list(runs), by=by, metrics=metric, root=root,
+        result = run_compare(list(runs), by=by, metrics=metric, root=where,
                              confidence=confidence, min_change_pct=min_change, baseline=baseline)
-        gate = _gate(result, fail_on_regression)
-        data = {**result.to_dict(), "runs": _run_ids(list(runs), root), **({"gate": gate} if gate else {})}
+        gate = regression_gate(result, fail_on_regression) if fail_on_regression is not None else None
+        data = {**result.to_dict(), "runs": [resolve_run(r, where).name for r in runs],
+                **({"gate": gate} if gate else {})}
         if json_file is not None:
-            from tunebench.store.run import write_atomic
-
             write_atomic(json_file, json.dumps(data, indent=2, default=str))
         if format is Format.json:
             typer.echo(json.dumps(data, indent=2, default=str))
         elif format is Format.csv:
             result.rows.to_csv(sys.stdout, index=False)
         elif format is Format.markdown:
-            typer.echo(_markdown(result))
+            typer.echo(compare_markdown(result))
         else:
-            _print_table(result, wide_console())
+            wide_console().print(compare_table(result))
         if plot:
             from tunebench.analysis.overlay import write_overlay
 
             typer.echo(f"plot: {write_overlay(result, plot)}", err=format is not Format.table)
         if gate and gate["verdict"] == "regression":
-            worst = gate["worst"]
-            typer.echo(
-                f"regression: {gate['regressions']} metric(s) significantly worse by more than "
-                f"{fail_on_regression:g}% (worst: {worst['label']} at {worst['load_kind']} "
-                f"{worst['target']:g}, {worst['change_pct']:+.1f}%)", err=True)
+            typer.echo(describe_gate(gate), err=True)
             raise typer.Exit(1)
-
-
-def _gate(result, threshold: Optional[float]) -> Optional[dict]:
-    """The --fail-on-regression verdict: metrics significantly worse by more than PCT."""
-    if threshold is None:
-        return None
-    regressions = result.regressions(threshold)
-    gate = {"threshold_pct": threshold, "regressions": int(len(regressions)),
-            "verdict": "regression" if len(regressions) else "no-regression"}
-    if len(regressions):
-        worst = regressions.loc[regressions["change_pct"].abs().idxmax()]
-        gate["worst"] = {"candidate": worst["candidate"], "label": worst["label"],
-                         "load_kind": worst["load_kind"], "target": float(worst["target"]),
-                         "change_pct": float(worst["change_pct"])}
-    return gate
-
-
-def _run_ids(runs: list[str], root: Path) -> list[str]:
-    from tunebench.store.run import resolve_run
-
-    return [resolve_run(r, root).name for r in runs]
-
-
-def _print_table(result, console) -> None:
-    if result.args_differ:
-        console.print(Text("args that differ (baseline first): ", style="bold") + Text(
-            "; ".join(f"{k}: {' → '.join(map(str, v))}" for k, v in result.args_differ.items())))
-    table = Table(title=f"baseline: {result.baseline}", header_style="bold")
-    for header in HEADERS:
-        table.add_column(header, justify="right" if header in ("A", "B", "change") else "left")
-    for line in _lines(result):
-        table.add_row(*line[:-1], Text(line[-1], style=VERDICT_STYLE.get(line[-1], "")))
-    console.print(table)
-    for x in result.crossovers:
-        console.print(f"crossover: {x['metric']} ({x['load_kind']}) {x['baseline']} vs {x['candidate']} "
-                      f"cross at target ≈ {x['target']:.2f}; lower below: {x['better_below']}, above: {x['better_above']}")
-
-
-def _markdown(result) -> str:
-    out = []
-    if result.args_differ:
-        out.append("Args that differ: " + "; ".join(
-            f"`{k}`: {' → '.join(map(str, v))}" for k, v in result.args_differ.items()) + "\n")
-    out.append(f"Baseline: `{result.baseline}`\n")
-    out.append("| " + " | ".join(HEADERS) + " |")
-    out.append("|" + "---|" * len(HEADERS))
-    out += ["| " + " | ".join(line) + " |" for line in _lines(result)]
-    for x in result.crossovers:
-        out.append(f"\nCrossover: {x['metric']} ({x['load_kind']}) at target ≈ {x['target']:.2f}")
-    return "\n".join(out)
 
 
 def _offline_vs_online(runs: list[str], root: Path, format: Format) -> bool:
     """A batch run against a sweep run: the serving overhead. False when not that case."""
     from tunebench.analysis.serving_overhead import is_batch_run, serving_overhead
+    from tunebench.report.compare import serving_overhead_table
+    from tunebench.report.tables import wide_console
     from tunebench.store.run import resolve_run
 
     paths = [resolve_run(r, root) for r in runs]
@@ -176,16 +94,6 @@ def _offline_vs_online(runs: list[str], root: Path, format: Format) -> bool:
     rows = serving_overhead(batch, sweep)
     if format is Format.json:
         typer.echo(json.dumps(rows, indent=2))
-        return True
-    table = Table(title=f"offline {batch.name} vs serving {sweep.name}: output tok/s")
-    for header in ("config", "offline tok/s", "serving tok/s (best point)", "serving / offline"):
-        table.add_column(header)
-    for row in rows:
-        table.add_row(row["config"], f"{row['offline_tok_s']:.1f}",
-                      f"{row['online_tok_s']:.1f} ({row['online_point']})",
-                      "-" if row["ratio"] is None else f"{row['ratio']:.2f}x "
-                      f"({(1 - row['ratio']) * 100:+.0f}% serving overhead)")
-    from tunebench.report.console import wide_console
-
-    wide_console().print(table)
+    else:
+        wide_console().print(serving_overhead_table(batch.name, sweep.name, rows))
     return True

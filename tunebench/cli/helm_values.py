@@ -7,15 +7,13 @@ from pathlib import Path
 import typer
 
 from tunebench.errors import UsageError
-from tunebench.spec.loading import load_spec
-from tunebench.spec.plan import build_plan
 
 
 def register(app: typer.Typer) -> None:
     @app.command("helm-values")
     def helm_values(
         spec_path: Path = typer.Argument(..., metavar="SPEC", help="A sweep file with deployment kind helm."),
-        output: Path = typer.Option(Path("helm-values/generated"), "--output", "-o", help="Directory for <sweep>-<config>.yaml."),
+        output: Path = typer.Option(Path("helm-values/generated"), "--to", "--output", "-o", metavar="DIR", help="Directory for <sweep>-<config>.yaml (not a run root)."),
     ) -> None:
         """Write the complete vllm-kserve values file of every configuration of a helm sweep.
 
@@ -23,16 +21,18 @@ def register(app: typer.Typer) -> None:
         whole model.args list, model.uri, env, resources and the chart version's quirks.
 
         Examples:
-          tunebench helm-values sweeps/openshift-latency.yaml -o /tmp/values
+          tunebench helm-values sweeps/openshift-latency.yaml --to /tmp/values
           helm template x redhat-ai-services/vllm-kserve --version 0.5.11 -f /tmp/values/openshift-latency-c1.yaml
         """
-        from tunebench.spec.helm_values import chart_values, release_name, render_values_file
+        from tunebench import kinds
+        from tunebench.spec.kserve_chart import chart_values, release_name, render_values_file
+        from tunebench.spec.loading import load_spec
 
         spec = load_spec(spec_path)
         if spec.deployment.kind != "helm":
             raise UsageError(f"{spec_path}: deployment.kind is {spec.deployment.kind}; "
                              "helm-values needs deployment kind helm")
-        plan = build_plan(spec, spec_path)
+        plan = kinds.plan(spec, spec_path)
         output.mkdir(parents=True, exist_ok=True)
         settings = spec.deployment
         release = release_name(settings, spec.name)

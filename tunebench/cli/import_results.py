@@ -7,13 +7,15 @@ from typing import List, Optional
 
 import typer
 
+from tunebench.cli.common import root_of, root_option
+
 
 def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_(
         files: List[Path] = typer.Argument(..., metavar="FILE...", help="GuideLLM report(s) (0.3-0.8, JSON/YAML) or vllm bench serve result JSON."),
         name: Optional[str] = typer.Option(None, "--name", help="Run name (default: the first file's name)."),
-        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+        root: Optional[Path] = root_option("Where the imported run is stored (default: reports/)."),
     ) -> None:
         """Turn existing benchmark results into a run that compare and report accept.
 
@@ -25,5 +27,5 @@ def register(app: typer.Typer) -> None:
         """
         from tunebench.importers import import_results
 
-        store = import_results(list(files), name, root)
+        store = import_results(list(files), name, root_of(root))
         typer.echo(f"imported {len(store.rows)} point(s): {store.path}")

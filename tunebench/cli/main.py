@@ -62,11 +62,10 @@ def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001
 
 
 def _crash_log(exc: BaseException) -> str:
-    from tunebench import demo
+    from tunebench.environment import cache_root, versions
     from tunebench.redact import redact_text
-    from tunebench.sweep import versions
 
-    directory = demo.cache_root() / "crash"
+    directory = cache_root() / "crash"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
     text = (

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from tunebench.cli.common import root_of, root_option
 from tunebench.errors import StoreError, UsageError
 
 RESULT_NAMES = ("run-id", "best-config", "verdict")
@@ -17,7 +18,7 @@ def register(app: typer.Typer) -> None:
     @app.command("results")
     def results(
         run: str = typer.Argument(..., metavar="RUN", help="Run path, id or unique part of it."),
-        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+        root: Optional[Path] = root_option(),
         to: Optional[Path] = typer.Option(None, "--to", metavar="DIR", help="Write the files run-id, best-config and verdict into DIR (Tekton: /tekton/results)."),
         compare_json: Optional[Path] = typer.Option(None, "--compare-json", metavar="FILE", help="The verdict comes from this `tunebench compare --json FILE` output instead of the run's status."),
     ) -> None:
@@ -42,7 +43,7 @@ def register(app: typer.Typer) -> None:
         from tunebench.analysis.best import best_config, compact, compare_verdict, run_verdict
         from tunebench.analysis.frames import run_path
 
-        path = run_path(run, root)
+        path = run_path(run, root_of(root))
         values = {
             "run-id": path.name,
             "best-config": compact(best_config(path)),

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 import sys
+from enum import Enum
 from pathlib import Path
+from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from tunebench.errors import TunebenchError
-from tunebench.store.run import RunStore, list_runs, resolve_run
+from tunebench.cli.common import root_of, root_option
+
 
 class Format(str, Enum):
     table = "table"
@@ -30,37 +29,37 @@ def _typed(value: str):
         number = float(value)
     except ValueError:
         return value
-    return int(number) if number.is_integer() and "." not in value and "e" not in value.lower() else number
+    if number.is_integer() and "." not in value and "e" not in value.lower():
+        return int(number)
+    return number
 
 
 def register(app: typer.Typer) -> None:
     @app.command("runs")
-    def runs(
-        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
-    ) -> None:
+    def runs(root: Optional[Path] = root_option()) -> None:
         """List stored runs, oldest first.
 
         Example: tunebench runs --root reports
         """
-        table = Table(header_style="bold")
-        for header in ("run", "status", "configs", "points", "started"):
-            table.add_column(header)
-        for path in list_runs(root):
+        from tunebench.errors import TunebenchError
+        from tunebench.report.tables import runs_table, wide_console
+        from tunebench.store.run import RunStore, list_runs
+
+        entries: list = []
+        for path in list_runs(root_of(root)):
             try:
                 store = RunStore.open(path)
             except TunebenchError as exc:
-                table.add_row(path.name, f"unreadable: {exc}", "", "", "")
+                entries.append((path.name, exc))
                 continue
-            m = store.manifest
-            table.add_row(path.name, m.get("status", "?"), str(len(m.get("configs", []))),
-                          str(len(store.rows)), str(m.get("started_at", "")))
-        Console(highlight=False).print(table)
+            entries.append((path.name, (store.manifest, len(store.rows))))
+        wide_console().print(runs_table(entries))
 
     @app.command("show")
     def show(
         run: str = typer.Argument(..., metavar="RUN", help="Run id, unique part of it, or path."),
         format: Format = typer.Option(Format.table, "--format", "-f", help="table | json | csv"),
-        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+        root: Optional[Path] = root_option(),
     ) -> None:
         """Print a run's points.
 
@@ -68,17 +67,28 @@ def register(app: typer.Typer) -> None:
           tunebench show 20261121-1530-cpu-demo
           tunebench show cpu-demo --format json | jq '.[].ttft_p50_ms'
         """
-        from tunebench.report.console import summary_table, wide_console
+        from rich.console import Console
 
-        store = RunStore.open(resolve_run(run, root))
+        from tunebench.report.points_table import points_table
+        from tunebench.report.tables import capacity_lines, failure_lines
+        from tunebench.store.run import RunStore, resolve_run
+
+        store = RunStore.open(resolve_run(run, root_of(root)))
         if format is Format.json:
             rows = [{k: _typed(v) for k, v in row.items()} for row in store.rows]
             typer.echo(json.dumps(rows, indent=2))
-        elif format is Format.csv:
-            sys.stdout.write((store.path / "points.csv").read_text() if store.rows else "")
-        else:
-            m = store.manifest
-            wide_console().print(summary_table(store.rows, title=f"{store.run_id} ({m.get('status')})"))
-            for entry in m.get("configs", []):
-                if entry.get("error"):
-                    Console(highlight=False).print(f"{entry['config_id']} failed: {entry['error']}", markup=False)
+            return
+        if format is Format.csv:
+            sys.stdout.write(store.layout.points.read_text() if store.rows else "")
+            return
+        manifest = store.manifest
+        # A terminal's own width; piped output gets room for every column.
+        console = Console(highlight=False)
+        width = console.width if console.is_terminal else 200
+        console = console if console.is_terminal else Console(highlight=False, width=width)
+        console.print(points_table(store.rows, {c.config_id: c.varied for c in manifest.configs},
+                                   title=f"{store.run_id} ({manifest.status.value})", width=width))
+        for line in capacity_lines(manifest.configs):
+            console.print(line)
+        for text in failure_lines(manifest.configs):
+            console.print(text)

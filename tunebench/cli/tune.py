@@ -7,18 +7,18 @@ from typing import Optional
 
 import typer
 
+from tunebench.cli.common import (live_progress, root_of, root_option,
+                                  write_report_keeping_the_run)
 from tunebench.errors import UsageError
-from tunebench.spec.loading import read_yaml_mapping, validate_spec
-from tunebench.spec.plan import build_plan
 
 
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune(
-        spec_path: Optional[Path] = typer.Argument(None, metavar="SPEC", help="A sweep file with a `tune` section, e.g. sweeps/tune-cpu.yaml."),
+        spec_path: Optional[Path] = typer.Argument(None, metavar="SPEC", help="A sweep file with a `tune` section, e.g. sweeps/tune-cpu.yaml (not with --resume)."),
         resume: Optional[str] = typer.Option(None, "--resume", help="Continue the study of this run (path, id or unique part of it)."),
         trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Deployments in total, baseline included (overrides tune.trials)."),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory root (overrides the spec's `output`)."),
+        root: Optional[Path] = root_option("Where the run is stored (overrides the spec's `output`, default reports/)."),
         helm_dir: Path = typer.Option(Path("helm-values"), "--helm-dir", help="Where helm-values/<name>.yaml is written."),
         report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the search space and a time estimate; start nothing."),
@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
 
         The first trial is the baseline (server.args only: vLLM's defaults for every tuned
         arg). The study is stored in <run>/study.db; open it with
-        `optuna-dashboard sqlite:///<run>/study.db`.
+        `optuna-dashboard sqlite:///<run>/study.db`. A resumed study reads the spec file it
+        was started with (the run's copy has secrets masked).
 
         Examples:
           tunebench tune sweeps/tune-cpu.yaml
@@ -35,114 +36,45 @@ def register(app: typer.Typer) -> None:
           tunebench tune --resume tune-cpu --trials 12
           tunebench tune sweeps/tune-latency.yaml --dry-run
         """
-        from tunebench.cli.report import write_report_keeping_the_run
-        from tunebench.progress import ConsoleReporter
-        from tunebench.report.console import wide_console
+        from tunebench import kinds
+        from tunebench.report.tables import tune_space, tune_summary, wide_console
+        from tunebench.spec.loading import read_yaml_mapping, validate_spec
         from tunebench.store.run import RunStore, resolve_run
-        from tunebench.sweep import resolve_deployment
-        from tunebench.tune.session import run_tune
+        from tunebench.sweep.estimate import estimate_seconds
+        from tunebench.tune.session import TuneJob, job_of_run, require_tune, run_tune
 
         out = wide_console()
         store = None
         if resume:
-            root = output or Path("reports")
-            store = RunStore.open(resolve_run(resume, root))
-            if "tune" not in store.manifest:
-                raise UsageError(f"{store.path}: not a tune run (no study); start one with tunebench tune SPEC")
-            spec_path = spec_path or Path(store.manifest["spec_path"])
-            spec_data = store.manifest["spec"]
+            if spec_path is not None or dry_run:
+                raise UsageError("--resume RUN takes the spec from the run; give no SPEC and "
+                                 "no --dry-run")
+            store = RunStore.open(resolve_run(resume, root_of(root)))
+            job = job_of_run(store)
         elif spec_path is None:
             raise UsageError("give a SPEC, or --resume RUN to continue a study")
         else:
             spec_data = read_yaml_mapping(spec_path)
-        spec = validate_spec(spec_data, spec_path)
-        if spec.tune is None:
-            raise UsageError(f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
-                             "{low: 8, high: 256, log: true}}}} (see README, Tune)")
-        plan = build_plan(spec, spec_path)
+            spec = validate_spec(spec_data, spec_path)
+            require_tune(spec, spec_path)
+            job = TuneJob(spec, spec_path, spec_data, kinds.plan(spec, spec_path))
+        assert job.spec.tune is not None
         if dry_run:
-            _print_space(out, spec, plan, trials or spec.tune.trials)
+            count = trials or job.spec.tune.trials
+            seconds = estimate_seconds(job.spec, job.plan) * count
+            out.print(tune_space(job.spec, job.plan, count, seconds))
             return
-        root = output or Path(spec.output)
-        resolve_deployment(spec, spec_path, root)  # a bad replay run fails before any work
-        reporter = ConsoleReporter()
-        stores = []
-        try:
-            result = run_tune(spec, spec_path, spec_data, plan, root, helm_dir, reporter,
-                              resume=store, trials=trials, on_store=stores.append)
-        except KeyboardInterrupt:
-            reporter.close()
-            if stores:
-                reporter.note(f"interrupted; continue with: tunebench tune --resume {stores[0].path}")
-            raise
-        reporter.close()
+        output = store.path.parent if store is not None else root_of(root, job.spec.output)
+        kinds.resolve_settings(job.spec, job.spec_path, output)  # a bad replay run fails here
+        stores: list = [store] if store is not None else []
+        where = lambda: (f"interrupted; continue with: tunebench tune --resume {stores[0].path}"  # noqa: E731
+                         if stores else None)
+        with live_progress(where) as reporter:
+            result = run_tune(job, output, helm_dir, reporter, resume=store, trials=trials,
+                              on_store=lambda s: stores.append(s) if not stores else None)
         if report and result.store.rows:
             write_report_keeping_the_run(out, result.store.path)
-        print_summary(out, result.summary, result.exports)
-        out.print(f"run: {result.store.path}  (study: {result.store.path / 'study.db'})")
+        out.print(tune_summary(result.summary, result.exports))
+        out.print(f"run: {result.store.path}  (study: {result.store.layout.study})")
         if result.summary["best"] is None:
             raise typer.Exit(1)
-
-
-def print_summary(out, summary: dict, exports: dict) -> None:
-    from rich.table import Table
-
-    from tunebench.spec.plan import format_value
-
-    names = summary["objective_names"]
-    table = Table(title=f"trials ({summary['deployments']} deployments, {summary['failed']} failed, "
-                        f"{summary['pruned']} pruned)")
-    for column in ("trial", "state", "params", *names, "note"):
-        table.add_column(column)
-    repeats = [r for r in summary["trials"] if r["note"].startswith("same args as trial")]
-    for row in summary["trials"]:
-        if row in repeats:
-            continue
-        params = ", ".join(f"{k}={format_value(v)}" for k, v in row["params"].items())
-        values = row["values"] or [None] * len(names)
-        table.add_row(str(row["trial"]), row["state"], "baseline" if row["baseline"] else params,
-                      *("-" if v is None else f"{v:.4g}" for v in values), row["note"][:70])
-    out.print(table)
-    if repeats:
-        out.print(f"[dim]{len(repeats)} proposal(s) repeated measured args and were not deployed again[/]")
-    best = summary["best"]
-    if best is None:
-        out.print("[red]no trial completed[/]")
-        return
-    value = ", ".join(f"{n} {v:.4g}" for n, v in zip(names, best["values"]))
-    out.print(f"[bold]best: trial {best['trial']}[/] ({value})")
-    if summary.get("improvement_pct") is not None:
-        base = summary["baseline"]["values"][0]
-        out.print(f"  vs baseline (vLLM defaults, {base:.4g}): {summary['improvement_pct']:+.1f}%")
-    if summary.get("pareto"):
-        out.print("  Pareto front: " + "; ".join(
-            f"trial {p['trial']} ({', '.join(f'{v:.4g}' for v in p['values'])})" for p in summary["pareto"]))
-    if summary["importances"]:
-        out.print("  importance: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["importances"].items()))
-    if exports.get("helm_values"):
-        out.print(f"  helm values: {exports['helm_values']}")
-    if exports.get("serve_command"):
-        out.print(f"  vllm serve: {exports['serve_command']}")
-
-
-def _print_space(out, spec, plan, trials: int) -> None:
-    from rich.table import Table
-
-    from tunebench.sweep import estimate_seconds
-
-    table = Table(title=f"tune {spec.name}: objective {spec.tune.objective}, {trials} deployments "
-                        f"(baseline: {' '.join(plan.configs[0].command_args()) or 'vLLM defaults'})")
-    for column in ("param", "kind", "range / choices", "when"):
-        table.add_column(column)
-    for name, param in spec.tune.space.items():
-        if param.kind == "categorical":
-            values = ", ".join("default" if c is None else str(c) for c in param.choices)
-        else:
-            values = f"{param.low:g} .. {param.high:g}" + (" (log)" if param.log else "") + (
-                f" step {param.step:g}" if param.step else "")
-        when = ", ".join(f"{k}={v}" for k, v in (param.when or {}).items())
-        table.add_row(name, param.kind, values, when or "-")
-    out.print(table)
-    seconds = estimate_seconds(spec, plan) * trials
-    out.print(f"deployment: {spec.deployment.kind}; estimated time: about {seconds / 60:.0f} min "
-              f"({seconds:.0f} s) for {trials} deployments")

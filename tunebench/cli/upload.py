@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from tunebench.cli.common import root_of, root_option
 from tunebench.errors import UsageError
 
 
@@ -15,7 +16,7 @@ def register(app: typer.Typer) -> None:
     def upload(
         items: List[str] = typer.Argument(..., metavar="[RUN...] s3://BUCKET/PREFIX", help="Runs (path, id or unique part), then the destination."),
         all_runs: bool = typer.Option(False, "--all", help="Upload everything under --root (every run, comparison JSON, helm values) instead of named runs."),
-        root: Path = typer.Option(Path("reports"), "--root", help="Where runs are stored."),
+        root: Optional[Path] = root_option("Where runs are stored; with --all, everything under it is uploaded (default: reports/)."),
         endpoint_url: Optional[str] = typer.Option(None, "--endpoint-url", metavar="URL", help="S3-compatible endpoint, e.g. https://minio.example.com (default: $AWS_ENDPOINT_URL, else AWS)."),
         region: Optional[str] = typer.Option(None, "--region", help="Region (default: $AWS_DEFAULT_REGION, else us-east-1)."),
         ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", metavar="FILE", help="CA certificate(s) for the endpoint's TLS, e.g. MinIO with a self-signed cert (default: $AWS_CA_BUNDLE, else the system CAs)."),
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
         from tunebench.upload import upload as put_all
 
         *runs, destination = items
+        root = root_of(root)
         dest = parse_destination(destination)
         if all_runs and runs:
             raise UsageError("give runs or --all, not both")

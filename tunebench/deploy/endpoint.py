@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
 
-from tunebench.errors import DeploymentError
-from tunebench.deploy.base import ServerHandle
 from tunebench.deploy.ready import wait_for_models
+from tunebench.errors import DeploymentError
 from tunebench.redact import remember
-from tunebench.spec.models import EndpointDeployment
+from tunebench.seams.deployment import ServerHandle, StatusCallback
+from tunebench.spec.deployments import EndpointSettings
 from tunebench.spec.plan import ServerConfig
+from tunebench.store.layout import RunLayout
 
 
 class EndpointServer:
@@ -19,9 +19,9 @@ class EndpointServer:
 
     def __init__(
         self,
-        settings: EndpointDeployment,
-        work_dir: Path,
-        on_status: Callable[[str], None] | None = None,
+        settings: EndpointSettings,
+        layout: RunLayout,
+        on_status: StatusCallback | None = None,
         served_model_name: str | None = None,
     ):
         self.settings = settings
@@ -35,6 +35,13 @@ class EndpointServer:
     @property
     def pgid(self) -> int | None:
         return None  # nothing of ours runs
+
+    @property
+    def last_pgid(self) -> int | None:
+        return None
+
+    def failure(self) -> str | None:
+        return None  # not ours to watch: a failing server shows as failed requests
 
     def _headers(self) -> dict[str, str]:
         name = self.settings.api_key_env

@@ -1,6 +1,6 @@
 """`deployment.kind: helm`: the vllm-kserve chart, one release per server configuration.
 
-For each configuration: write its complete values file (spec/helm_values.py) into the run,
+For each configuration: write its complete values file (spec/kserve_chart.py) into the run,
 remove a release of the same name left by an earlier configuration or run, run
 `helm upgrade --install`, wait for the InferenceService to be Ready while watching its pod
 for states that never recover (image pull errors, crash loops), then reach vLLM through
@@ -17,18 +17,19 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from tunebench.deploy.base import ServerHandle
 from tunebench.deploy.kube import KubeCli, first_line
-from tunebench.deploy.local import free_port, server_error_line, tail
-from tunebench.deploy.ready import tls_verify, wait_for_models
-from tunebench.errors import DeploymentError, SpecError
+from tunebench.deploy.local import free_port, server_error_line
+from tunebench.deploy.ready import wait_for_models
+from tunebench.errors import DeploymentError, SpecError, tail
 from tunebench.processes import ManagedProcess
 from tunebench.redact import remember
-from tunebench.spec.helm_values import chart_values, render_values_file, tokenizer_for
-from tunebench.spec.models import HelmDeployment as HelmSettings
+from tunebench.seams.deployment import ServerHandle, StatusCallback, tls_verify
+from tunebench.spec.deployments import HelmSettings
+from tunebench.spec.kserve_chart import chart_values, render_values_file, tokenizer_for
 from tunebench.spec.plan import ServerConfig
+from tunebench.store.layout import RunLayout
 
 VLLM_PORT = 8080  # the chart's ServingRuntime runs vLLM with --port=8080
 CONTAINER = "kserve-container"
@@ -45,23 +46,24 @@ class HelmDeployment:
     def __init__(
         self,
         settings: HelmSettings,
-        work_dir: Path,
-        on_status: Callable[[str], None] | None = None,
+        layout: RunLayout,
+        on_status: StatusCallback | None = None,
         served_model_name: str | None = None,
     ):
         if not settings.release:
-            raise ValueError("resolve the release name first (sweep.resolve_deployment)")
+            raise ValueError("resolve the release name first (kinds.resolve_settings)")
         self.settings = settings
         self.release: str = settings.release
-        self.work_dir = Path(work_dir)
+        self.layout = layout
         self.served_model_name = served_model_name
         self.on_status = on_status or (lambda message: None)
         self.kube = KubeCli(settings.helm, settings.oc, settings.namespace,
-                            settings.kube_context, self.work_dir / "helm-commands.log")
+                            settings.kube_context, layout.helm_commands)
         self._forwards: list[ManagedProcess] = []
         self._log_path: Path | None = None
         self._config: ServerConfig | None = None
         self._pod: str | None = None
+        self._last_pgid: int | None = None
 
     # -- the Deployment contract -------------------------------------------------------
     @property
@@ -70,7 +72,12 @@ class HelmDeployment:
 
     @property
     def pgid(self) -> int | None:
+        """The first port-forward's group: the processes tunebench started for this release."""
         return self._forwards[0].pgid if self._forwards else None
+
+    @property
+    def last_pgid(self) -> int | None:
+        return self._last_pgid
 
     def failure(self) -> str | None:
         """Why vLLM became unreachable during the load (a port-forward ended), or None."""
@@ -89,8 +96,8 @@ class HelmDeployment:
     def start(self, config: ServerConfig) -> ServerHandle:
         self.stop()
         self._config = config
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._log_path = self.work_dir / f"server-{config.config_id}.log"
+        self._log_path = self.layout.server_log(config.config_id)
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_path.write_text("")
         values_path = self.write_values(config)
         headers = self._headers()
@@ -144,7 +151,7 @@ class HelmDeployment:
             tokenizer_for(config.model, config.tokenizer, config.label)
         except SpecError as exc:
             raise DeploymentError(str(exc)) from None
-        path = self.work_dir / f"helm-values-{config.config_id}.yaml"
+        path = self.layout.helm_values(config.config_id)
         path.write_text(render_values_file(values, [
             f"vllm-kserve {self.settings.chart_version} values of {config.config_id} "
             f"({config.label}), written by tunebench",
@@ -261,8 +268,10 @@ class HelmDeployment:
         port = free_port()
         argv = self.kube.executable_argv("port-forward", f"pod/{pod}", f"{port}:{VLLM_PORT}",
                                          "--address", "127.0.0.1")
-        forward = ManagedProcess(argv, log_path=self.work_dir / "port-forward.log")
+        forward = ManagedProcess(argv, log_path=self.layout.logs / "port-forward.log")
         self._forwards.append(forward)
+        if len(self._forwards) == 1:
+            self._last_pgid = forward.pgid
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if forward.poll() is not None:

@@ -10,17 +10,18 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 import httpx
 
 from tunebench import demo
-from tunebench.errors import DeploymentError
-from tunebench.deploy.base import ServerHandle
+from tunebench.environment import cache_root
+from tunebench.errors import DeploymentError, tail
 from tunebench.processes import ManagedProcess
 from tunebench.redact import remember
-from tunebench.spec.models import LocalDeployment
+from tunebench.seams.deployment import ServerHandle, StatusCallback
+from tunebench.spec.deployments import LocalSettings
 from tunebench.spec.plan import ServerConfig
+from tunebench.store.layout import RunLayout
 
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 _ERROR_LINE = re.compile(
@@ -65,7 +66,7 @@ def vllm_environment(model_path: str, cpu: bool, kv_cache_space_gib: float = 1.0
     """The environment a vLLM process (server or offline engine) runs with."""
     env = dict(os.environ)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
-    env.setdefault("VLLM_CACHE_ROOT", str(demo.cache_root() / "vllm-cache"))
+    env.setdefault("VLLM_CACHE_ROOT", str(cache_root() / "vllm-cache"))
     if Path(model_path).exists():
         env.setdefault("HF_HUB_OFFLINE", "1")
     if cpu:
@@ -80,10 +81,6 @@ def vllm_environment(model_path: str, cpu: bool, kv_cache_space_gib: float = 1.0
     return env
 
 
-def tail(text: str, lines: int = 20) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
 class LocalVllmServer:
     """`python -m vllm.entrypoints.openai.api_server` (or `vllm serve`) with the config's args."""
 
@@ -91,14 +88,14 @@ class LocalVllmServer:
 
     def __init__(
         self,
-        settings: LocalDeployment,
-        work_dir: Path,
-        on_status: Callable[[str], None] | None = None,
+        settings: LocalSettings,
+        layout: RunLayout,
+        on_status: StatusCallback | None = None,
         served_model_name: str | None = None,
     ):
         self.settings = settings
         self.served_model_name = served_model_name
-        self.work_dir = Path(work_dir)
+        self.layout = layout
         self.on_status = on_status or (lambda message: None)
         self._process: ManagedProcess | None = None
         self._log_path: Path | None = None
@@ -142,8 +139,8 @@ class LocalVllmServer:
             )
         host = f"[{self.settings.host}]" if ":" in self.settings.host else self.settings.host
         base_url = f"http://{host}:{port}"
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._log_path = self.work_dir / f"server-{config.config_id}.log"
+        self._log_path = self.layout.server_log(config.config_id)
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_path.write_bytes(b"")
         argv = self.command(config, model_path, port)
         try:

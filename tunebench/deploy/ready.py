@@ -13,13 +13,7 @@ from typing import Callable
 import httpx
 
 from tunebench.errors import DeploymentError
-
-
-def tls_verify(verify: bool, ca_bundle: str | None) -> bool | ssl.SSLContext:
-    """What httpx's `verify=` takes: a context trusting `ca_bundle`, else the flag."""
-    if ca_bundle:
-        return ssl.create_default_context(cafile=ca_bundle)
-    return verify
+from tunebench.seams.deployment import tls_verify  # noqa: F401  (re-exported for kinds)
 
 
 def wait_for_models(

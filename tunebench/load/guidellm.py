@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tunebench.deploy.base import ServerHandle
 from tunebench.errors import LoadError
-from tunebench.load.base import ClientResult
 from tunebench.load.guidellm_report import (
     client_columns, measured_window, request_samples, strategy_of,
 )
 from tunebench.processes import ManagedProcess
+from tunebench.seams.deployment import ServerHandle
+from tunebench.seams.load import ClientResult
 from tunebench.spec.models import FileData, SyntheticData
 from tunebench.spec.plan import LoadPoint
 

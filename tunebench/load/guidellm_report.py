@@ -9,35 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-CLIENT_COLUMNS = (
-    "achieved_rps",
-    "achieved_concurrency",
-    "requests_ok",
-    "requests_failed",
-    "requests_incomplete",
-    "duration_s",
-    "ttft_mean_ms",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p95_ms",
-    "ttft_p99_ms",
-    "itl_mean_ms",
-    "itl_p50_ms",
-    "itl_p95_ms",
-    "itl_p99_ms",
-    "tpot_mean_ms",
-    "tpot_p50_ms",
-    "tpot_p95_ms",
-    "e2e_mean_s",
-    "e2e_p50_s",
-    "e2e_p95_s",
-    "e2e_p99_s",
-    "output_tok_s",
-    "total_tok_s",
-    "prompt_tokens_mean",
-    "output_tokens_mean",
-    "client_warnings",
-)
+from tunebench.points.columns import CLIENT_COLUMNS  # noqa: F401  (re-exported: what this fills)
+
 
 _DISTRIBUTIONS = {
     "ttft": ("time_to_first_token_ms", "ms", ("mean", "p50", "p90", "p95", "p99")),

@@ -23,15 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tunebench.store.files import write_atomic
+
 
 def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, "time": time.time(), **fields}), flush=True)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> int:
@@ -112,7 +108,7 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
             continue
         report = GenerativeBenchmarksReport(config=scenario, benchmarks=[benchmark])
         path = Path(job["out_dir"]) / f"{index:03d}.json"
-        _write_atomic(path, report.model_dump_json())
+        write_atomic(path, report.model_dump_json())
         _emit("done", index=index, path=str(path))
         index += 1
         _emit("start", index=index)

@@ -16,25 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from tunebench.metrics.parse import Snapshot
+from tunebench.points.columns import SERVER_COLUMNS
 
-SERVER_COLUMNS = (
-    "kv_usage_mean",
-    "kv_usage_max",
-    "running_mean",
-    "running_max",
-    "waiting_mean",
-    "waiting_max",
-    "queue_depth_mean",
-    "running_depth_mean",
-    "queue_time_mean_s",
-    "prefill_time_mean_s",
-    "decode_time_mean_s",
-    "preemptions",
-    "prefix_hit_rate",
-    "spec_acceptance_rate",
-    "spec_mean_acceptance_length",
-    "server_samples",
-)
 
 
 def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dict[str, Any]:

@@ -10,23 +10,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tunebench.deploy.base import ServerHandle
 from tunebench.errors import DeploymentError
+from tunebench.redact import redact
 from tunebench.replay.model import RecordedConfig, RecordedRun
+from tunebench.seams.deployment import ServerHandle
+from tunebench.spec.deployments import ReplaySettings
 from tunebench.spec.plan import ServerConfig, format_value
 
 
 class ReplayDeployment:
     kind = "replay"
 
-    def __init__(self, settings, work_dir: Path, on_status=None, served_model_name=None):
+    def __init__(self, settings: ReplaySettings):
         self.recorded = RecordedRun(Path(settings.run))
         self.current: RecordedConfig | None = None
 
     def start(self, config: ServerConfig) -> ServerHandle:
         recorded = self.recorded.find(config.args)
         if recorded is None:
-            wanted = " ".join(f"{k}={format_value(v)}" for k, v in config.args.items() if v is not None)
+            wanted = " ".join(f"{k}={format_value(v)}" for k, v in redact(config.args).items()
+                              if v is not None)
             raise DeploymentError(
                 f"replay: {self.recorded.name} recorded no configuration with args {wanted or '(defaults)'}; "
                 f"recorded: {self.recorded.describe_choices()}")
@@ -49,4 +52,11 @@ class ReplayDeployment:
 
     @property
     def pgid(self) -> int | None:
+        return None
+
+    @property
+    def last_pgid(self) -> int | None:
+        return None
+
+    def failure(self) -> str | None:
         return None

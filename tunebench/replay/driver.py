@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tunebench.deploy.base import ServerHandle
 from tunebench.errors import LoadError, StoreError
-from tunebench.load.base import ClientResult
 from tunebench.replay.deployment import ReplayDeployment
+from tunebench.seams.deployment import ServerHandle
+from tunebench.seams.load import ClientResult
 from tunebench.spec.plan import LoadPoint
 
 
@@ -17,6 +17,8 @@ class ReplayDriver:
     def __init__(self, deployment: ReplayDeployment):
         self.deployment = deployment
         self._points: list[LoadPoint] = []
+        self.retried: list[dict[str, str]] = []  # nothing to retry: no generator runs
+        self._aborted: str | None = None
 
     def prepare(self, points: list[LoadPoint], work_dir: Path) -> None:
         self._points = list(points)
@@ -30,6 +32,8 @@ class ReplayDriver:
     ) -> None:
         pending = list(self._points)
         while True:
+            if self._aborted:
+                raise LoadError(self._aborted)
             if not pending:
                 pending = list(next_points()) if next_points else []
                 if not pending:
@@ -55,6 +59,13 @@ class ReplayDriver:
         now = time.time()
         duration = float(columns.get("duration_s") or 0)
         return ClientResult(point, point.point_id, columns, now - duration, now, None, warnings)
+
+    @property
+    def pgid(self) -> int | None:
+        return None
+
+    def abort(self, reason: str) -> None:
+        self._aborted = reason
 
     def close(self) -> None:
         pass

@@ -12,15 +12,16 @@ last two points and the point is flagged `replay_extrapolated`.
 
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tunebench.errors import StoreError
-from tunebench.spec.plan import args_key
 from tunebench.numbers import to_float
+from tunebench.points import client_limit
+from tunebench.points.slo import evaluate
+from tunebench.spec.plan import args_key
+from tunebench.store.run import RunStore
 
 LATENCY_PREFIXES = ("ttft_", "itl_", "tpot_", "e2e_")
 RATE_COLUMNS = ("achieved_rps", "achieved_concurrency", "output_tok_s", "total_tok_s")
@@ -132,21 +133,21 @@ class RecordedRun:
     def __init__(self, path: Path):
         self.path = path
         try:
-            manifest = json.loads((path / "manifest.json").read_text())
-            with open(path / "points.csv", newline="") as handle:
-                rows = list(csv.DictReader(handle))
-        except (OSError, ValueError) as exc:
+            store = RunStore.open(path)
+        except StoreError as exc:
+            raise StoreError(f"replay: cannot read the recorded run: {exc}") from None
+        except OSError as exc:
             raise StoreError(f"replay: cannot read the recorded run {path}: {exc}") from None
-        self.name = manifest.get("name", path.name)
-        self.slo = (manifest.get("spec") or {}).get("slo")
+        manifest = store.manifest
+        self.name = manifest.name
+        self.slo = (manifest.spec or {}).get("slo")
         self.configs = [
             RecordedConfig(
-                config_id=c["config_id"], label=c.get("label", c["config_id"]),
-                args=c.get("args") or {}, status=c.get("status", "unknown"),
-                error=c.get("error"), effective=c.get("effective") or {},
-                rows=[r for r in rows if r["config_id"] == c["config_id"]],
+                config_id=c.config_id, label=c.label or c.config_id, args=c.args,
+                status=c.status.value, error=c.error, effective=c.effective or {},
+                rows=[r for r in store.rows if r["config_id"] == c.config_id],
             )
-            for c in manifest.get("configs", [])
+            for c in manifest.configs
         ]
 
     def find(self, args: dict[str, Any]) -> RecordedConfig | None:
@@ -171,9 +172,6 @@ def true_capacity(config: RecordedConfig, slo: dict, kind: str = "poisson",
     recorded targets, then bisecting the interpolated segment. Rates the recording calls
     client-limited, or beyond its highest target, are not claimed.
     """
-    from tunebench import client_limit
-    from tunebench.slo import evaluate
-
     def holds(rate: float) -> bool:
         row = config.point_at(kind, rate)
         if "replay_extrapolated" in row["client_warnings"]:

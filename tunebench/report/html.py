@@ -12,8 +12,11 @@ import pandas as pd
 from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
-from tunebench.report.console import format_cell
-from tunebench.store.run import write_atomic
+from tunebench.report.formats import cell as format_cell
+from tunebench.report.formats import sig
+from tunebench.report.text import describe_capacity
+from tunebench.store.files import write_atomic
+from tunebench.store.layout import RunLayout
 
 SUMMARY = [
     ("config", "config_label", None), ("point", "point_id", None), ("target", "target", 2),
@@ -97,17 +100,14 @@ code{font-size:.8rem}
 
 
 def _capacity_row(config: dict) -> dict:
-    from tunebench.progress import describe_capacity
-
     capacity = config["capacity"]
-    fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
     return {"config_id": config["config_id"], "label": config.get("label", ""),
-            "rate": fmt(capacity.get("rate")), "upper": fmt(capacity.get("upper")),
+            "rate": sig(capacity.get("rate")), "upper": sig(capacity.get("upper")),
             "probes": capacity.get("probes"), "note": describe_capacity(capacity)}
 
 
 def _tune_section(run_path: Path) -> dict | None:
-    path = run_path / "tune-result.json"
+    path = RunLayout(run_path).tune_result
     if not path.exists():
         return None
     try:
@@ -172,6 +172,6 @@ def report_context(run_path: Path) -> dict:
 
 
 def write_report(run_path: Path) -> Path:
-    target = Path(run_path) / "report.html"
+    target = RunLayout(Path(run_path)).report
     write_atomic(target, TEMPLATE.render(**report_context(Path(run_path))))
     return target

@@ -138,14 +138,12 @@ def resolve_model(model: str, spec_dir: Path, key: str, spec_path: Path) -> str:
 
 
 def build_plan(spec: SweepSpec, spec_path: Path) -> Plan:
+    """Configurations x points; checks that depend on the deployment kind are made by
+    `kinds.plan`, which services call instead of this."""
     spec_dir = spec_path.parent
     configs = expand_configs(spec, spec_dir, spec_path)
     points = _expand_points(spec, spec_path)
     _check_context_fits(spec, configs, spec_path)
-    if spec.deployment.kind == "helm":
-        from tunebench.spec.helm_values import check_helm_plan
-
-        check_helm_plan(spec, configs, spec_path)
     return Plan(configs=configs, points=points)
 
 

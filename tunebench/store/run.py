@@ -1,52 +1,28 @@
-"""The run directory: `reports/<run-id>/`, versioned and written atomically.
+"""A run directory on disk: created, locked, written atomically, given one status lifecycle.
 
-    manifest.json            schema_version, spec as given, versions, host, times, status,
-                             per configuration: args, effective config, validity, errors
-    points.csv               one row per configuration x load point (see columns.py)
-    guidellm/<config>/       GuideLLM's job, log and raw per-point reports
-    metrics/<config>.csv     the /metrics time series scraped during that configuration
-    requests/<config>.csv    per-request latency samples of every point (for statistics)
-    logs/server-<config>.log the vLLM server log (secrets redacted)
-
-Every write goes to a temporary file and is renamed over the target, so a crash leaves
-either the old or the new file, never half of one.
+Every run kind (sweep, tune, batch, import) goes through `RunStore`: `create()` makes the
+directory with its typed manifest and takes the run lock; `running(command)` is the one
+status lifecycle (running, then complete, failed or interrupted); `add_point()` and
+`add_requests()` store each finished point at once. Paths come from `layout.RunLayout`.
 """
 
 from __future__ import annotations
 
-import csv
 import fcntl
-import io
-import json
 import os
 import re
 import time
-from datetime import datetime, timezone
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Iterator
 
 from tunebench.errors import StoreError
-from tunebench.redact import redact
-from tunebench.store.columns import point_columns
-
-SCHEMA_VERSION = 1
-REQUEST_COLUMNS = ("point_id", "ttft_ms", "itl_ms", "tpot_ms", "e2e_s", "prompt_tokens",
-                   "output_tokens")
-STATUSES = ("running", "complete", "failed", "interrupted")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+from tunebench.points.columns import REQUEST_COLUMNS, point_columns
+from tunebench.redact import redact, redact_text
+from tunebench.store.files import csv_text, read_csv, write_atomic
+from tunebench.store.layout import RunLayout, is_run
+from tunebench.store.manifest import ConfigEntry, Manifest, RunKind, Status
 
 
 def new_run_id(name: str, root: Path, clock: float | None = None) -> str:
@@ -68,8 +44,8 @@ class RunLock:
     """
 
     def __init__(self, path: Path):
-        self.path = path / ".lock"
-        self._handle = None
+        self.path = path
+        self._handle: IO[str] | None = None
 
     def acquire(self) -> "RunLock":
         handle = open(self.path, "a+", encoding="utf-8")
@@ -95,175 +71,163 @@ class RunLock:
             self._handle = None
 
 
+@dataclass
+class AttemptResult:
+    """What the body of `RunStore.running()` decides: complete unless a configuration failed."""
+
+    number: int
+    failed: bool = False
+
+    def fail(self) -> None:
+        self.failed = True
+
+
 class RunStore:
-    def __init__(self, path: Path, manifest: dict[str, Any]):
-        self.path = path
+    def __init__(self, path: Path, manifest: Manifest):
+        self.path = Path(path)
+        self.layout = RunLayout(self.path)
         self.manifest = manifest
         self.rows: list[dict[str, Any]] = []
         self._requests: dict[str, list[dict[str, Any]]] = {}
-        self.lock: RunLock | None = None
+        self._lock: RunLock | None = None
 
-    def acquire_lock(self) -> "RunStore":
-        """Refuse a second writer (a parallel `--resume` or tune on the same run)."""
-        self.lock = RunLock(self.path).acquire()
-        return self
-
-    def release_lock(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
-
-    @property
-    def run_id(self) -> str:
-        return self.manifest["run_id"]
-
+    # -- opening ------------------------------------------------------------------------
     @classmethod
-    def create(cls, root: Path, name: str, manifest: dict[str, Any]) -> "RunStore":
+    def create(cls, root: Path, kind: RunKind | str, name: str, **fields: Any) -> "RunStore":
+        """A new run directory under `root` (locked by this process); `fields` go to
+        `Manifest.new` (spec, spec_path, deployment_kind, varied_args, ...)."""
+        root = Path(root)
         root.mkdir(parents=True, exist_ok=True)
         run_id = new_run_id(name, root)
-        path = root / run_id
-        path.mkdir()
-        full = {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": run_id,
-            "name": name,
-            "status": "running",
-            "started_at": now_iso(),
-            "ended_at": None,
-            **manifest,
-        }
-        store = cls(path, redact(full)).acquire_lock()
+        (root / run_id).mkdir()
+        store = cls(root / run_id, Manifest.new(run_id, name, kind, **fields)).acquire_lock()
         store.save_manifest()
         return store
 
     @classmethod
     def open(cls, path: Path) -> "RunStore":
-        manifest_path = path / "manifest.json"
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except FileNotFoundError:
-            raise StoreError(f"{path}: not a tunebench run (no manifest.json)") from None
-        except ValueError as exc:
-            raise StoreError(f"{manifest_path}: unreadable JSON: {exc}") from None
-        if manifest.get("schema_version", 0) > SCHEMA_VERSION:
-            raise StoreError(
-                f"{manifest_path}: schema_version {manifest['schema_version']} is newer than "
-                f"this tunebench understands ({SCHEMA_VERSION}); upgrade tunebench"
-            )
-        store = cls(path, manifest)
-        store.rows = read_points(path)
+        store = cls(Path(path), Manifest.read(Path(path)))
+        store.rows = read_csv(store.layout.points)
         return store
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+    @property
+    def kind(self) -> RunKind:
+        return self.manifest.kind
+
+    # -- the lock and the status lifecycle ----------------------------------------------
+    def acquire_lock(self) -> "RunStore":
+        """Refuse a second writer (a parallel `--resume` or tune on the same run)."""
+        if self._lock is None:
+            self._lock = RunLock(self.layout.lock).acquire()
+        return self
+
+    def release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    @contextmanager
+    def running(self, command: str, **details: Any) -> Iterator[AttemptResult]:
+        """One process's go at the run, recorded as an attempt.
+
+        The status is `running` inside; afterwards `complete`, or `failed` when the body
+        called `result.fail()` or raised, or `interrupted` on Ctrl-C/SIGTERM (which the CLI
+        turns into KeyboardInterrupt). The lock is released at the end either way.
+        """
+        self.acquire_lock()
+        attempt = self.manifest.begin_attempt(command, **details)
+        self.save_manifest()
+        result = AttemptResult(attempt.attempt)
+        status = Status.FAILED
+        try:
+            yield result
+            status = Status.FAILED if result.failed else Status.COMPLETE
+        except KeyboardInterrupt:
+            status = Status.INTERRUPTED
+            raise
+        finally:
+            self.manifest.finish(status)
+            self.save_manifest()
+            self.release_lock()
 
     # -- manifest -----------------------------------------------------------------------
     def save_manifest(self) -> None:
-        write_atomic(self.path / "manifest.json", json.dumps(self.manifest, indent=2, default=str))
+        write_atomic(self.layout.manifest, self.manifest.to_json())
 
-    def set_status(self, status: str) -> None:
-        assert status in STATUSES, status
-        self.manifest["status"] = status
-        if status != "running":
-            self.manifest["ended_at"] = now_iso()
-            attempts = self.manifest.get("attempts") or []
-            if attempts and attempts[-1].get("ended_at") is None:
-                attempts[-1].update(ended_at=self.manifest["ended_at"], status=status)
+    def update_config(self, config_id: str, **fields: Any) -> ConfigEntry:
+        entry = self.manifest.update_config(config_id, **fields)
         self.save_manifest()
-        if status != "running":
-            self.release_lock()
+        return entry
 
-    def begin_attempt(self, **details: Any) -> int:
-        """Record one process's go at this run (the first, then each `--resume`)."""
-        attempts = self.manifest.setdefault("attempts", [])
-        attempts.append({"attempt": len(attempts) + 1, "pid": os.getpid(),
-                         "started_at": now_iso(), "ended_at": None, "status": "running",
-                         **details})
-        self.manifest["status"] = "running"
-        self.manifest["ended_at"] = None
-        self.save_manifest()
-        return len(attempts)
-
-    def update_config(self, config_id: str, **fields: Any) -> None:
-        for entry in self.manifest.setdefault("configs", []):
-            if entry["config_id"] == config_id:
-                entry.update(redact(fields))
-                break
-        else:
-            self.manifest["configs"].append(redact({"config_id": config_id, **fields}))
+    def record(self, **fields: Any) -> None:
+        """Top-level manifest fields of a run kind (a tune run's trials, ...), saved at once."""
+        for key, value in redact(fields).items():
+            setattr(self.manifest, key, value)
         self.save_manifest()
 
     # -- points -------------------------------------------------------------------------
     def add_point(self, row: dict[str, Any]) -> None:
         """Store one finished point; the whole file is rewritten atomically."""
         self.rows.append(row)
-        self._write_points()
-
-    def _write_points(self) -> None:
-        varied = self.manifest.get("varied_args", [])
-        columns = point_columns(varied)
-        extra = sorted({k for row in self.rows for k in row} - set(columns))
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns + extra, extrasaction="ignore")
-        writer.writeheader()
-        for row in self.rows:
-            writer.writerow({k: _csv_value(v) for k, v in row.items()})
-        write_atomic(self.path / "points.csv", buffer.getvalue())
+        columns = point_columns(self.manifest.varied_args)
+        extra = sorted({k for r in self.rows for k in r} - set(columns))
+        write_atomic(self.layout.points, csv_text(columns + extra, self.rows))
 
     def add_requests(self, config_id: str, point_id: str, samples: list[dict[str, Any]]) -> None:
-        """Per-request samples of one point, in `requests/<config_id>.csv` (rewritten atomically)."""
+        """Per-request samples of one point, in requests/<config>.csv (rewritten atomically)."""
         if config_id not in self._requests:  # a resumed run: keep what earlier attempts stored
-            self._requests[config_id] = read_requests(self.path, config_id)
-        self._requests[config_id].extend(
-            {"point_id": point_id, **sample} for sample in samples
-        )
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=REQUEST_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for sample in self._requests[config_id]:
-            writer.writerow({k: _csv_value(v) for k, v in sample.items()})
-        write_atomic(self.path / "requests" / f"{config_id}.csv", buffer.getvalue())
+            self._requests[config_id] = read_csv(self.layout.requests(config_id))
+        self._requests[config_id].extend({"point_id": point_id, **s} for s in samples)
+        write_atomic(self.layout.requests(config_id),
+                     csv_text(list(REQUEST_COLUMNS), self._requests[config_id]))
 
-    def write_text(self, relative: str, text: str) -> Path:
-        target = self.path / relative
-        write_atomic(target, text)
+    # -- other files --------------------------------------------------------------------
+    def write_text(self, path: Path | str, text: str, secrets: list[str] | None = None) -> Path:
+        """Write a file of the run (absolute, or relative to the run), secrets masked."""
+        target = Path(path) if Path(path).is_absolute() else self.path / path
+        write_atomic(target, redact_text(text, secrets or ()))
         return target
 
+    def keep_earlier_log(self, config_id: str, attempt: int) -> None:
+        """Before attempt `attempt` of a configuration, its earlier server log keeps its own name."""
+        log = self.layout.server_log(config_id)
+        if attempt > 1 and log.exists():
+            log.rename(self.layout.server_log(config_id, attempt - 1))
 
-def _csv_value(value: Any) -> Any:
-    if isinstance(value, float):
-        return f"{value:.15g}"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
-    return value
-
-
-def read_points(path: Path) -> list[dict[str, Any]]:
-    points = path / "points.csv"
-    if not points.exists():
-        return []
-    with open(points, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    def redact_file(self, path: Path | None, secrets: list[str]) -> None:
+        """Mask secrets in a file a server or tool wrote into the run (its log)."""
+        if path and path.exists():
+            text = path.read_text(errors="replace")
+            clean = redact_text(text, secrets)
+            if clean != text:
+                path.write_text(clean)
 
 
-def read_requests(path: Path, config_id: str) -> list[dict[str, Any]]:
-    target = path / "requests" / f"{config_id}.csv"
-    if not target.exists():
-        return []
-    with open(target, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+def read_points(path: Path) -> list[dict[str, str]]:
+    return read_csv(RunLayout(Path(path)).points)
+
+
+def read_requests(path: Path, config_id: str) -> list[dict[str, str]]:
+    return read_csv(RunLayout(Path(path)).requests(config_id))
 
 
 def list_runs(root: Path) -> list[Path]:
-    if not root.is_dir():
+    if not Path(root).is_dir():
         return []
-    return sorted(p for p in root.iterdir() if (p / "manifest.json").is_file())
+    return sorted(p for p in Path(root).iterdir() if is_run(p))
 
 
 def resolve_run(ref: str, root: Path) -> Path:
     """A run by path, by id under `root`, or by a unique part of its id."""
     direct = Path(ref)
-    if (direct / "manifest.json").is_file():
+    if is_run(direct):
         return direct
-    if (root / ref / "manifest.json").is_file():
-        return root / ref
+    if is_run(Path(root) / ref):
+        return Path(root) / ref
     matches = [p for p in list_runs(root) if ref in p.name]
     if len(matches) == 1:
         return matches[0]

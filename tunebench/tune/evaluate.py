@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-
-from tunebench.progress import Reporter
+from tunebench.numbers import to_float
 from tunebench.runner import ConfigRunner
+from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.store.run import RunStore
 from tunebench.tune.study import TrialOutcome
-from tunebench.numbers import to_float
-
-
 
 
 class RunnerEvaluator:

@@ -11,8 +11,11 @@ from typing import Any
 import optuna
 import yaml
 
-from tunebench.spec.helm_values import chart_args
+from tunebench.redact import redact, redact_text
+from tunebench.spec.kserve_chart import chart_args
 from tunebench.spec.plan import engine_arg_list
+from tunebench.store.files import write_atomic
+from tunebench.store.run import RunStore
 from tunebench.tune.study import BASELINE_ATTR, objective_names
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
@@ -91,8 +94,8 @@ def vllm_serve_command(model: str, args: dict[str, Any]) -> str:
     return " ".join(shlex.quote(part) for part in ["vllm", "serve", model, *engine_arg_list(args)])
 
 
-def helm_values(model: str, args: dict[str, Any], header: list[str]) -> str:
-    """Values for the vllm-kserve chart (model.args; model.uri for a hub id)."""
+def tuned_values_file(model: str, args: dict[str, Any], header: list[str]) -> str:
+    """A vllm-kserve values file of the best args (model.args; model.uri for a hub id)."""
     values: dict[str, Any] = {"model": {"args": chart_args(args)}}
     is_hub_id = "/" in model and not model.startswith(("/", ".", "~", "builtin:"))
     if is_hub_id:
@@ -103,9 +106,10 @@ def helm_values(model: str, args: dict[str, Any], header: list[str]) -> str:
     return "\n".join(comments) + "\n" + yaml.safe_dump(values, sort_keys=False, width=1000)
 
 
-def write_exports(summary: dict[str, Any], model: str, run_id: str, name: str,
-                  run_dir: Path, helm_dir: Path, slo_text: str) -> dict[str, str]:
+def write_exports(summary: dict[str, Any], model: str, store: RunStore, name: str,
+                  helm_dir: Path, slo_text: str) -> dict[str, str]:
     """helm-values/<name>.yaml, <run>/serve-command.sh and <run>/tune-result.json."""
+    run_id = store.run_id
     best = summary.get("best")
     files: dict[str, str] = {}
     if best is not None:
@@ -119,11 +123,11 @@ def write_exports(summary: dict[str, Any], model: str, run_id: str, name: str,
         header.append(f"helm upgrade --install {name} vllm-kserve -f {helm_dir / (name + '.yaml')}")
         helm_dir.mkdir(parents=True, exist_ok=True)
         helm_path = helm_dir / f"{name}.yaml"
-        helm_path.write_text(helm_values(model, args, header))
+        write_atomic(helm_path, redact_text(tuned_values_file(model, args, header)))
         files["helm_values"] = str(helm_path)
         command = vllm_serve_command(model, args)
-        (run_dir / "serve-command.sh").write_text(f"#!/bin/sh\n# {header[0]}\n{command}\n")
+        store.write_text(store.layout.serve_command, f"#!/bin/sh\n# {header[0]}\n{command}\n")
         files["serve_command"] = command
-    (run_dir / "tune-result.json").write_text(json.dumps({**summary, "exports": files}, indent=2,
-                                                         default=str))
+    store.write_text(store.layout.tune_result,
+                     json.dumps(redact({**summary, "exports": files}), indent=2, default=str))
     return files

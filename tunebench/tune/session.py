@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 
-from tunebench import demo
-from tunebench.errors import StoreError
-from tunebench.slo import thresholds_of
-from tunebench.progress import Reporter, SilentReporter
+from tunebench import demo, kinds
+from tunebench.errors import StoreError, UsageError
+from tunebench.points.slo import thresholds_of
+from tunebench.seams.progress import Reporter, SilentReporter
+from tunebench.spec.loading import validate_spec
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import BUILTIN_PREFIX, Plan
+from tunebench.store.manifest import RunKind, spec_of
 from tunebench.store.run import RunStore
-from tunebench.sweep import build_runner, new_run_manifest
 from tunebench.tune import results
 from tunebench.tune.evaluate import RunnerEvaluator
 from tunebench.tune.study import Tuner, open_study
@@ -28,70 +29,94 @@ class TuneResult:
     exports: dict[str, str]
 
 
+@dataclass(frozen=True)
+class TuneJob:
+    """What a tune session runs: the spec as validated, where it came from, its plan."""
+
+    spec: SweepSpec
+    spec_path: Path
+    spec_data: dict
+    plan: Plan
+
+
+def require_tune(spec: SweepSpec, spec_path: Path) -> None:
+    if spec.tune is None:
+        raise UsageError(f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
+                         "{low: 8, high: 256, log: true}}}} (see docs/tuning.md)")
+
+
+def job_of_run(store: RunStore) -> TuneJob:
+    """The tune job a run was started with (the spec file again if secrets were masked)."""
+    if store.kind is not RunKind.TUNE:
+        raise UsageError(f"{store.path}: not a tune run (no study); start one with "
+                         "tunebench tune SPEC")
+    spec_data, spec_path = spec_of(store.manifest)
+    spec = validate_spec(spec_data, spec_path)
+    require_tune(spec, spec_path)
+    return TuneJob(spec, spec_path, spec_data, kinds.plan(spec, spec_path))
+
+
 def run_tune(
-    spec: SweepSpec,
-    spec_path: Path,
-    spec_data: dict,
-    plan: Plan,
+    job: TuneJob,
     output_root: Path,
     helm_dir: Path,
     reporter: Reporter | None = None,
     resume: RunStore | None = None,
     trials: int | None = None,
-    on_store=None,
+    on_store: Callable[[RunStore], None] | None = None,
 ) -> TuneResult:
+    """Start a study in a new run, or continue the study of `resume` (a tune run)."""
     reporter = reporter or SilentReporter()
+    spec, spec_path, plan = job.spec, job.spec_path, job.plan
+    assert spec.tune is not None
     tune = spec.tune.model_copy(update={"trials": trials}) if trials else spec.tune
     base = plan.configs[0]  # tune specs have no matrix: one base configuration
     if resume is None:
-        store = RunStore.create(output_root, spec.name, {
-            **new_run_manifest(spec, spec_path, spec_data, plan, ["trial", *tune.space]),
-            "tune": {"objective": tune.objective, "study": "study.db", "study_name": spec.name},
-        })
-        store.begin_attempt(command="tune")
+        store = RunStore.create(
+            output_root, RunKind.TUNE, spec.name, spec=job.spec_data, spec_path=spec_path,
+            deployment_kind=spec.deployment.kind, varied_args=["trial", *tune.space],
+            planned_points=[p.point_id for p in plan.points],
+            tune={"objective": tune.objective, "study": "study.db", "study_name": spec.name})
         study = open_study(store.path, spec.name, tune, create=True)
+        command = "tune"
     else:
         store = resume.acquire_lock()
+        study_name = (getattr(store.manifest, "tune", None) or {}).get("study_name", spec.name)
         try:
-            study = open_study(store.path, store.manifest.get("tune", {}).get("study_name", spec.name),
-                               tune, create=False)
+            study = open_study(store.path, study_name, tune, create=False)
         except KeyError:
+            store.release_lock()
             raise StoreError(f"{store.path}: no Optuna study in study.db; is it a tune run?") from None
-        store.begin_attempt(command="tune --resume")
+        command = "tune --resume"
     if on_store:
         on_store(store)
-    runner = None
-    status = "interrupted"
-    try:
-        runner = build_runner(spec, spec_path, store, output_root, reporter)
-        evaluator = RunnerEvaluator(runner, plan.points, store, tune.objective, reporter, tune.trials)
+    with store.running(command):
+        runner = kinds.build_runner(spec, spec_path, store, output_root, reporter)
+        try:
+            evaluator = RunnerEvaluator(runner, plan.points, store, tune.objective, reporter,
+                                        tune.trials)
 
-        def on_trial(trial: optuna.trial.FrozenTrial, note: str) -> None:
-            store.manifest.setdefault("trials", {})[str(trial.number)] = results.trial_row(trial)
-            store.save_manifest()
-            reporter.trial_done(trial, note)
+            def on_trial(trial: optuna.trial.FrozenTrial, note: str) -> None:
+                trials_seen = dict(getattr(store.manifest, "trials", None) or {})
+                trials_seen[str(trial.number)] = results.trial_row(trial)
+                store.record(trials=trials_seen)
+                reporter.trial_done(trial, note)
 
-        tuner = Tuner(study, tune, base.args, base.model, base.tokenizer, evaluator, on_trial)
-        interrupted = tuner.mark_interrupted()
-        if interrupted:
-            reporter.note(f"{interrupted} trial(s) left running by an interrupted session marked FAIL")
-        evaluator.count = tuner.deployments()
-        tuner.run()
-        if tuner.stopped_early:
-            reporter.note(tuner.stopped_early)
-        status = "complete"
-    except Exception:
-        status = "failed"
-        raise
-    finally:
-        if runner is not None:
+            tuner = Tuner(study, tune, base.args, base.model, base.tokenizer, evaluator, on_trial)
+            interrupted = tuner.mark_interrupted()
+            if interrupted:
+                reporter.note(f"{interrupted} trial(s) left running by an interrupted session "
+                              "marked FAIL")
+            evaluator.count = tuner.deployments()
+            tuner.run()
+            if tuner.stopped_early:
+                reporter.note(tuner.stopped_early)
+        finally:
             runner.deployment.stop()
-        store.set_status(status)
     summary = results.summarize(study, tune.objective)
     slo_text = "; ".join(t.label for t in thresholds_of(spec.slo.as_dict() if spec.slo else None))
     model = base.model
     if model.startswith(BUILTIN_PREFIX):  # the path it is served from, without building it
         model = str(demo.default_model_path(model.removeprefix(BUILTIN_PREFIX)))
-    exports = results.write_exports(summary, model, store.run_id, spec.name, store.path,
-                                    helm_dir, slo_text)
+    exports = results.write_exports(summary, model, store, spec.name, helm_dir, slo_text)
     return TuneResult(store, summary, exports)

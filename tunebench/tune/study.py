@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol
 
 import optuna
 
-from tunebench.redact import redact
+from tunebench.redact import redact, redact_text
 from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig, args_key
 from tunebench.tune import space as search_space
@@ -214,10 +214,10 @@ class Tuner:
         trial.set_user_attr("config_id", config.config_id)
         outcome = self.evaluator.evaluate(config)
         self._learn(outcome.effective)
-        for name, value in outcome.attrs.items():
+        for name, value in redact(outcome.attrs).items():
             trial.set_user_attr(name, value)
         if outcome.values is None or any(v is None or math.isnan(v) for v in outcome.values):
-            trial.set_user_attr("fail_reason", outcome.reason or "no value measured")
+            trial.set_user_attr("fail_reason", redact_text(outcome.reason or "no value measured"))
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             self.study.tell(trial, outcome.values)

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tunebench.points.columns import SLO_COLUMNS
+
 # SLO metric -> (points.csv column prefix, unit suffix, per-request sample column)
 SLO_METRICS = {
     "ttft_ms": ("ttft", "ms", "ttft_ms"),
@@ -24,7 +26,6 @@ SLO_METRICS = {
     "tpot_ms": ("tpot", "ms", "tpot_ms"),
     "e2e_s": ("e2e", "s", "e2e_s"),
 }
-SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,13 @@ A point is `client_limited` when
 from __future__ import annotations
 
 from typing import Any
+
 from tunebench.numbers import to_float
+from tunebench.points.columns import LIMIT_COLUMNS  # noqa: F401
 
 DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
 REPLAY_BEYOND = "replay_extrapolated"  # a replayed point past the recording: not evidence
-CLIENT_COLUMNS = ("client_limited", "client_limited_reason")
-
-
-
 
 def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     reasons = []

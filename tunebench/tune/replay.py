@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tunebench import client_limit
+from tunebench.points import client_limit
+from tunebench.points.capacity import CapacitySearch
+from tunebench.points.slo import evaluate
 from tunebench.replay.model import RecordedConfig, RecordedRun
-from tunebench.slo import evaluate
 from tunebench.spec.plan import ServerConfig
-from tunebench.tune.capacity import CapacitySearch
 from tunebench.tune.study import TrialOutcome
 
 

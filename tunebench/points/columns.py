@@ -1,0 +1,91 @@
+"""The columns of points.csv and requests/<config>.csv, in order: the stable run format.
+
+This module owns the names; the load drivers, the metrics summary and the rules of this
+package fill them. docs/run-format.md describes each column.
+"""
+
+from __future__ import annotations
+
+ID_COLUMNS = ("run_id", "config_id", "config_label", "point_id", "load_kind", "target")
+
+# What the load generator measured (client side).
+CLIENT_COLUMNS = (
+    "achieved_rps",
+    "achieved_concurrency",
+    "requests_ok",
+    "requests_failed",
+    "requests_incomplete",
+    "duration_s",
+    "ttft_mean_ms",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "itl_mean_ms",
+    "itl_p50_ms",
+    "itl_p95_ms",
+    "itl_p99_ms",
+    "tpot_mean_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "e2e_mean_s",
+    "e2e_p50_s",
+    "e2e_p95_s",
+    "e2e_p99_s",
+    "output_tok_s",
+    "total_tok_s",
+    "prompt_tokens_mean",
+    "output_tokens_mean",
+    "client_warnings",
+)
+
+# What the server's /metrics said over the point's window (metrics/summary.py).
+SERVER_COLUMNS = (
+    "kv_usage_mean",
+    "kv_usage_max",
+    "running_mean",
+    "running_max",
+    "waiting_mean",
+    "waiting_max",
+    "queue_depth_mean",
+    "running_depth_mean",
+    "queue_time_mean_s",
+    "prefill_time_mean_s",
+    "decode_time_mean_s",
+    "preemptions",
+    "prefix_hit_rate",
+    "spec_acceptance_rate",
+    "spec_mean_acceptance_length",
+    "server_samples",
+)
+
+SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
+LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
+STATUS_COLUMNS = (
+    "server_metrics", "server_metrics_note", "valid", "invalid_reason", "start_time", "end_time",
+    "raw_report",
+)
+
+# requests/<config>.csv: one row per successful request of every point of a configuration.
+REQUEST_COLUMNS = ("point_id", "ttft_ms", "itl_ms", "tpot_ms", "e2e_s", "prompt_tokens",
+                   "output_tokens")
+
+# Text columns (everything else in points.csv is a number or a boolean).
+TEXT_COLUMNS = frozenset({*ID_COLUMNS, "variant", "server_metrics", "server_metrics_note",
+                          "invalid_reason", "client_warnings", "raw_report", "slo_violations",
+                          "client_limited_reason"} - {"target"})
+BOOL_COLUMNS = ("valid", "client_limited", "slo_met")
+
+
+def point_columns(varied_args: list[str]) -> list[str]:
+    """Identity, varied server args, client stats, server stats, SLO, client-limited, validity."""
+    return [
+        *ID_COLUMNS,
+        *varied_args,
+        *(c for c in CLIENT_COLUMNS if c != "client_warnings"),
+        *SERVER_COLUMNS,
+        *SLO_COLUMNS,
+        *LIMIT_COLUMNS,
+        *STATUS_COLUMNS,
+        "client_warnings",
+    ]

@@ -1,0 +1,76 @@
+"""One row of points.csv: what the client measured, what the server said, and the verdicts.
+
+The runner hands over plain data (the load driver's columns and samples, the metrics
+summary of the point's window); this module adds the SLO columns, the client-limited
+verdict and validity, so every point of every run is judged by the same rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tunebench.points import client_limit, slo
+from tunebench.spec.plan import format_value
+
+
+@dataclass(frozen=True)
+class PointId:
+    """Which point of which configuration of which run a row describes."""
+
+    run_id: str
+    config_id: str
+    config_label: str
+    point_id: str
+    load_kind: str
+
+
+def build_row(
+    point: PointId,
+    varied: dict[str, Any],
+    client: dict[str, Any],
+    samples: list[dict[str, Any]],
+    server: dict[str, Any],
+    *,
+    server_note: str = "",
+    slo_spec: dict[str, Any] | None = None,
+    client_tolerance: float = client_limit.DEFAULT_TOLERANCE,
+    config_problems: list[str] | None = None,
+    raw_report: str | None = None,
+    window: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """The points.csv row of one measured point.
+
+    `client` holds the load driver's columns (with `target`), `server` the metrics summary
+    of the window (all None without scrapes; `server_note` then says why), and
+    `config_problems` the reasons the configuration is invalid (args not in effect).
+    """
+    row: dict[str, Any] = {
+        "run_id": point.run_id,
+        "config_id": point.config_id,
+        "config_label": point.config_label,
+        "point_id": point.point_id,
+        "load_kind": point.load_kind,
+        "target": client.get("target"),
+    }
+    for key, value in varied.items():
+        row[key] = format_value(value)
+    row.update({k: v for k, v in client.items() if k not in ("target", "strategy")})
+    row.update(server)
+    row["server_metrics"] = "present" if server.get("server_samples") else "absent"
+    if not server.get("server_samples"):
+        # The client's measurements stand; say why the server side is missing.
+        row["server_metrics_note"] = f"no server metrics: {server_note or 'no scrape in the window'}"[:300]
+    row.update(slo.evaluate(row, samples, slo_spec))
+    row.update(client_limit.verdict(row, client_tolerance))
+    problems = list(config_problems or [])
+    if not client.get("requests_ok"):
+        problems.append("no successful requests")
+    row["valid"] = not problems
+    row["invalid_reason"] = "; ".join(problems)
+    if raw_report is not None:
+        row["raw_report"] = raw_report
+    if window is not None:
+        row["start_time"] = round(window[0], 3)
+        row["end_time"] = round(window[1], 3)
+    return row

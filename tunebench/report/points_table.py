@@ -1,0 +1,193 @@
+"""The points of a run as a console table that fits the terminal (100 columns and up).
+
+Configurations are named by their id and their varied values with short arg names
+("c2 mns=2"), so two configurations can always be told apart; a legend spells the short
+names out. Columns are chosen by priority until the width is used; the reasons a point is
+invalid or client-limited are listed under the table instead of widening it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from tunebench.report.formats import as_number, cell, sig
+
+# Short names of the args sweeps vary most; any other arg gets the initials of its words.
+SHORT_ARGS = {
+    "max-num-seqs": "mns", "max-num-batched-tokens": "mnbt", "max-model-len": "mml",
+    "kv-cache-dtype": "kv", "enable-prefix-caching": "prefix", "enforce-eager": "eager",
+    "gpu-memory-utilization": "gmu", "speculative-config": "spec", "quantization": "quant",
+    "tensor-parallel-size": "tp", "block-size": "bs", "dtype": "dtype", "model": "model",
+}
+VALUE_WIDTH = 14  # a varied value longer than this (a JSON config, a path) is shortened
+
+
+def short_arg(name: str) -> str:
+    if name in SHORT_ARGS:
+        return SHORT_ARGS[name]
+    words = [w for w in re.split(r"[-_.]", name) if w]
+    return "".join(w[0] for w in words) if len(words) > 1 else name
+
+
+def short_value(value: Any) -> str:
+    text = str(value)
+    if "/" in text and not text.startswith("{"):
+        text = text.rstrip("/").rsplit("/", 1)[-1]  # a model path or hub id: its last part
+    return text if len(text) <= VALUE_WIDTH else text[:VALUE_WIDTH - 1] + "…"
+
+
+def short_label(config_id: str, varied: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """("c2 mns=2", {"mns": "max-num-seqs"}): the id, then each varied value."""
+    parts, legend = [], {}
+    for name, value in varied.items():
+        if name == "trial":
+            continue  # a tune trial's id already is t<trial>
+        if name == "variant":
+            parts.append(short_value(value))
+            continue
+        short = short_arg(name)
+        if short != name:
+            legend[short] = name
+        parts.append(f"{short}={short_value(value)}")
+    return " ".join([config_id, ",".join(parts)]).strip(), legend
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    priority: int  # lower is kept first when the terminal is narrow
+    render: Any  # row -> str
+
+
+def _load(row: dict[str, Any]) -> str:
+    target = as_number(row.get("target"))
+    if target is None:
+        return "-"
+    unit = "streams" if row.get("load_kind") in ("concurrent", "throughput") else (
+        "records" if row.get("load_kind") == "batch" else "req/s")
+    return f"{sig(target, 3)} {unit}"
+
+
+def _flag(value: Any) -> bool:
+    return value is True or str(value).lower() in ("true", "1")
+
+
+def _valid(row: dict[str, Any]) -> str:
+    text = "yes" if _flag(row.get("valid")) else "no"
+    return text + ("*" if _flag(row.get("client_limited")) else "")
+
+
+def _kv_pct(row: dict[str, Any]) -> str:
+    value = as_number(row.get("kv_usage_max"))
+    return cell(None if value is None else value * 100, 1)
+
+
+def _queue_ms(row: dict[str, Any]) -> str:
+    value = as_number(row.get("queue_time_mean_s"))
+    return cell(None if value is None else value * 1000, 1)
+
+
+def _counts(row: dict[str, Any]) -> str:
+    return f"{cell(row.get('requests_ok'), None)}/{cell(row.get('requests_failed'), None)}"
+
+
+def _num(key: str, digits: int):
+    return lambda row: cell(row.get(key), digits)
+
+
+COLUMNS = (  # in display order
+    Column("config", 0, None),
+    Column("point", 0, lambda r: str(r.get("point_id", ""))),
+    Column("load", 4, _load),
+    Column("req/s", 1, _num("achieved_rps", 2)),
+    Column("conc (req)", 5, _num("achieved_concurrency", 1)),
+    Column("TTFT p50 ms", 1, _num("ttft_p50_ms", 1)),
+    Column("TTFT p95 ms", 2, _num("ttft_p95_ms", 1)),
+    Column("ITL p50 ms", 2, _num("itl_p50_ms", 2)),
+    Column("ITL p95 ms", 7, _num("itl_p95_ms", 2)),
+    Column("out tok/s", 3, _num("output_tok_s", 0)),
+    Column("KV max %", 8, _kv_pct),
+    Column("wait max (req)", 10, _num("waiting_max", 0)),
+    Column("queue depth (req)", 9, _num("queue_depth_mean", 2)),
+    Column("queue ms", 9, _queue_ms),
+    Column("ok/failed (req)", 6, _counts),
+    Column("valid", 0, _valid),
+)
+
+
+def _fit(columns: list[Column], cells: dict[str, list[str]], width: int) -> list[Column]:
+    """Columns by priority while the table fits `width` (headers may wrap at spaces)."""
+    def need(column: Column) -> int:
+        longest_word = max(len(w) for w in column.header.split())
+        return max([longest_word, *(len(c) for c in cells[column.header])]) + 3
+
+    chosen: set[str] = set()
+    used = 1  # the table's left border
+    for column in sorted(columns, key=lambda c: c.priority):
+        if used + need(column) <= width or column.priority == 0:
+            chosen.add(column.header)
+            used += need(column)
+    return [c for c in columns if c.header in chosen]
+
+
+def points_table(rows: Iterable[dict[str, Any]], varied: dict[str, dict[str, Any]],
+                 title: str | None = None, width: int = 100, notes_limit: int = 12) -> Group:
+    """The table, its legend and the reasons behind every "no" and "*" in `valid`.
+
+    `varied` maps each config_id to its varied values (manifest configs[].varied).
+    """
+    rows = list(rows)
+    legend: dict[str, str] = {}
+    labels = {}
+    for config_id, values in varied.items():
+        labels[config_id], found = short_label(config_id, values)
+        legend.update(found)
+
+    def config_cell(row: dict[str, Any]) -> str:
+        config_id = str(row.get("config_id", ""))
+        return labels.get(config_id) or config_id or str(row.get("config_label", ""))
+
+    columns = list(COLUMNS)
+    cells = {c.header: [config_cell(r) if c.render is None else c.render(r) for r in rows]
+             for c in columns}
+    shown = _fit(columns, cells, width)
+    table = Table(title=title, header_style="bold", show_lines=False)
+    for column in shown:
+        left = column.header in ("config", "point", "valid", "load")
+        table.add_column(column.header, justify="left" if left else "right",
+                         no_wrap=column.header in ("config", "point"))
+    for index in range(len(rows)):
+        table.add_row(*(cells[c.header][index] for c in shown))
+    parts: list[Any] = [table]
+    if legend:
+        parts.append(Text("config: " + "; ".join(f"{k} = {v}" for k, v in legend.items()),
+                          style="dim"))
+    hidden = [c.header for c in columns if c not in shown]
+    if hidden:
+        parts.append(Text(f"not shown at this width: {', '.join(hidden)} "
+                          "(--format json or csv has every column)", style="dim"))
+    notes = _notes(rows, config_cell)
+    for line in notes[:notes_limit]:
+        parts.append(Text(line[:width]))
+    if len(notes) > notes_limit:
+        parts.append(Text(f"... {len(notes) - notes_limit} more points with notes "
+                          "(tunebench show RUN --format json)", style="dim"))
+    return Group(*parts)
+
+
+def _notes(rows: list[dict[str, Any]], config_cell) -> list[str]:
+    """One line per point whose `valid` cell needs a reason."""
+    out = []
+    for row in rows:
+        where = f"{config_cell(row)} {row.get('point_id', '')}"
+        if not _flag(row.get("valid")):
+            out.append(f"no: {where}: {row.get('invalid_reason') or 'invalid'}")
+        if _flag(row.get("client_limited")):
+            out.append(f"*  {where}: client-limited: {row.get('client_limited_reason', '')}")
+    return out

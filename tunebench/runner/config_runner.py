@@ -1,0 +1,230 @@
+"""One server configuration: deploy, verify, every load point, teardown (always).
+
+This is the only module that sequences the seams (Deployment, LoadDriver, metrics
+scraping, store). Each finished point is on disk before the next one ends; teardown runs
+on success, on failure and on KeyboardInterrupt alike.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tunebench.errors import DeploymentError, LoadError, tail
+from tunebench.metrics.effective import read_effective
+from tunebench.metrics.scraper import MetricsScraper
+from tunebench.metrics.series import rows_of, series_csv
+from tunebench.metrics.summary import summarize_window
+from tunebench.points.client_limit import DEFAULT_TOLERANCE
+from tunebench.points.row import PointId, build_row
+from tunebench.points.validity import ineffective_args
+from tunebench.redact import redact_text, secret_values
+from tunebench.runner.probing import CapacityProbing
+from tunebench.runner.watch import ServerWatch
+from tunebench.seams.deployment import Deployment, ServerHandle
+from tunebench.seams.load import ClientResult, LoadDriver
+from tunebench.seams.progress import Reporter
+from tunebench.spec.models import Metrics
+from tunebench.spec.plan import LoadPoint, ServerConfig
+from tunebench.store.manifest import ConfigStatus
+from tunebench.store.run import RunStore
+
+@dataclass
+class ConfigOutcome:
+    config_id: str
+    status: str  # complete | failed
+    points_done: int
+    error: str | None = None
+    capacity: dict[str, Any] | None = None  # CapacityProbing.summary() when searched
+    effective: dict[str, Any] | None = None
+    invalid_reasons: list[str] | None = None
+
+
+@dataclass
+class _Measuring:
+    """State of one configuration's load: what is stored, what is in flight."""
+
+    config: ServerConfig
+    reasons: list[str]
+    probing: CapacityProbing | None
+    scraper: MetricsScraper | None = None
+    earlier_series: str = ""
+    done: int = 0
+    in_flight: str | None = None
+    effective: dict[str, Any] = field(default_factory=dict)
+
+
+class ConfigRunner:
+    def __init__(
+        self,
+        store: RunStore,
+        deployment: Deployment,
+        make_driver: Callable[[ServerConfig], LoadDriver],
+        metrics: Metrics,
+        reporter: Reporter,
+        slo: dict | None = None,
+        client_tolerance: float = DEFAULT_TOLERANCE,
+    ):
+        self.store = store
+        self.deployment = deployment
+        self.make_driver = make_driver
+        self.metrics = metrics
+        self.reporter = reporter
+        self.slo = slo
+        self.client_tolerance = client_tolerance
+        # A capacity search starts from the last configuration's capacity (a warm start).
+        self.capacity_hint: float | None = None
+
+    def run(self, config: ServerConfig, points: list[LoadPoint], attempt: int = 1,
+            earlier_rows: list[dict[str, Any]] | None = None) -> ConfigOutcome:
+        """Deploy `config` and measure `points`; `earlier_rows` are this configuration's
+        points stored by an earlier attempt of a resumed run (kept, and seeding a search)."""
+        store, layout = self.store, self.store.layout
+        earlier_rows = earlier_rows or []
+        store.update_config(config.config_id, label=config.label, model=config.model,
+                            args=config.args, command_args=config.command_args(),
+                            varied=config.varied, status=ConfigStatus.STARTING, attempts=attempt)
+        driver = self.make_driver(config)
+        fixed = [p for p in points if p.search is None]
+        searches = [p for p in points if p.search is not None]
+        probing = CapacityProbing(searches[0], self.capacity_hint, self.slo) if searches else None
+        if probing is not None:
+            probing.seed(earlier_rows)
+        state = _Measuring(config, [], probing, done=len(earlier_rows))
+        if attempt > 1:
+            series = layout.series(config.config_id)
+            state.earlier_series = rows_of(series.read_text()) if series.exists() else ""
+            store.keep_earlier_log(config.config_id, attempt)
+        watch: ServerWatch | None = None
+        try:
+            # The load generator imports while the server starts: both take seconds.
+            driver.prepare(fixed, layout.load_dir(config.config_id, attempt))
+            handle = self._start(config, driver)
+            if handle is None:
+                return ConfigOutcome(config.config_id, "failed", 0,
+                                     store.manifest.config(config.config_id).error)
+            self._verify(state, handle, driver)
+            if self.metrics.enabled and handle.metrics_url:
+                state.scraper = MetricsScraper(handle.metrics_url, self.metrics.interval_s,
+                                               handle.headers, handle.tls).start()
+            watch = ServerWatch(self.deployment, driver).start()
+            return self._measure(state, handle, driver)
+        finally:
+            if watch is not None:
+                watch.stop()
+            driver.close()
+            if state.scraper is not None:
+                state.scraper.stop()
+                self._write_series(state)
+            self.deployment.stop()
+            store.redact_file(self.deployment.log_path, secret_values(config.args))
+
+    # -- steps ----------------------------------------------------------------------------
+    def _start(self, config: ServerConfig, driver: LoadDriver) -> ServerHandle | None:
+        """The ready server, or None after recording why it could not start."""
+        launched = time.monotonic()
+        try:
+            handle = self.deployment.start(config)
+        except DeploymentError as exc:
+            self.store.update_config(config.config_id, status=ConfigStatus.FAILED,
+                                     error=str(exc), log_tail=redact_text(exc.log_tail),
+                                     start_s=round(time.monotonic() - launched, 1),
+                                     server_pgid=self.deployment.last_pgid,
+                                     load_pgid=driver.pgid)
+            self.reporter.config_failed(config, str(exc), redact_text(exc.log_tail))
+            return None
+        self.reporter.server_ready(config, handle.started_s)
+        self.store.update_config(config.config_id, status=ConfigStatus.RUNNING,
+                                 start_s=round(handle.started_s or (time.monotonic() - launched), 1),
+                                 server_pgid=self.deployment.pgid, load_pgid=driver.pgid)
+        return handle
+
+    def _verify(self, state: _Measuring, handle: ServerHandle, driver: LoadDriver) -> None:
+        """Read what the server runs with; args that did not take effect make it invalid."""
+        effective = handle.effective if handle.effective is not None else read_effective(
+            handle.base_url, handle.metrics_url, self.deployment.log_text(), handle.headers,
+            handle.tls)
+        state.effective = effective
+        state.reasons = ineffective_args(state.config.args, effective)
+        self.store.update_config(state.config.config_id, effective=effective,
+                                 invalid_reasons=state.reasons)
+        if state.reasons:
+            self.reporter.note(f"  [yellow]not in effect:[/] {'; '.join(state.reasons)}")
+
+    def _measure(self, state: _Measuring, handle: ServerHandle,
+                 driver: LoadDriver) -> ConfigOutcome:
+        config, store, probing = state.config, self.store, state.probing
+
+        def on_start(point: LoadPoint) -> None:
+            state.in_flight = point.point_id
+            self.reporter.point_starting(config, point)
+
+        def on_result(result: ClientResult) -> None:
+            if state.scraper is not None:
+                # Counters need a scrape after the window; don't wait for the next tick.
+                latest = state.scraper.snapshots()[-1:]
+                if not latest or latest[0].time < result.end_time:
+                    state.scraper.scrape_once()
+            state.in_flight = None
+            row = self._row(state, result)
+            store.add_requests(config.config_id, result.point_id, result.samples)
+            store.add_point(row)
+            if probing is not None:
+                probing.observe(result.point_id, row)
+            state.done += 1
+            if state.scraper is not None:
+                self._write_series(state)
+            self.reporter.point_done(config, row)
+
+        try:
+            driver.run(handle, on_result, on_start,
+                       next_points=probing.next_points if probing else None)
+        except LoadError as exc:
+            capacity = self._record_capacity(config, probing)
+            failed = state.in_flight
+            error = str(exc) + (f" (point {failed} not measured)" if failed else "")
+            store.update_config(config.config_id, status=ConfigStatus.FAILED, error=error,
+                                failed_point=failed, points_done=state.done,
+                                load_retries=driver.retried,
+                                log_tail=redact_text(tail(self.deployment.log_text())))
+            self.reporter.config_failed(config, error)
+            return ConfigOutcome(config.config_id, "failed", state.done, error, capacity,
+                                 state.effective, state.reasons)
+        capacity = self._record_capacity(config, probing)
+        store.update_config(config.config_id, status=ConfigStatus.COMPLETE,
+                            points_done=state.done, failed_point=None, error=None,
+                            load_retries=driver.retried)
+        return ConfigOutcome(config.config_id, "complete", state.done, None, capacity,
+                             state.effective, state.reasons)
+
+    def _row(self, state: _Measuring, result: ClientResult) -> dict[str, Any]:
+        config, scraper = state.config, state.scraper
+        server = summarize_window(scraper.snapshots() if scraper else [], result.start_time,
+                                  result.end_time)
+        note = (scraper.last_error if scraper and scraper.last_error
+                else "metrics disabled" if not self.metrics.enabled else "")
+        raw = self.store.layout.relative(result.raw_report) if result.raw_report else None
+        return build_row(
+            PointId(self.store.run_id, config.config_id, config.label, result.point_id,
+                    result.point.kind),
+            config.varied, {**result.columns}, result.samples, server, server_note=note,
+            slo_spec=self.slo, client_tolerance=self.client_tolerance,
+            config_problems=state.reasons, raw_report=raw,
+            window=(result.start_time, result.end_time))
+
+    def _record_capacity(self, config: ServerConfig,
+                         probing: CapacityProbing | None) -> dict[str, Any] | None:
+        if probing is None or not probing.search.probes:
+            return None
+        summary = probing.summary()
+        self.store.update_config(config.config_id, capacity=summary)
+        self.reporter.capacity_found(config, summary)
+        if summary["rate"]:
+            self.capacity_hint = summary["rate"]
+        return summary
+
+    def _write_series(self, state: _Measuring) -> None:
+        assert state.scraper is not None
+        self.store.write_text(self.store.layout.series(state.config.config_id),
+                              series_csv(state.scraper.snapshots(), state.earlier_series))

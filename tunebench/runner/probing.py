@@ -1,0 +1,72 @@
+"""A `kind: capacity` load point turned into probe points, one at a time, as results come."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunebench.numbers import to_float
+from tunebench.points.capacity import CapacitySearch
+from tunebench.spec.plan import LoadPoint
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+class CapacityProbing:
+    """Feeds a CapacitySearch with probe results; hands the load driver the next probe."""
+
+    def __init__(self, point: LoadPoint, start_rate: float | None, slo: dict | None):
+        settings = point.search
+        assert settings is not None, "a capacity point carries its search settings"
+        self.point = point
+        self.slo = slo
+        # The first configuration starts at start_rate; later ones from the previous
+        # configuration's capacity, which is probably close (a warm start).
+        self.search = CapacitySearch(
+            start_rate=start_rate or settings.start_rate or 1.0,
+            warm=start_rate is not None,
+            tolerance=settings.tolerance, max_probes=settings.max_probes,
+            max_rate=settings.max_rate,
+        )
+        self._pending: dict[str, float] = {}
+
+    def next_points(self) -> list[LoadPoint]:
+        if self._pending:
+            return []  # a probe did not report (the driver failed); stop searching
+        rate = self.search.next_rate()
+        if rate is None:
+            return []
+        probe = self.point.probe(len(self.search.probes) + 1, float(f"{rate:.3g}"))
+        assert probe.target is not None
+        self._pending[probe.point_id] = probe.target
+        return [probe]
+
+    def seed(self, rows: list[dict[str, Any]]) -> None:
+        """Probes an earlier attempt of this configuration stored (a resumed run)."""
+        for row in rows:
+            if str(row.get("point_id", "")).startswith("capacity-") and row.get("target"):
+                self.search.tell(float(row["target"]), _true(row.get("slo_met")),
+                                 _true(row.get("client_limited")), to_float(row.get("slo_ratio")))
+
+    def observe(self, point_id: str, row: dict[str, Any]) -> None:
+        rate = self._pending.pop(point_id, None)
+        if rate is not None:
+            self.search.tell(rate, bool(row.get("slo_met")), bool(row.get("client_limited")),
+                             row.get("slo_ratio"))
+
+    def summary(self) -> dict[str, Any]:
+        search = self.search
+        assert self.point.search is not None
+        return {
+            "rate": search.capacity,
+            "arrival": self.point.search.arrival,
+            "probes": len(search.probes),
+            "probe_rates": [p.rate for p in search.probes],
+            "upper": search.bound.rate if search.bound else None,
+            "tolerance": search.tolerance,
+            "converged": search.converged,
+            "client_bound": search.client_bound,
+            "capped": search.capped,
+            "slo": self.slo,
+        }

@@ -1,0 +1,59 @@
+"""The Reporter seam: progress of long work (server starts, load points, trials).
+
+The runner and the services call it; report/live.py draws it on the console, and
+`SilentReporter` swallows it (library use, tests). Implementations must never raise: a
+progress display cannot be allowed to lose a measurement.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from tunebench.spec.plan import LoadPoint, ServerConfig
+
+
+class Reporter(Protocol):
+    def config_starting(self, config: ServerConfig, index: int, total: int) -> None: ...
+    def server_status(self, message: str) -> None: ...
+    def server_ready(self, config: ServerConfig, seconds: float | None) -> None: ...
+    def point_starting(self, config: ServerConfig, point: LoadPoint) -> None: ...
+    def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None: ...
+    def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None: ...
+    def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None: ...
+    def trial_done(self, trial: Any, note: str) -> None: ...
+    def note(self, message: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class SilentReporter:
+    """A Reporter that shows nothing."""
+
+    def config_starting(self, config: ServerConfig, index: int, total: int) -> None:
+        pass
+
+    def server_status(self, message: str) -> None:
+        pass
+
+    def server_ready(self, config: ServerConfig, seconds: float | None) -> None:
+        pass
+
+    def point_starting(self, config: ServerConfig, point: LoadPoint) -> None:
+        pass
+
+    def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None:
+        pass
+
+    def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None:
+        pass
+
+    def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None:
+        pass
+
+    def trial_done(self, trial: Any, note: str) -> None:
+        pass
+
+    def note(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

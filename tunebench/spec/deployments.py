@@ -1,0 +1,113 @@
+"""The `deployment:` section of a sweep file: one settings model per deployment kind.
+
+How each kind is started, driven and estimated is wired in tunebench/kinds.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from tunebench.spec.base import Strict
+
+
+class LocalSettings(Strict):
+    """Start `vllm serve` (as `python -m vllm.entrypoints.openai.api_server`) on this host."""
+
+    kind: Literal["local"]
+    host: Literal["127.0.0.1", "localhost", "::1"] = "127.0.0.1"
+    port: int | None = Field(None, ge=1024, le=65535, description="None: a free port")
+    start_timeout_s: float = Field(600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    python: str | None = Field(None, description="interpreter that has vLLM; default: this one")
+    launcher: Literal["module", "vllm-serve"] = "module"
+    cpu: Literal["auto", "on", "off"] = Field(
+        "auto", description="set the vLLM CPU environment (auto: when no GPU is visible)"
+    )
+    kv_cache_space_gib: float = Field(1.0, gt=0, description="VLLM_CPU_KVCACHE_SPACE on CPU")
+
+
+class EndpointSettings(Strict):
+    """An already running OpenAI-compatible vLLM server; tunebench never starts or stops it."""
+
+    kind: Literal["endpoint"]
+    url: str
+    metrics_url: str | None = None
+    api_key_env: str | None = Field(None, description="name of the env var holding the key")
+    verify_tls: bool = True
+    ready_timeout_s: float = Field(30.0, gt=0)
+
+    @field_validator("url", "metrics_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+
+class ReplaySettings(Strict):
+    """Answer every point from an earlier run's recorded points (interpolated); no server."""
+
+    kind: Literal["replay"]
+    run: str = Field(min_length=1, description="run directory (relative to the sweep file) or run id")
+
+
+_DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+class HelmSettings(Strict):
+    """Install the vllm-kserve chart once per configuration (OpenShift AI / KServe).
+
+    tunebench writes the whole values file of each configuration (see spec/kserve_chart.py),
+    runs `helm upgrade --install`, waits for the InferenceService and then for vLLM itself,
+    and uninstalls the release when the configuration is done.
+    """
+
+    kind: Literal["helm"]
+    chart: str = Field("vllm-kserve", min_length=1,
+                       description="chart name in `repo`, an oci:// reference or a local directory")
+    repo: str | None = Field("https://redhat-ai-services.github.io/helm-charts/",
+                             description="chart repository URL; null for oci:// or a directory")
+    chart_version: str = Field(pattern=r"^\d+\.\d+\.\d+([-+].*)?$",
+                               description="e.g. 0.5.11 (RHOAI 2.2x) or 0.7.0 (RHOAI 3.3)")
+    namespace: str = Field(pattern=_DNS_LABEL, max_length=63)
+    release: str | None = Field(None, pattern=_DNS_LABEL, max_length=40,
+                                description="release and InferenceService name; default tb-<sweep>")
+    values: list[str] = Field(default_factory=list,
+                              description="values files (relative to the sweep file), merged in order")
+    overrides: dict[str, Any] = Field(default_factory=dict,
+                                      description="chart values merged over the files")
+    env: dict[str, str] = Field(default_factory=dict, description="extra model.env entries")
+    resources: dict[str, Any] | None = Field(None, description="vLLM container requests/limits")
+    access: Literal["route", "port-forward"] = Field(
+        "route", description="reach vLLM through its Route (HTTPS) or an `oc port-forward`")
+    scrape: Literal["pod", "route"] = Field(
+        "pod", description="/metrics from the pod (port-forward) or through the access URL")
+    ca_bundle: str | None = Field(None, description="CA file for the Route's certificate")
+    insecure_skip_tls_verify: bool = False
+    token_env: str | None = Field(None, description="env var holding the bearer token")
+    token_secret: str | None = Field(None, description="service-account token Secret to read")
+    ready_timeout_s: float = Field(1800.0, gt=0, description="InferenceService Ready")
+    health_timeout_s: float = Field(900.0, gt=0, description="after Ready: /health and /v1/models")
+    uninstall_timeout_s: float = Field(600.0, gt=0)
+    keep: bool = Field(False, description="leave the last configuration installed (also --keep)")
+    kube_context: str | None = None
+    helm: str = Field("helm", description="helm executable")
+    oc: str = Field("oc", description="oc (or kubectl) executable")
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> "HelmSettings":
+        if self.token_env and self.token_secret:
+            raise ValueError("token_env and token_secret: give one source of the bearer token")
+        if self.ca_bundle and self.insecure_skip_tls_verify:
+            raise ValueError("ca_bundle and insecure_skip_tls_verify: give one; a CA bundle "
+                             "verifies the Route, insecure skips verification")
+        return self
+
+
+# A new deployment kind adds its settings model here and its wiring in tunebench/kinds.py.
+DeploymentSettings = Annotated[
+    Union[LocalSettings, EndpointSettings, ReplaySettings, HelmSettings],
+    Field(discriminator="kind"),
+]

@@ -1,0 +1,106 @@
+"""Every path inside a run directory: the one place that spells the run format's file names.
+
+    reports/<run-id>/
+      manifest.json               the typed manifest (store/manifest.py)
+      points.csv                  one row per configuration x load point (points/columns.py)
+      requests/<config>.csv       per-request samples of every point of a configuration
+      metrics/<config>.csv        the /metrics time series scraped during that configuration
+      logs/server-<config>.log    the server log (secrets redacted); earlier attempts of a
+                                  resumed run keep theirs as server-<config>.attempt<N>.log
+      logs/helm-values-<config>.yaml, logs/helm-commands.log   helm kind: values and calls
+      guidellm/<config>[-attemptN]/  the GuideLLM job, its log and raw per-point reports
+      batch/<config>/ outputs/<config>.jsonl   batch runs: shard work and merged outputs
+      study.db tune-result.json serve-command.sh   tune runs
+      report.html                 the self-contained report
+      .lock                       held by the process writing the run
+
+docs/run-format.md describes the contents; readers go through `RunLayout` (and
+analysis/frames.py), never through literal names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: Path  # the run directory itself
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / MANIFEST
+
+    @property
+    def points(self) -> Path:
+        return self.root / "points.csv"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def study(self) -> Path:
+        return self.root / "study.db"
+
+    @property
+    def tune_result(self) -> Path:
+        return self.root / "tune-result.json"
+
+    @property
+    def serve_command(self) -> Path:
+        return self.root / "serve-command.sh"
+
+    @property
+    def requests_dir(self) -> Path:
+        return self.root / "requests"
+
+    def requests(self, config_id: str) -> Path:
+        return self.requests_dir / f"{config_id}.csv"
+
+    def series(self, config_id: str) -> Path:
+        return self.root / "metrics" / f"{config_id}.csv"
+
+    def server_log(self, config_id: str, attempt: int | None = None) -> Path:
+        suffix = f".attempt{attempt}" if attempt else ""
+        return self.logs / f"server-{config_id}{suffix}.log"
+
+    def helm_values(self, config_id: str) -> Path:
+        return self.logs / f"helm-values-{config_id}.yaml"
+
+    @property
+    def helm_commands(self) -> Path:
+        return self.logs / "helm-commands.log"
+
+    def load_dir(self, config_id: str, attempt: int = 1) -> Path:
+        suffix = f"-attempt{attempt}" if attempt > 1 else ""
+        return self.root / "guidellm" / f"{config_id}{suffix}"
+
+    def raw_report(self, config_id: str, index: int) -> Path:
+        """Where runs written before points.csv had `raw_report` kept point `index`'s report."""
+        return self.root / "guidellm" / config_id / "benchmarks" / f"{index:03d}.json"
+
+    def batch_dir(self, config_id: str) -> Path:
+        return self.root / "batch" / config_id
+
+    def outputs(self, config_id: str) -> Path:
+        return self.root / "outputs" / f"{config_id}.jsonl"
+
+    def relative(self, path: Path) -> str:
+        """`path` as stored in the run's own files (relative to the run directory)."""
+        return Path(path).relative_to(self.root).as_posix()
+
+
+def is_run(path: Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()

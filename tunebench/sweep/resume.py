@@ -1,0 +1,71 @@
+"""`tunebench sweep --resume RUN`: finish an interrupted or failed sweep in the same run.
+
+Points already stored are kept and not measured again; every point not in points.csv (the
+one in flight when the run stopped, and those after it) is measured, configuration by
+configuration, with one server start for each configuration that still has work. A
+configuration's capacity search continues from the probes it already stored. Each go at
+the run is recorded in `manifest.attempts`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tunebench import kinds
+from tunebench.errors import StoreError
+from tunebench.load.guidellm import expected_benchmarks
+from tunebench.runner import ConfigOutcome
+from tunebench.seams.progress import Reporter
+from tunebench.spec.loading import validate_spec
+from tunebench.spec.plan import LoadPoint
+from tunebench.store.manifest import ConfigStatus, RunKind, Status, spec_of
+from tunebench.store.run import RunStore
+from tunebench.sweep.run import SweepResult, Work, run_configs
+
+
+def _measured(point: LoadPoint, ids: set[str]) -> bool:
+    if point.kind == "sweep":
+        return all(f"sweep-{j}" in ids for j in range(expected_benchmarks(point)))
+    return point.point_id in ids
+
+
+def resume_sweep(run_path: Path, output_root: Path, reporter: Reporter,
+                 keep: bool = False) -> SweepResult | None:
+    """None when the run is already complete (nothing to do)."""
+    store = RunStore.open(run_path)
+    manifest = store.manifest
+    if manifest.kind is not RunKind.SWEEP:
+        raise StoreError(f"{run_path}: a {manifest.kind.value} run, not a sweep; "
+                         + ("resume it with `tunebench tune --resume RUN`"
+                            if manifest.kind is RunKind.TUNE else "run it again"))
+    store.acquire_lock()
+    if manifest.status is Status.COMPLETE:
+        store.release_lock()
+        return None
+    try:
+        spec_data, spec_path = spec_of(manifest)
+        spec = validate_spec(spec_data, spec_path)
+        plan = kinds.plan(spec, spec_path)
+    except BaseException:
+        store.release_lock()
+        raise
+    work: Work = []
+    kept: list[ConfigOutcome] = []
+    for config in plan.configs:
+        rows = [r for r in store.rows if r.get("config_id") == config.config_id]
+        ids = {r.get("point_id", "") for r in rows}
+        entry = manifest.config(config.config_id)
+        complete = entry is not None and entry.status is ConfigStatus.COMPLETE
+        todo = [p for p in plan.points if p.search is None and not _measured(p, ids)]
+        search_done = complete and entry is not None and entry.capacity is not None
+        todo += [p for p in plan.points if p.search is not None and not search_done]
+        if todo or not complete:
+            work.append((config, todo, rows))
+        else:
+            kept.append(ConfigOutcome(config.config_id, "complete", len(rows)))
+    to_measure = sum(len(points) for _, points, _ in work)
+    reporter.note(f"resuming {store.run_id}: {len(store.rows)} points kept, "
+                  f"{to_measure} to measure in {len(work)} configuration(s)")
+    return run_configs(spec, spec_path, store, output_root, reporter, work, keep,
+                       "sweep --resume", kept, points_kept=len(store.rows),
+                       points_to_measure=to_measure)

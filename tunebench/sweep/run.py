@@ -1,0 +1,79 @@
+"""A whole sweep: plan -> run store -> every configuration in turn -> final status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tunebench import kinds
+from tunebench.runner import ConfigOutcome
+from tunebench.seams.progress import Reporter, SilentReporter
+from tunebench.spec.models import SweepSpec
+from tunebench.spec.plan import LoadPoint, Plan, ServerConfig
+from tunebench.store.manifest import RunKind
+from tunebench.store.run import RunStore
+
+# (configuration, its points still to measure, its rows stored by an earlier attempt)
+Work = list[tuple[ServerConfig, list[LoadPoint], list[dict]]]
+
+
+@dataclass
+class SweepResult:
+    store: RunStore
+    outcomes: list[ConfigOutcome]
+
+    @property
+    def failed(self) -> list[ConfigOutcome]:
+        return [o for o in self.outcomes if o.status != "complete"]
+
+
+def varied_args(plan: Plan) -> list[str]:
+    keys: list[str] = []
+    for config in plan.configs:
+        for key in config.varied:
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def run_sweep(
+    spec: SweepSpec,
+    spec_path: Path,
+    spec_data: dict,
+    plan: Plan,
+    output_root: Path,
+    reporter: Reporter | None = None,
+    on_store: Callable[[RunStore], None] | None = None,
+    keep: bool = False,
+) -> SweepResult:
+    """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists."""
+    reporter = reporter or SilentReporter()
+    store = RunStore.create(output_root, RunKind.SWEEP, spec.name, spec=spec_data,
+                            spec_path=spec_path, deployment_kind=spec.deployment.kind,
+                            varied_args=varied_args(plan),
+                            planned_points=[p.point_id for p in plan.points])
+    if on_store:
+        on_store(store)
+    work: Work = [(config, plan.points, []) for config in plan.configs]
+    return run_configs(spec, spec_path, store, output_root, reporter, work, keep, "sweep")
+
+
+def run_configs(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: Path,
+                reporter: Reporter, work: Work, keep: bool, command: str,
+                kept: list[ConfigOutcome] | None = None, **attempt_details) -> SweepResult:
+    """Measure each (configuration, points, earlier rows) of `work`; the run is complete
+    only when every configuration (`kept` ones included) is."""
+    outcomes: list[ConfigOutcome] = list(kept or [])
+    with store.running(command, **attempt_details) as attempt:
+        runner = kinds.build_runner(spec, spec_path, store, output_root, reporter, keep)
+        try:
+            for index, (config, points, earlier) in enumerate(work, start=1):
+                reporter.config_starting(config, index, len(work))
+                outcomes.append(runner.run(config, points, attempt=attempt.number,
+                                           earlier_rows=earlier))
+        finally:
+            runner.deployment.stop()
+        if any(o.status != "complete" for o in outcomes):
+            attempt.fail()
+    return SweepResult(store, outcomes)
