@@ -20,8 +20,9 @@ from tunebench.testing import make_synthetic_run
 
 def timed(*args: str) -> float:
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "tunebench.cli.main", *args],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "tunebench.cli.main", *args], capture_output=True, text=True
+    )
     elapsed = time.monotonic() - started
     if result.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(args)} failed: {result.stderr}")
@@ -29,7 +30,9 @@ def timed(*args: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", type=int, default=50)
     parser.add_argument("--points", type=int, default=10)
     parser.add_argument("--requests", type=int, default=200)
@@ -37,22 +40,48 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="tunebench-speed-"))
     streams = tuple(range(1, args.points + 1))
     started = time.monotonic()
-    run_a = make_synthetic_run(root, "speed-a", configs=args.configs, streams=streams,
-                               requests_per_point=args.requests, seed=1)
-    run_b = make_synthetic_run(root, "speed-b", configs=args.configs, streams=streams,
-                               requests_per_point=args.requests, seed=2, slowdown={3: 1.2})
+    run_a = make_synthetic_run(
+        root,
+        "speed-a",
+        configs=args.configs,
+        streams=streams,
+        requests_per_point=args.requests,
+        seed=1,
+    )
+    run_b = make_synthetic_run(
+        root,
+        "speed-b",
+        configs=args.configs,
+        streams=streams,
+        requests_per_point=args.requests,
+        seed=2,
+        slowdown={3: 1.2},
+    )
     built = time.monotonic() - started
-    print(f"synthetic runs: {args.configs} configurations x {args.points} points x "
-          f"{args.requests} requests each, built in {built:.1f} s")
+    print(
+        f"synthetic runs: {args.configs} configurations x {args.points} points x "
+        f"{args.requests} requests each, built in {built:.1f} s"
+    )
     results = {
         "report (HTML, all plots)": timed("report", run_a.path.name, "--root", str(root)),
-        "compare A B (7 metrics)": timed("compare", run_a.path.name, run_b.path.name, "--root", str(root),
-                                         "--format", "csv"),
-        "compare A --by max-num-seqs": timed("compare", run_a.path.name, "--by", "max-num-seqs",
-                                             "--root", str(root), "--format", "json"),
+        "compare A B (7 metrics)": timed(
+            "compare", run_a.path.name, run_b.path.name, "--root", str(root), "--format", "csv"
+        ),
+        "compare A --by max-num-seqs": timed(
+            "compare",
+            run_a.path.name,
+            "--by",
+            "max-num-seqs",
+            "--root",
+            str(root),
+            "--format",
+            "json",
+        ),
     }
     for name, seconds in results.items():
-        print(f"{name:<32} {seconds:6.2f} s  (target < 10 s: {'met' if seconds < 10 else 'NOT met'})")
+        print(
+            f"{name:<32} {seconds:6.2f} s  (target < 10 s: {'met' if seconds < 10 else 'NOT met'})"
+        )
     return 0 if all(s < 10 for s in results.values()) else 1
 
 

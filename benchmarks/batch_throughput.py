@@ -30,15 +30,24 @@ from tunebench.batch.spec import load_batch_spec  # noqa: E402
 from tunebench.deploy.local import gpu_visible, vllm_environment  # noqa: E402
 
 
-def batch_spec(model: str, records: int, max_tokens: int, engine: str, args: dict,
-               batch_size: int, root: Path) -> Path:
+def batch_spec(
+    model: str, records: int, max_tokens: int, engine: str, args: dict, batch_size: int, root: Path
+) -> Path:
     base = yaml.safe_load((REPO / "sweeps/batch-recipes.yaml").read_text())
-    base.update({
-        "name": f"bench-{engine}", "model": model, "engine": engine,
-        "dataset": {"path": str(REPO / "sweeps/data/recipes.jsonl"), "id_field": "id", "limit": records},
-        "sampling": {"temperature": 0, "max_tokens": max_tokens, "seed": 0, "ignore_eos": True},
-        "output": str(root / "runs"),
-    })
+    base.update(
+        {
+            "name": f"bench-{engine}",
+            "model": model,
+            "engine": engine,
+            "dataset": {
+                "path": str(REPO / "sweeps/data/recipes.jsonl"),
+                "id_field": "id",
+                "limit": records,
+            },
+            "sampling": {"temperature": 0, "max_tokens": max_tokens, "seed": 0, "ignore_eos": True},
+            "output": str(root / "runs"),
+        }
+    )
     base.pop("structured_output", None)  # vllm bench throughput has none
     if engine == "transformers":
         base.pop("engine_args", None)
@@ -51,8 +60,11 @@ def batch_spec(model: str, records: int, max_tokens: int, engine: str, args: dic
 
 
 def run_tunebench(spec: Path) -> dict:
-    result = subprocess.run([sys.executable, "-m", "tunebench.cli.main", "batch", str(spec),
-                             "--no-report"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "tunebench.cli.main", "batch", str(spec), "--no-report"],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         sys.exit(f"tunebench batch failed:\n{result.stderr[-3000:]}")
     run = sorted((spec.parent / "runs").glob(f"*{spec.stem}*"))[-1]
@@ -72,16 +84,47 @@ VLLM_CLI = (
 )
 
 
-def run_vllm_bench(model: str, prompts: list[dict], max_tokens: int, args: dict, root: Path) -> dict:
+def run_vllm_bench(
+    model: str, prompts: list[dict], max_tokens: int, args: dict, root: Path
+) -> dict:
     # ShareGPT layout: the one file dataset `vllm bench throughput` takes in this version
     dataset = root / "prompts.json"
-    dataset.write_text(json.dumps([{"id": p["id"], "conversations": [
-        {"from": "human", "value": p["prompt"]}, {"from": "gpt", "value": "x"}]} for p in prompts]))
+    dataset.write_text(
+        json.dumps(
+            [
+                {
+                    "id": p["id"],
+                    "conversations": [
+                        {"from": "human", "value": p["prompt"]},
+                        {"from": "gpt", "value": "x"},
+                    ],
+                }
+                for p in prompts
+            ]
+        )
+    )
     out = root / "vllm-bench.json"
-    command = [sys.executable, "-c", VLLM_CLI, "bench", "throughput",
-               "--backend", "vllm", "--model", model, "--dataset-name", "sharegpt",
-               "--dataset-path", str(dataset), "--num-prompts", str(len(prompts)),
-               "--output-len", str(max_tokens), "--output-json", str(out)]
+    command = [
+        sys.executable,
+        "-c",
+        VLLM_CLI,
+        "bench",
+        "throughput",
+        "--backend",
+        "vllm",
+        "--model",
+        model,
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(dataset),
+        "--num-prompts",
+        str(len(prompts)),
+        "--output-len",
+        str(max_tokens),
+        "--output-json",
+        str(out),
+    ]
     for name, value in args.items():
         command += [f"--{name}", str(value)]
     env = vllm_environment(model, cpu=not gpu_visible())
@@ -106,26 +149,54 @@ def main() -> None:
     args = {"max-model-len": 512, "max-num-seqs": options.max_num_seqs}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        vllm_spec = batch_spec(options.model, options.records, options.max_tokens, "vllm", args,
-                               options.hf_batch_size, root)
+        vllm_spec = batch_spec(
+            options.model,
+            options.records,
+            options.max_tokens,
+            "vllm",
+            args,
+            options.hf_batch_size,
+            root,
+        )
         spec, _ = load_batch_spec(vllm_spec)
         prompts = render_prompts(spec, vllm_spec)
         ours = run_tunebench(vllm_spec)
         bench = run_vllm_bench(model, prompts, options.max_tokens, args, root)
-        hf = run_tunebench(batch_spec(options.model, options.records, options.max_tokens,
-                                      "transformers", args, options.hf_batch_size, root))
+        hf = run_tunebench(
+            batch_spec(
+                options.model,
+                options.records,
+                options.max_tokens,
+                "transformers",
+                args,
+                options.hf_batch_size,
+                root,
+            )
+        )
     ours_total = float(ours["total_tok_s"])
-    print(f"model {options.model}, {len(prompts)} recipes, {options.max_tokens} output tokens each, "
-          f"args {args}")
-    print(f"  tunebench batch (vllm)       {ours_total:9.1f} total tok/s  "
-          f"{float(ours['output_tok_s']):8.1f} output tok/s  (generate {float(ours['generate_s']):.1f} s, "
-          f"load {float(ours['load_s']):.1f} s, init {float(ours['init_s']):.1f} s)")
-    print(f"  vllm bench throughput        {bench['tokens_per_second']:9.1f} total tok/s  "
-          f"(elapsed {bench['elapsed_time']:.1f} s)")
-    print(f"  ratio tunebench / vllm bench {ours_total / bench['tokens_per_second']:.3f}  (target >= 0.95)")
-    print(f"  transformers generate (batch {options.hf_batch_size}) {float(hf['output_tok_s']):8.1f} output tok/s "
-          f"(generate {float(hf['generate_s']):.1f} s)")
-    print(f"  vLLM speedup over transformers: {float(ours['output_tok_s']) / float(hf['output_tok_s']):.2f}x")
+    print(
+        f"model {options.model}, {len(prompts)} recipes, {options.max_tokens} output tokens each, "
+        f"args {args}"
+    )
+    print(
+        f"  tunebench batch (vllm)       {ours_total:9.1f} total tok/s  "
+        f"{float(ours['output_tok_s']):8.1f} output tok/s  (generate {float(ours['generate_s']):.1f} s, "
+        f"load {float(ours['load_s']):.1f} s, init {float(ours['init_s']):.1f} s)"
+    )
+    print(
+        f"  vllm bench throughput        {bench['tokens_per_second']:9.1f} total tok/s  "
+        f"(elapsed {bench['elapsed_time']:.1f} s)"
+    )
+    print(
+        f"  ratio tunebench / vllm bench {ours_total / bench['tokens_per_second']:.3f}  (target >= 0.95)"
+    )
+    print(
+        f"  transformers generate (batch {options.hf_batch_size}) {float(hf['output_tok_s']):8.1f} output tok/s "
+        f"(generate {float(hf['generate_s']):.1f} s)"
+    )
+    print(
+        f"  vLLM speedup over transformers: {float(ours['output_tok_s']) / float(hf['output_tok_s']):.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ from pathlib import Path
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("spec", type=Path)
     parser.add_argument("--output", type=Path, default=None, help="run root (default: a temp dir)")
     parser.add_argument("--target", type=float, default=0.15, help="overhead ratio target")
@@ -31,8 +33,17 @@ def main() -> int:
     root = args.output or Path(tempfile.mkdtemp(prefix="tunebench-bench-"))
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "tunebench.cli.main", "sweep", str(args.spec), "--output", str(root)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tunebench.cli.main",
+            "sweep",
+            str(args.spec),
+            "--output",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
     )
     wall = time.monotonic() - started
     runs = sorted(p for p in root.iterdir() if (p / "manifest.json").exists())
@@ -52,14 +63,18 @@ def main() -> int:
         load = sum(float(r["duration_s"] or 0) for r in points)
         total_start += start
         total_load += load
-        print(f"{config['config_id']:<8}{config['label'][:23]:<24}{start:>9.1f}{len(points):>8}{load:>9.1f}")
+        print(
+            f"{config['config_id']:<8}{config['label'][:23]:<24}{start:>9.1f}{len(points):>8}{load:>9.1f}"
+        )
     overhead = wall - total_start - total_load
     ratio = overhead / wall
     print(f"wall time            {wall:8.1f} s")
     print(f"server starts        {total_start:8.1f} s")
     print(f"measured load        {total_load:8.1f} s")
-    print(f"overhead             {overhead:8.1f} s = {ratio:.1%} of wall time "
-          f"(target <= {args.target:.0%}: {'met' if ratio <= args.target else 'NOT met'})")
+    print(
+        f"overhead             {overhead:8.1f} s = {ratio:.1%} of wall time "
+        f"(target <= {args.target:.0%}: {'met' if ratio <= args.target else 'NOT met'})"
+    )
     return 0 if result.returncode == 0 else result.returncode
 
 

@@ -27,9 +27,9 @@ import optuna
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tunebench.tune.replay import ReplayCapacityEvaluator, replay_probe, search_capacity  # noqa: E402
 from tunebench.replay.model import RecordedRun, true_capacity  # noqa: E402
 from tunebench.spec.models import Tune  # noqa: E402
+from tunebench.tune.replay import ReplayCapacityEvaluator, replay_probe, search_capacity  # noqa: E402
 from tunebench.tune.study import Tuner  # noqa: E402
 
 TOLERANCE = 0.05
@@ -69,20 +69,33 @@ def space_of(recorded: RecordedRun) -> dict:
     return {name: {"choices": sorted(choices), "ordered": True} for name, choices in values.items()}
 
 
-def tuner_deployments(recorded: RecordedRun, slo: dict, base_args: dict, sampler: str,
-                      seed: int, target: float, budget: int) -> tuple[int | None, int]:
+def tuner_deployments(
+    recorded: RecordedRun,
+    slo: dict,
+    base_args: dict,
+    sampler: str,
+    seed: int,
+    target: float,
+    budget: int,
+) -> tuple[int | None, int]:
     """Deployments (baseline included) until one within 5% of `target`; and probes used."""
-    tune = Tune.model_validate({"space": space_of(recorded), "trials": budget, "seed": seed,
-                                "sampler": sampler})
+    tune = Tune.model_validate(
+        {"space": space_of(recorded), "trials": budget, "seed": seed, "sampler": sampler}
+    )
     study = optuna.create_study(directions=["maximize"], sampler=open_study_sampler(tune))
     evaluator = ReplayCapacityEvaluator(recorded, slo)
     reached: list[int] = []
 
     def on_trial(trial, note):
-        if (trial.user_attrs.get("deployed") and trial.values
-                and trial.values[0] >= (1 - TOLERANCE) * target and not reached):
-            reached.append(sum(1 for t in study.get_trials(deepcopy=False)
-                               if t.user_attrs.get("deployed")))
+        if (
+            trial.user_attrs.get("deployed")
+            and trial.values
+            and trial.values[0] >= (1 - TOLERANCE) * target
+            and not reached
+        ):
+            reached.append(
+                sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("deployed"))
+            )
 
     Tuner(study, tune, base_args, "replay", None, evaluator, on_trial).run()
     return (reached[0] if reached else None), evaluator.probes
@@ -98,8 +111,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", type=Path, default=REPO / "tests/fixtures/grid-cpu")
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--slo", action="append", metavar="METRIC.PCT=LIMIT",
-                        help="SLO instead of the recorded one, e.g. ttft_ms.p90=300 (repeatable)")
+    parser.add_argument(
+        "--slo",
+        action="append",
+        metavar="METRIC.PCT=LIMIT",
+        help="SLO instead of the recorded one, e.g. ttft_ms.p90=300 (repeatable)",
+    )
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     recorded = RecordedRun(args.grid)
@@ -118,10 +135,12 @@ def main() -> None:
     best = truths[best_label]
     top = max(float(r["target"]) for c in complete for r in c.rows)
     print(f"grid: {args.grid} ({len(grid)} configurations + defaults), SLO {slo}")
-    print(f"true capacity (replay): best {best_label} {best:.3f} req/s; "
-          f"defaults {truths.get('defaults', 0):.3f} req/s; "
-          f"{sum(1 for c in grid if truths[c.label] >= (1 - TOLERANCE) * best)} configurations "
-          f"within 5% of the best")
+    print(
+        f"true capacity (replay): best {best_label} {best:.3f} req/s; "
+        f"defaults {truths.get('defaults', 0):.3f} req/s; "
+        f"{sum(1 for c in grid if truths[c.label] >= (1 - TOLERANCE) * best)} configurations "
+        f"within 5% of the best"
+    )
 
     # 1. capacity search
     cold, warm, auto, final_ok = [], [], [], 0
@@ -141,8 +160,10 @@ def main() -> None:
 
     def describe(counts):
         found = [n for n in counts if n is not None]
-        return (f"median {statistics.median(found):.1f}, max {max(found)}, "
-                f"within 6: {sum(1 for n in found if n <= 6)}/{len(counts)}")
+        return (
+            f"median {statistics.median(found):.1f}, max {max(found)}, "
+            f"within 6: {sum(1 for n in found if n <= 6)}/{len(counts)}"
+        )
 
     print("\ncapacity search: load points until within 5% of the true capacity")
     print(f"  warm start (previous capacity)   {describe(warm)}")
@@ -151,25 +172,36 @@ def main() -> None:
     print(f"  final answers within [0.95, 1.0] x truth: {final_ok}/{len(cold)}")
 
     # 2. tuning
-    print(f"\ntuning: deployments until a configuration within 5% of the best "
-          f"(median over {args.seeds} seeds; grid size {len(grid)}, 30% = {0.3 * len(grid):.1f})")
-    for sampler, label in (("tpe", "tuner (TPE, baseline first)"),
-                           ("random", "random search (baseline first)")):
+    print(
+        f"\ntuning: deployments until a configuration within 5% of the best "
+        f"(median over {args.seeds} seeds; grid size {len(grid)}, 30% = {0.3 * len(grid):.1f})"
+    )
+    for sampler, label in (
+        ("tpe", "tuner (TPE, baseline first)"),
+        ("random", "random search (baseline first)"),
+    ):
         counts, probes = [], []
         for seed in range(args.seeds):
-            count, used = tuner_deployments(recorded, slo, base_args, sampler, seed, best,
-                                            len(grid) + 1)
+            count, used = tuner_deployments(
+                recorded, slo, base_args, sampler, seed, best, len(grid) + 1
+            )
             counts.append(count if count is not None else len(grid) + 1)
             probes.append(used)
         share = statistics.median(counts) / len(grid)
-        print(f"  {label:<32} median {statistics.median(counts):.1f} deployments "
-              f"({share:.0%} of the grid), worst {max(counts)}; "
-              f"load points median {statistics.median(probes):.0f}")
+        print(
+            f"  {label:<32} median {statistics.median(counts):.1f} deployments "
+            f"({share:.0%} of the grid), worst {max(counts)}; "
+            f"load points median {statistics.median(probes):.0f}"
+        )
     order = [c.label for c in grid]
-    first = next(i for i, label in enumerate(order, start=1) if truths[label] >= (1 - TOLERANCE) * best)
+    first = next(
+        i for i, label in enumerate(order, start=1) if truths[label] >= (1 - TOLERANCE) * best
+    )
     points = sum(1 for c in grid for r in c.rows if r["load_kind"] == "poisson")
-    print(f"  {'full grid (file order)':<32} within 5% at deployment {first}; all {len(grid)} "
-          f"needed to know; load points {points} (fixed rates, capacity only to their spacing)")
+    print(
+        f"  {'full grid (file order)':<32} within 5% at deployment {first}; all {len(grid)} "
+        f"needed to know; load points {points} (fixed rates, capacity only to their spacing)"
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,11 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     full_env.setdefault("COLUMNS", "200")
     return subprocess.run(
         [sys.executable, "-m", "tunebench.cli.main", *args],
-        cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd or REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -32,8 +32,9 @@ def main():
     first = job.get("first_index", 0)
     index, groups = first, job["groups"]
     while groups:
-        total = sum(len(g["profile"].get("streams") or g["profile"].get("rate") or [None])
-                    for g in groups)
+        total = sum(
+            len(g["profile"].get("streams") or g["profile"].get("rate") or [None]) for g in groups
+        )
         for index in range(index, index + total):
             emit("start", index=index)
             if index == 1 and (mode == "stall" or (mode == "stall-once" and first == 0)):

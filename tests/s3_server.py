@@ -17,6 +17,7 @@ from typing import Iterator
 
 import boto3
 from moto import server as moto_server
+
 BUCKET = "runs"
 SECRET_NAME = "tunebench-s3"
 
@@ -34,21 +35,34 @@ class S3:
     secret: str
 
     def client(self):
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id=self.key_id, aws_secret_access_key=self.secret)
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=self.key_id,
+            aws_secret_access_key=self.secret,
+        )
 
     def keys(self, prefix: str = "") -> set[str]:
-        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        pages = (
+            self.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        )
         return {o["Key"] for page in pages for o in page.get("Contents", [])}
 
     def secrets(self, secret: str | None = None, key_id: str | None = None) -> dict:
-        return {(SECRET_NAME, "AWS_ACCESS_KEY_ID"): key_id or self.key_id,
-                (SECRET_NAME, "AWS_SECRET_ACCESS_KEY"): secret or self.secret}
+        return {
+            (SECRET_NAME, "AWS_ACCESS_KEY_ID"): key_id or self.key_id,
+            (SECRET_NAME, "AWS_SECRET_ACCESS_KEY"): secret or self.secret,
+        }
 
 
 def _set_auth(endpoint: str, count: str) -> None:
-    request = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=count.encode(),
-                                     method="POST", headers={"Content-Type": "text/plain"})
+    request = urllib.request.Request(
+        f"{endpoint}/moto-api/reset-auth",
+        data=count.encode(),
+        method="POST",
+        headers={"Content-Type": "text/plain"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
 
@@ -60,13 +74,24 @@ def serve_s3() -> Iterator["S3"]:
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        bootstrap = dict(endpoint_url=endpoint, region_name="us-east-1",
-                         aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+        bootstrap = dict(
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="bootstrap",
+            aws_secret_access_key="bootstrap",
+        )
         iam = boto3.client("iam", **bootstrap)
         iam.create_user(UserName="tunebench")
-        iam.put_user_policy(UserName="tunebench", PolicyName="s3", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17",
-             "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        iam.put_user_policy(
+            UserName="tunebench",
+            PolicyName="s3",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+                }
+            ),
+        )
         key = iam.create_access_key(UserName="tunebench")["AccessKey"]
         boto3.client("s3", **bootstrap).create_bucket(Bucket=BUCKET)
         _set_auth(endpoint, "0")  # from now on every request must be signed by a known key
@@ -74,5 +99,3 @@ def serve_s3() -> Iterator["S3"]:
     finally:
         _set_auth(endpoint, "inf")  # moto's setting is process-wide: restore it
         server.stop()
-
-

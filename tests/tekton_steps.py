@@ -43,9 +43,14 @@ def substitute(text: str, values: dict[str, str]) -> str:
     return _VARIABLE.sub(one, text)
 
 
-def step_env(task: dict, step_name: str, params: dict[str, str] | None = None,
-             workspaces: dict[str, Path] | None = None, results_dir: Path | None = None,
-             secrets: dict[tuple[str, str], str] | None = None) -> dict[str, str]:
+def step_env(
+    task: dict,
+    step_name: str,
+    params: dict[str, str] | None = None,
+    workspaces: dict[str, Path] | None = None,
+    results_dir: Path | None = None,
+    secrets: dict[tuple[str, str], str] | None = None,
+) -> dict[str, str]:
     """The variables Tekton would set for the step (from the Task's env list)."""
     spec = task["spec"]
     params = dict(params or {})
@@ -61,7 +66,9 @@ def step_env(task: dict, step_name: str, params: dict[str, str] | None = None,
         values[f"params.{param['name']}"] = str(value)
     for workspace in spec.get("workspaces", []):
         path = workspaces.get(workspace["name"])
-        assert path is not None or workspace.get("optional"), f"workspace {workspace['name']} is required"
+        assert path is not None or workspace.get("optional"), (
+            f"workspace {workspace['name']} is required"
+        )
         values[f"workspaces.{workspace['name']}.path"] = str(path) if path else ""
         values[f"workspaces.{workspace['name']}.bound"] = "true" if path else "false"
     for result in spec.get("results", []):
@@ -81,8 +88,9 @@ def step_env(task: dict, step_name: str, params: dict[str, str] | None = None,
     return env
 
 
-def run_step(task: dict, step_name: str, env: dict[str, str], cwd: Path,
-             timeout: float = 300) -> subprocess.CompletedProcess:
+def run_step(
+    task: dict, step_name: str, env: dict[str, str], cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`bash` the step's script in `cwd` with `env` over this process's environment.
 
     `tunebench` is found on PATH: this interpreter's bin directory comes first, and
@@ -97,7 +105,13 @@ def run_step(task: dict, step_name: str, env: dict[str, str], cwd: Path,
     full.setdefault("COLUMNS", "200")
     full.update(env)
     try:
-        return subprocess.run(["bash", str(script)], cwd=cwd, env=full, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            ["bash", str(script)],
+            cwd=cwd,
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     finally:
         script.unlink()

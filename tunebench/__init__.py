@@ -3,7 +3,9 @@
 Notebook API (see tunebench.analysis.api): load_run, load_requests, compare.
 """
 
-__version__ = "0.1.0"
+from tunebench.version import __version__
+
+__all__ = ["__version__", "load_run", "load_requests", "compare", "load_manifest"]
 
 
 def __getattr__(name: str):

@@ -132,7 +132,9 @@ def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
     )
     tokenizer.train_from_iterator(_training_text(recipe.seed), trainer=trainer)
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tokenizer.token_to_id("<s>"))]
+        single="<s> $A",
+        pair="<s> $A <s> $B",
+        special_tokens=[("<s>", tokenizer.token_to_id("<s>"))],
     )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,

@@ -15,11 +15,26 @@ import socket
 import subprocess
 from pathlib import Path
 
-from tunebench import __version__
+from tunebench.version import __version__
 
 # The instruction sets that change vLLM-CPU's speed or what it accepts (fp8 KV needs AVX-512).
-ISA_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
-             "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile", "asimd", "sve")
+ISA_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_bf16",
+    "avx512_vnni",
+    "avx512_fp16",
+    "amx_bf16",
+    "amx_int8",
+    "amx_tile",
+    "asimd",
+    "sve",
+)
 
 
 def cache_root() -> Path:
@@ -74,9 +89,11 @@ def gpus() -> list[dict[str, str]]:
         return []
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-             "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []

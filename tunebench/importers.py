@@ -17,12 +17,12 @@ from typing import Any
 
 import yaml
 
-from tunebench import __version__
 from tunebench.errors import SpecError
 from tunebench.load.guidellm_report import client_columns, request_samples, strategy_of
 from tunebench.points.columns import SERVER_COLUMNS
 from tunebench.store.manifest import ConfigStatus, RunKind
 from tunebench.store.run import RunStore
+from tunebench.version import __version__
 
 MAX_IMPORT_BYTES = 2_000_000_000
 _ASYNC_KINDS = {"async": "poisson"}
@@ -40,8 +40,10 @@ def read_result(path: Path) -> Any:
             return yaml.safe_load(text)
         return json.loads(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise SpecError(f"{path}: unreadable {path.suffix.lstrip('.') or 'result'} file: "
-                        f"{' '.join(str(exc).split())[:200]}") from None
+        raise SpecError(
+            f"{path}: unreadable {path.suffix.lstrip('.') or 'result'} file: "
+            f"{' '.join(str(exc).split())[:200]}"
+        ) from None
 
 
 def detect(data: Any) -> str:
@@ -66,8 +68,12 @@ def guidellm_points(data: dict) -> list[tuple[dict, list[dict]]]:
     for benchmark in data["benchmarks"]:
         kind, target = strategy_of(benchmark)
         columns = client_columns(benchmark)
-        out.append(({"load_kind": _ASYNC_KINDS.get(kind, kind), "target": target, **columns},
-                    request_samples(benchmark)))
+        out.append(
+            (
+                {"load_kind": _ASYNC_KINDS.get(kind, kind), "target": target, **columns},
+                request_samples(benchmark),
+            )
+        )
     return out
 
 
@@ -84,21 +90,32 @@ def vllm_bench_point(data: dict) -> tuple[dict, list[dict]]:
     elif unbounded:
         kind, target = "throughput", None
     else:
-        kind, target = ("poisson" if float(data.get("burstiness") or 1) == 1 else "gamma"), float(rate)
+        kind, target = (
+            ("poisson" if float(data.get("burstiness") or 1) == 1 else "gamma"),
+            float(rate),
+        )
     e2e_mean = _ms(data, "mean", "e2el")
     row = {
-        "load_kind": kind, "target": target,
+        "load_kind": kind,
+        "target": target,
         "achieved_rps": data.get("request_throughput"),
         # Little's law: vllm bench does not report concurrency; rate x mean latency is it.
-        "achieved_concurrency": (data["request_throughput"] * e2e_mean / 1000
-                                 if e2e_mean is not None and data.get("request_throughput") else None),
-        "requests_ok": data.get("completed"), "requests_failed": data.get("failed", 0),
+        "achieved_concurrency": (
+            data["request_throughput"] * e2e_mean / 1000
+            if e2e_mean is not None and data.get("request_throughput")
+            else None
+        ),
+        "requests_ok": data.get("completed"),
+        "requests_failed": data.get("failed", 0),
         "duration_s": data.get("duration"),
-        "output_tok_s": data.get("output_throughput"), "total_tok_s": data.get("total_token_throughput"),
+        "output_tok_s": data.get("output_throughput"),
+        "total_tok_s": data.get("total_token_throughput"),
     }
-    for prefix, name, stats in (("ttft", "ttft", ("mean", "p50", "p90", "p95", "p99")),
-                                ("itl", "itl", ("mean", "p50", "p95", "p99")),
-                                ("tpot", "tpot", ("mean", "p50", "p95"))):
+    for prefix, name, stats in (
+        ("ttft", "ttft", ("mean", "p50", "p90", "p95", "p99")),
+        ("itl", "itl", ("mean", "p50", "p95", "p99")),
+        ("tpot", "tpot", ("mean", "p50", "p95")),
+    ):
         for stat in stats:
             row[f"{prefix}_{stat}_ms"] = _ms(data, "median" if stat == "p50" else stat, name)
     for stat in ("mean", "p50", "p95", "p99"):
@@ -106,18 +123,24 @@ def vllm_bench_point(data: dict) -> tuple[dict, list[dict]]:
         row[f"e2e_{stat}_s"] = value / 1000 if value is not None else None
     samples = []
     ttfts, itls = data.get("ttfts") or [], data.get("itls") or []
-    latencies, outs, ins = data.get("latencies") or [], data.get("output_lens") or [], data.get("input_lens") or []
+    latencies, outs, ins = (
+        data.get("latencies") or [],
+        data.get("output_lens") or [],
+        data.get("input_lens") or [],
+    )
     for i, ttft in enumerate(ttfts):
         if not ttft:  # failed requests have ttft 0
             continue
         gaps = itls[i] if i < len(itls) and itls[i] else []
-        samples.append({
-            "ttft_ms": ttft * 1000,
-            "itl_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
-            "e2e_s": latencies[i] if i < len(latencies) else None,
-            "output_tokens": outs[i] if i < len(outs) else None,
-            "prompt_tokens": ins[i] if i < len(ins) else None,
-        })
+        samples.append(
+            {
+                "ttft_ms": ttft * 1000,
+                "itl_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
+                "e2e_s": latencies[i] if i < len(latencies) else None,
+                "output_tokens": outs[i] if i < len(outs) else None,
+                "prompt_tokens": ins[i] if i < len(ins) else None,
+            }
+        )
     return row, samples
 
 
@@ -142,19 +165,33 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
     name = name or files[0].stem
     label = "imported"
     # The host of an imported run is unknown: the files were measured elsewhere.
-    store = RunStore.create(root, RunKind.IMPORT, name, deployment_kind="import",
-                            versions={"tunebench": __version__}, host={}, imported_from=[str(p) for p in files],
-                            import_formats=formats)
+    store = RunStore.create(
+        root,
+        RunKind.IMPORT,
+        name,
+        deployment_kind="import",
+        versions={"tunebench": __version__},
+        host={},
+        imported_from=[str(p) for p in files],
+        import_formats=formats,
+    )
     with store.running("import"):
         store.update_config("c1", label=label, status=ConfigStatus.COMPLETE, effective={})
         seen: set[str] = set()
         for row, samples in points:
             point_id = _point_id(row["load_kind"], row.get("target"), seen)
             store.add_requests("c1", point_id, samples)
-            store.add_point({
-                "run_id": store.run_id, "config_id": "c1", "config_label": label,
-                "point_id": point_id, **row, **{c: None for c in SERVER_COLUMNS},
-                "server_metrics": "absent", "valid": bool(row.get("requests_ok")),
-                "invalid_reason": "" if row.get("requests_ok") else "no successful requests",
-            })
+            store.add_point(
+                {
+                    "run_id": store.run_id,
+                    "config_id": "c1",
+                    "config_label": label,
+                    "point_id": point_id,
+                    **row,
+                    **{c: None for c in SERVER_COLUMNS},
+                    "server_metrics": "absent",
+                    "valid": bool(row.get("requests_ok")),
+                    "invalid_reason": "" if row.get("requests_ok") else "no successful requests",
+                }
+            )
     return store

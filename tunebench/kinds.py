@@ -64,23 +64,28 @@ class Kind:
     check_plan: Callable[[SweepSpec, list[ServerConfig], Path], None] | None = None
 
 
-def guidellm_driver(spec: SweepSpec, spec_path: Path, deployment: Deployment,
-                    config: ServerConfig) -> LoadDriver:
+def guidellm_driver(
+    spec: SweepSpec, spec_path: Path, deployment: Deployment, config: ServerConfig
+) -> LoadDriver:
     tokenizer = config.tokenizer or config.model
-    return GuideLLMDriver(spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer),
-                          python=sys.executable)
+    return GuideLLMDriver(
+        spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer), python=sys.executable
+    )
 
 
-def _helm_driver(spec: SweepSpec, spec_path: Path, deployment: Deployment,
-                 config: ServerConfig) -> LoadDriver:
+def _helm_driver(
+    spec: SweepSpec, spec_path: Path, deployment: Deployment, config: ServerConfig
+) -> LoadDriver:
     # The model is a storage URI on the cluster; GuideLLM needs a tokenizer it can load here.
     tokenizer = tokenizer_for(config.model, config.tokenizer, config.label)
-    return GuideLLMDriver(spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer),
-                          python=sys.executable)
+    return GuideLLMDriver(
+        spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer), python=sys.executable
+    )
 
 
-def _replay_driver(spec: SweepSpec, spec_path: Path, deployment: Deployment,
-                   config: ServerConfig) -> LoadDriver:
+def _replay_driver(
+    spec: SweepSpec, spec_path: Path, deployment: Deployment, config: ServerConfig
+) -> LoadDriver:
     assert isinstance(deployment, ReplayDeployment)
     return ReplayDriver(deployment)
 
@@ -91,13 +96,15 @@ def _resolve_helm(settings: Settings, where: Where) -> Settings:
     chart = settings.chart
     if chart.startswith(("/", "./", "../", "~")):
         chart = where.absolute(chart)
-    return settings.model_copy(update={
-        "release": release_name(settings, where.spec.name),
-        "values": [where.absolute(v) for v in settings.values],
-        "chart": chart,
-        "ca_bundle": where.absolute(settings.ca_bundle) if settings.ca_bundle else None,
-        "keep": where.keep or settings.keep,
-    })
+    return settings.model_copy(
+        update={
+            "release": release_name(settings, where.spec.name),
+            "values": [where.absolute(v) for v in settings.values],
+            "chart": chart,
+            "ca_bundle": where.absolute(settings.ca_bundle) if settings.ca_bundle else None,
+            "keep": where.keep or settings.keep,
+        }
+    )
 
 
 def _resolve_replay(settings: Settings, where: Where) -> Settings:
@@ -113,10 +120,21 @@ def _resolve_replay(settings: Settings, where: Where) -> Settings:
 KINDS: dict[str, Kind] = {
     "local": Kind("local", 60.0, LocalVllmServer, guidellm_driver),
     "endpoint": Kind("endpoint", 2.0, EndpointServer, guidellm_driver),
-    "replay": Kind("replay", 0.0, lambda settings, layout, on_status, served: ReplayDeployment(settings),
-                   _replay_driver, resolve=_resolve_replay),
-    "helm": Kind("helm", 180.0, HelmDeployment, _helm_driver, resolve=_resolve_helm,
-                 check_plan=check_helm_plan),
+    "replay": Kind(
+        "replay",
+        0.0,
+        lambda settings, layout, on_status, served: ReplayDeployment(settings),
+        _replay_driver,
+        resolve=_resolve_replay,
+    ),
+    "helm": Kind(
+        "helm",
+        180.0,
+        HelmDeployment,
+        _helm_driver,
+        resolve=_resolve_helm,
+        check_plan=check_helm_plan,
+    ),
 }
 
 
@@ -134,22 +152,39 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
     return planned
 
 
-def resolve_settings(spec: SweepSpec, spec_path: Path, output_root: Path,
-                     keep: bool = False) -> Settings:
+def resolve_settings(
+    spec: SweepSpec, spec_path: Path, output_root: Path, keep: bool = False
+) -> Settings:
     """`spec.deployment` with everything relative to the spec file made absolute."""
     return kind_of(spec).resolve(spec.deployment, Where(spec, spec_path, output_root, keep))
 
 
-def build_runner(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: Path,
-                 reporter: Reporter, keep: bool = False) -> ConfigRunner:
+def build_runner(
+    spec: SweepSpec,
+    spec_path: Path,
+    store: RunStore,
+    output_root: Path,
+    reporter: Reporter,
+    keep: bool = False,
+) -> ConfigRunner:
     """The deployment, load-driver factory and runner a sweep (or a tune) uses."""
     kind = kind_of(spec)
-    deployment = kind.deployment(resolve_settings(spec, spec_path, output_root, keep),
-                                 store.layout, reporter.server_status, spec.served_model_name)
+    deployment = kind.deployment(
+        resolve_settings(spec, spec_path, output_root, keep),
+        store.layout,
+        reporter.server_status,
+        spec.served_model_name,
+    )
 
     def make_driver(config: ServerConfig) -> LoadDriver:
         return kind.driver(spec, spec_path, deployment, config)
 
-    return ConfigRunner(store, deployment, make_driver, spec.metrics, reporter,
-                        slo=spec.slo.as_dict() if spec.slo else None,
-                        client_tolerance=spec.client_tolerance)
+    return ConfigRunner(
+        store,
+        deployment,
+        make_driver,
+        spec.metrics,
+        reporter,
+        slo=spec.slo.as_dict() if spec.slo else None,
+        client_tolerance=spec.client_tolerance,
+    )

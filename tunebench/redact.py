@@ -49,8 +49,12 @@ def remember_secrets_in(value: Any) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             name = str(key).lower()
-            if (is_secret_name(name) and not name.endswith(_REFERENCE_SUFFIXES)
-                    and isinstance(item, (str, int)) and not isinstance(item, bool)):
+            if (
+                is_secret_name(name)
+                and not name.endswith(_REFERENCE_SUFFIXES)
+                and isinstance(item, (str, int))
+                and not isinstance(item, bool)
+            ):
                 remember(item)
             else:
                 remember_secrets_in(item)
@@ -69,7 +73,11 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
 
 def secret_values(mapping: dict[str, Any]) -> list[str]:
     """Values of secret-named keys (e.g. an `api-key` engine arg), for redacting free text."""
-    return [str(v) for k, v in mapping.items() if is_secret_name(str(k)) and v not in (None, "", False, True)]
+    return [
+        str(v)
+        for k, v in mapping.items()
+        if is_secret_name(str(k)) and v not in (None, "", False, True)
+    ]
 
 
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
@@ -82,15 +90,24 @@ def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
         out = []
         for index, item in enumerate(value):
             previous = value[index - 1] if index else None
-            if isinstance(previous, str) and previous.startswith("--") and is_secret_name(previous[2:]):
+            if (
+                isinstance(previous, str)
+                and previous.startswith("--")
+                and is_secret_name(previous[2:])
+            ):
                 out.append(MASK)
             else:
                 out.append(redact(item, secrets))
         return out
     if isinstance(value, dict):
         return {
-            k: (MASK if is_secret_name(str(k)) and v not in (None, "", False) and not str(k).endswith("_env")
-                else redact(v, secrets))
+            k: (
+                MASK
+                if is_secret_name(str(k))
+                and v not in (None, "", False)
+                and not str(k).endswith("_env")
+                else redact(v, secrets)
+            )
             for k, v in value.items()
         }
     if isinstance(value, str):

@@ -33,24 +33,45 @@ def make_synthetic_run(
     """
     rng = np.random.default_rng(seed)
     slowdown = slowdown or {}
-    store = RunStore.create(Path(root), RunKind.SWEEP, name, spec={"name": name},
-                            versions={"tunebench": "synthetic"}, host={},
-                            deployment_kind="synthetic", varied_args=["max-num-seqs"])
+    store = RunStore.create(
+        Path(root),
+        RunKind.SWEEP,
+        name,
+        spec={"name": name},
+        versions={"tunebench": "synthetic"},
+        host={},
+        deployment_kind="synthetic",
+        varied_args=["max-num-seqs"],
+    )
     with store.running("synthetic"):
         _fill_synthetic(store, rng, configs, streams, requests_per_point, slowdown, timeseries)
     return store
 
 
-def _fill_synthetic(store: RunStore, rng, configs: int, streams: tuple[int, ...],
-                    requests_per_point: int, slowdown: dict[int, float], timeseries: bool) -> None:
+def _fill_synthetic(
+    store: RunStore,
+    rng,
+    configs: int,
+    streams: tuple[int, ...],
+    requests_per_point: int,
+    slowdown: dict[int, float],
+    timeseries: bool,
+) -> None:
     clock = 1_800_000_000.0
     for index in range(configs):
         seqs = 2 * (index + 1)
         config_id, label = f"c{index + 1}", f"max-num-seqs={seqs}"
         factor = slowdown.get(index, 1.0)
-        store.update_config(config_id, label=label, model="synthetic", status="complete",
-                            args={"max-num-seqs": seqs}, command_args=["--max-num-seqs", str(seqs)],
-                            varied={"max-num-seqs": seqs}, effective={"max_model_len": 512})
+        store.update_config(
+            config_id,
+            label=label,
+            model="synthetic",
+            status="complete",
+            args={"max-num-seqs": seqs},
+            command_args=["--max-num-seqs", str(seqs)],
+            varied={"max-num-seqs": seqs},
+            effective={"max_model_len": 512},
+        )
         series = []
         for target in streams:
             queueing = max(0.0, target / seqs - 1.0)
@@ -64,32 +85,73 @@ def _fill_synthetic(store: RunStore, rng, configs: int, streams: tuple[int, ...]
             rps = min(target / e2e.mean(), n / duration)
             start, clock = clock, clock + duration + 2
             point_id = f"concurrent-{target}"
-            store.add_requests(config_id, point_id, [
-                {"ttft_ms": t, "itl_ms": i, "tpot_ms": i, "e2e_s": e, "prompt_tokens": 64, "output_tokens": 32}
-                for t, i, e in zip(ttft, itl, e2e)
-            ])
-            store.add_point({
-                "run_id": store.run_id, "config_id": config_id, "config_label": label,
-                "point_id": point_id, "load_kind": "concurrent", "target": target,
-                "max-num-seqs": str(seqs), "achieved_rps": rps,
-                "achieved_concurrency": rps * e2e.mean(), "requests_ok": n, "requests_failed": 0,
-                "requests_incomplete": 0, "duration_s": duration,
-                **{f"ttft_{q}_ms": float(np.percentile(ttft, p)) for q, p in
-                   (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99))},
-                "ttft_mean_ms": float(ttft.mean()),
-                **{f"itl_{q}_ms": float(np.percentile(itl, p)) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))},
-                "tpot_p50_ms": float(np.median(itl)),
-                **{f"e2e_{q}_s": float(np.percentile(e2e, p)) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))},
-                "output_tok_s": rps * 32, "total_tok_s": rps * 96,
-                **{c: None for c in SERVER_COLUMNS},
-                "kv_usage_max": min(1.0, 0.01 * target), "waiting_max": max(0, target - seqs),
-                "queue_depth_mean": max(0.0, target - seqs) * 0.5, "server_samples": 20,
-                "server_metrics": "present", "valid": True, "invalid_reason": "",
-                "start_time": start, "end_time": start + duration,
-            })
+            store.add_requests(
+                config_id,
+                point_id,
+                [
+                    {
+                        "ttft_ms": t,
+                        "itl_ms": i,
+                        "tpot_ms": i,
+                        "e2e_s": e,
+                        "prompt_tokens": 64,
+                        "output_tokens": 32,
+                    }
+                    for t, i, e in zip(ttft, itl, e2e)
+                ],
+            )
+            store.add_point(
+                {
+                    "run_id": store.run_id,
+                    "config_id": config_id,
+                    "config_label": label,
+                    "point_id": point_id,
+                    "load_kind": "concurrent",
+                    "target": target,
+                    "max-num-seqs": str(seqs),
+                    "achieved_rps": rps,
+                    "achieved_concurrency": rps * e2e.mean(),
+                    "requests_ok": n,
+                    "requests_failed": 0,
+                    "requests_incomplete": 0,
+                    "duration_s": duration,
+                    **{
+                        f"ttft_{q}_ms": float(np.percentile(ttft, p))
+                        for q, p in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99))
+                    },
+                    "ttft_mean_ms": float(ttft.mean()),
+                    **{
+                        f"itl_{q}_ms": float(np.percentile(itl, p))
+                        for q, p in (("p50", 50), ("p95", 95), ("p99", 99))
+                    },
+                    "tpot_p50_ms": float(np.median(itl)),
+                    **{
+                        f"e2e_{q}_s": float(np.percentile(e2e, p))
+                        for q, p in (("p50", 50), ("p95", 95), ("p99", 99))
+                    },
+                    "output_tok_s": rps * 32,
+                    "total_tok_s": rps * 96,
+                    **{c: None for c in SERVER_COLUMNS},
+                    "kv_usage_max": min(1.0, 0.01 * target),
+                    "waiting_max": max(0, target - seqs),
+                    "queue_depth_mean": max(0.0, target - seqs) * 0.5,
+                    "server_samples": 20,
+                    "server_metrics": "present",
+                    "valid": True,
+                    "invalid_reason": "",
+                    "start_time": start,
+                    "end_time": start + duration,
+                }
+            )
             for second in range(int(duration) + 2):
-                series.append((start + second, min(1.0, 0.01 * target), min(target, seqs),
-                               max(0, target - seqs)))
+                series.append(
+                    (
+                        start + second,
+                        min(1.0, 0.01 * target),
+                        min(target, seqs),
+                        max(0, target - seqs),
+                    )
+                )
         if timeseries:
             lines = ["time,kv_usage,running,waiting"] + [",".join(map(str, row)) for row in series]
             store.write_text(store.layout.series(config_id), "\n".join(lines) + "\n")
@@ -107,33 +169,65 @@ def make_rate_grid_run(
     TTFT p95 follows 50 ms / (1 - rate/saturation), so the 250 ms SLO's true capacity is
     0.8 x saturation. A saturation of None records a configuration that failed to start.
     """
-    store = RunStore.create(Path(root), RunKind.SWEEP, name,
-                            spec={"name": name, "slo": {"ttft_ms": {"p95": 250}}}, versions={},
-                            host={}, deployment_kind="synthetic")
+    store = RunStore.create(
+        Path(root),
+        RunKind.SWEEP,
+        name,
+        spec={"name": name, "slo": {"ttft_ms": {"p95": 250}}},
+        versions={},
+        host={},
+        deployment_kind="synthetic",
+    )
     with store.running("synthetic"):
         _fill_rate_grid(store, saturation, rates, kv_capacity_tokens)
     return store
 
 
-def _fill_rate_grid(store: RunStore, saturation: dict[str, tuple[dict, float | None]],
-                    rates: tuple[float, ...], kv_capacity_tokens: int) -> None:
+def _fill_rate_grid(
+    store: RunStore,
+    saturation: dict[str, tuple[dict, float | None]],
+    rates: tuple[float, ...],
+    kv_capacity_tokens: int,
+) -> None:
     for index, (label, (args, sat)) in enumerate(saturation.items(), start=1):
         config_id = f"c{index}"
         if sat is None:
-            store.update_config(config_id, label=label, args=args, status="failed",
-                                error="vLLM exited with code 1 during start-up: boom")
+            store.update_config(
+                config_id,
+                label=label,
+                args=args,
+                status="failed",
+                error="vLLM exited with code 1 during start-up: boom",
+            )
             continue
-        store.update_config(config_id, label=label, args=args, status="complete",
-                            effective={"kv_capacity_tokens": kv_capacity_tokens,
-                                       "cache_dtype": "auto"})
+        store.update_config(
+            config_id,
+            label=label,
+            args=args,
+            status="complete",
+            effective={"kv_capacity_tokens": kv_capacity_tokens, "cache_dtype": "auto"},
+        )
         for rate in rates:
             load = min(rate / sat, 0.999)
             ttft_p95 = 50.0 / (1 - load)
-            store.add_point({
-                "run_id": store.run_id, "config_id": config_id, "config_label": label,
-                "point_id": f"poisson-{rate:g}", "load_kind": "poisson", "target": rate,
-                "achieved_rps": min(rate, sat), "achieved_concurrency": rate * 0.2,
-                "requests_ok": int(rate * 10), "requests_failed": 0, "requests_incomplete": 0,
-                "duration_s": 10.0, "ttft_p50_ms": ttft_p95 / 2, "ttft_p95_ms": ttft_p95,
-                "itl_p50_ms": 5.0, "output_tok_s": min(rate, sat) * 32, "valid": True,
-            })
+            store.add_point(
+                {
+                    "run_id": store.run_id,
+                    "config_id": config_id,
+                    "config_label": label,
+                    "point_id": f"poisson-{rate:g}",
+                    "load_kind": "poisson",
+                    "target": rate,
+                    "achieved_rps": min(rate, sat),
+                    "achieved_concurrency": rate * 0.2,
+                    "requests_ok": int(rate * 10),
+                    "requests_failed": 0,
+                    "requests_incomplete": 0,
+                    "duration_s": 10.0,
+                    "ttft_p50_ms": ttft_p95 / 2,
+                    "ttft_p95_ms": ttft_p95,
+                    "itl_p50_ms": 5.0,
+                    "output_tok_s": min(rate, sat) * 32,
+                    "valid": True,
+                }
+            )

@@ -15,9 +15,9 @@ from __future__ import annotations
 import mimetypes
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable, Iterable
 
 from tunebench.errors import UploadError, UsageError
 from tunebench.redact import redact_text
@@ -25,8 +25,14 @@ from tunebench.redact import redact_text
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # Files being written atomically (.points.csv.123.tmp) and editor/OS droppings are skipped.
 _SKIP = re.compile(r"^\..*\.tmp$|^\.DS_Store$")
-_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
-                     "ExpiredToken", "InvalidClientTokenId", "AuthorizationHeaderMalformed"}
+_CREDENTIAL_CODES = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "InvalidClientTokenId",
+    "AuthorizationHeaderMalformed",
+}
 
 
 @dataclass(frozen=True)
@@ -45,10 +51,12 @@ def parse_destination(url: str) -> Destination:
     """`s3://bucket[/prefix]` -> Destination; UsageError with the expected form otherwise."""
     if not url.startswith("s3://"):
         raise UsageError(f"destination {url!r}: use s3://BUCKET/PREFIX")
-    bucket, _, prefix = url[len("s3://"):].partition("/")
+    bucket, _, prefix = url[len("s3://") :].partition("/")
     if not _BUCKET.match(bucket):
-        raise UsageError(f"destination {url!r}: {bucket!r} is not a valid bucket name "
-                         "(3-63 lower-case letters, digits, dots, hyphens)")
+        raise UsageError(
+            f"destination {url!r}: {bucket!r} is not a valid bucket name "
+            "(3-63 lower-case letters, digits, dots, hyphens)"
+        )
     return Destination(bucket, prefix.strip("/"))
 
 
@@ -73,8 +81,9 @@ def collect_runs(runs: list[Path]) -> list[Item]:
     items = []
     for run in runs:
         for path in _files(run):
-            items.append(Item(path, f"{run.name}/{path.relative_to(run).as_posix()}",
-                              path.stat().st_size))
+            items.append(
+                Item(path, f"{run.name}/{path.relative_to(run).as_posix()}", path.stat().st_size)
+            )
     return items
 
 
@@ -95,16 +104,26 @@ def make_client(endpoint_url: str | None, region: str | None, verify: bool | str
     from botocore.config import Config
 
     config = Config(
-        retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=120,
+        retries={"max_attempts": 3, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=120,
         s3={"addressing_style": "path"} if endpoint_url else {},
     )
     if verify is False:  # asked for explicitly; one warning per request would bury the progress
         import urllib3
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    region = region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+    region = (
+        region
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or os.environ.get("AWS_REGION")
+        or "us-east-1"
+    )
     return boto3.session.Session().client(
-        "s3", endpoint_url=endpoint_url, region_name=region, config=config,
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        config=config,
         verify=None if verify is True else verify,
     )
 
@@ -123,24 +142,40 @@ def explain(exc: Exception, dest: Destination, where: str, key: str = "") -> Upl
 
     if isinstance(exc, bx.ClientError):
         error = exc.response.get("Error", {})
-        code = str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?"))
+        code = str(
+            error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+        )
         if code in ("NoSuchBucket", "404"):
-            text = (f"bucket {dest.bucket!r} does not exist at {where}; create it first "
-                    "(e.g. `mc mb` or `aws s3 mb`) or fix the bucket name")
+            text = (
+                f"bucket {dest.bucket!r} does not exist at {where}; create it first "
+                "(e.g. `mc mb` or `aws s3 mb`) or fix the bucket name"
+            )
         elif code in _CREDENTIAL_CODES:
-            text = (f"{where} rejected the credentials ({code}); check AWS_ACCESS_KEY_ID and "
-                    "AWS_SECRET_ACCESS_KEY (the Secret's keys)")
+            text = (
+                f"{where} rejected the credentials ({code}); check AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (the Secret's keys)"
+            )
         elif code in ("AccessDenied", "403", "AllAccessDisabled"):
-            text = (f"access denied writing s3://{dest.bucket}/{key} at {where} ({code}); "
-                    "the credentials need s3:PutObject on that bucket and prefix")
+            text = (
+                f"access denied writing s3://{dest.bucket}/{key} at {where} ({code}); "
+                "the credentials need s3:PutObject on that bucket and prefix"
+            )
         else:
-            text = f"{where} refused s3://{dest.bucket}/{key}: {code}: {error.get('Message', '')}".rstrip(": ")
+            text = f"{where} refused s3://{dest.bucket}/{key}: {code}: {error.get('Message', '')}".rstrip(
+                ": "
+            )
     elif isinstance(exc, bx.NoCredentialsError):
-        text = "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or an AWS profile)"
+        text = (
+            "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or an AWS profile)"
+        )
     elif isinstance(exc, bx.SSLError):
-        text = (f"TLS verification failed for {where}; give --ca-bundle FILE with the endpoint's CA "
-                "(or, for a test setup only, --no-verify-tls)")
-    elif isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ConnectionClosedError)):
+        text = (
+            f"TLS verification failed for {where}; give --ca-bundle FILE with the endpoint's CA "
+            "(or, for a test setup only, --no-verify-tls)"
+        )
+    elif isinstance(
+        exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ConnectionClosedError)
+    ):
         text = f"cannot reach {where}; check the endpoint URL and that it is reachable from here"
     elif isinstance(exc, bx.BotoCoreError):
         text = f"upload to {where} failed: {exc}"
@@ -149,8 +184,13 @@ def explain(exc: Exception, dest: Destination, where: str, key: str = "") -> Upl
     return UploadError("upload failed: " + redact_text(" ".join(text.split())))
 
 
-def upload(items: list[Item], dest: Destination, client, where: str,
-           progress: Callable[[int, int, Item], None] = lambda i, n, item: None) -> int:
+def upload(
+    items: list[Item],
+    dest: Destination,
+    client,
+    where: str,
+    progress: Callable[[int, int, Item], None] = lambda i, n, item: None,
+) -> int:
     """Put every item under `dest`; the first failure raises UploadError. Returns bytes sent."""
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -170,5 +210,15 @@ def upload(items: list[Item], dest: Destination, client, where: str,
     return sent
 
 
-__all__ = ["Destination", "Item", "parse_destination", "collect_runs", "collect_root",
-           "make_client", "upload", "explain", "endpoint_from_env", "human_size"]
+__all__ = [
+    "Destination",
+    "Item",
+    "parse_destination",
+    "collect_runs",
+    "collect_root",
+    "make_client",
+    "upload",
+    "explain",
+    "endpoint_from_env",
+    "human_size",
+]

@@ -12,22 +12,40 @@ import pytest
 
 from tunebench.deploy.endpoint import EndpointServer
 from tunebench.deploy.helm import HelmDeployment
-from tunebench.store.layout import RunLayout
 from tunebench.errors import DeploymentError
 from tunebench.spec.deployments import EndpointSettings, HelmSettings
 from tunebench.spec.plan import ServerConfig
+from tunebench.store.layout import RunLayout
 
 TOKEN = "sa-token-8c1e77f0"
-CONFIG = ServerConfig("c1", "max-num-seqs=8", "ibm-granite/granite-3.3-8b-instruct", None,
-                      {"max-num-seqs": 8, "max-model-len": 4096})
-CONFIG_2 = ServerConfig("c2", "max-num-seqs=32", "ibm-granite/granite-3.3-8b-instruct", None,
-                        {"max-num-seqs": 32, "max-model-len": 4096})
+CONFIG = ServerConfig(
+    "c1",
+    "max-num-seqs=8",
+    "ibm-granite/granite-3.3-8b-instruct",
+    None,
+    {"max-num-seqs": 8, "max-model-len": 4096},
+)
+CONFIG_2 = ServerConfig(
+    "c2",
+    "max-num-seqs=32",
+    "ibm-granite/granite-3.3-8b-instruct",
+    None,
+    {"max-num-seqs": 32, "max-model-len": 4096},
+)
 
 
 def helm_settings(**overrides) -> HelmSettings:
-    values = dict(kind="helm", chart_version="0.5.11", namespace="bench", release="tb-contract",
-                  token_secret="tunebench-client", access="port-forward", ready_timeout_s=20,
-                  health_timeout_s=10, uninstall_timeout_s=10)
+    values = dict(
+        kind="helm",
+        chart_version="0.5.11",
+        namespace="bench",
+        release="tb-contract",
+        token_secret="tunebench-client",
+        access="port-forward",
+        ready_timeout_s=20,
+        health_timeout_s=10,
+        uninstall_timeout_s=10,
+    )
     values.update(overrides)
     return HelmSettings(**values)
 
@@ -37,8 +55,12 @@ def deployment(request, tmp_path, monkeypatch):
     if request.param == "endpoint":
         server = request.getfixturevalue("vllm")
         monkeypatch.setenv("TB_CONTRACT_KEY", TOKEN)
-        settings = EndpointSettings(kind="endpoint", url=f"http://{server.address}/v1",
-                                      api_key_env="TB_CONTRACT_KEY", ready_timeout_s=5)
+        settings = EndpointSettings(
+            kind="endpoint",
+            url=f"http://{server.address}/v1",
+            api_key_env="TB_CONTRACT_KEY",
+            ready_timeout_s=5,
+        )
         yield EndpointServer(settings, RunLayout(tmp_path)), server
         return
     cluster = request.getfixturevalue("cluster")
@@ -48,10 +70,10 @@ def deployment(request, tmp_path, monkeypatch):
         settings = helm_settings()
     else:
         server = request.getfixturevalue("tls_vllm")
-        cluster.scenario(mode="ready", backend=server.address, route_host=server.address,
-                         sa_token=TOKEN)
-        settings = helm_settings(access="route", scrape="route",
-                                 ca_bundle=str(server.ca_bundle))
+        cluster.scenario(
+            mode="ready", backend=server.address, route_host=server.address, sa_token=TOKEN
+        )
+        settings = helm_settings(access="route", scrape="route", ca_bundle=str(server.ca_bundle))
     deployment = HelmDeployment(settings, RunLayout(tmp_path))
     yield deployment, server
     deployment.stop()

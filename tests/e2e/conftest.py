@@ -58,8 +58,13 @@ def e2e_sweep(tmp_path_factory) -> SweepRun:
     assert len(runs) == 1, (result.stdout, result.stderr)
     path = runs[0]
     return SweepRun(
-        result.returncode, result.stdout, result.stderr, elapsed, path,
-        json.loads((path / "manifest.json").read_text()), read_points(path),
+        result.returncode,
+        result.stdout,
+        result.stderr,
+        elapsed,
+        path,
+        json.loads((path / "manifest.json").read_text()),
+        read_points(path),
     )
 
 
@@ -81,10 +86,18 @@ def guarded_server(tmp_path_factory):
     Shared by the endpoint tests and the helm tests (which reach it through the fake
     `oc port-forward`), so the session pays for one start.
     """
-    server = LocalVllmServer(LocalSettings(kind="local"), RunLayout(tmp_path_factory.mktemp("server")))
-    config = ServerConfig("s1", "guarded", "builtin:tiny-llama", None,
-                          {"max-model-len": 256, "enforce-eager": True, "api-key": GUARDED_KEY})
+    server = LocalVllmServer(
+        LocalSettings(kind="local"), RunLayout(tmp_path_factory.mktemp("server"))
+    )
+    config = ServerConfig(
+        "s1",
+        "guarded",
+        "builtin:tiny-llama",
+        None,
+        {"max-model-len": 256, "enforce-eager": True, "api-key": GUARDED_KEY},
+    )
     handle = server.start(config)
-    yield GuardedServer(handle.base_url, handle.base_url.removeprefix("http://"), server.log_path,
-                        server.pgid)
+    yield GuardedServer(
+        handle.base_url, handle.base_url.removeprefix("http://"), server.log_path, server.pgid
+    )
     server.stop()

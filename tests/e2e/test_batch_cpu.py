@@ -46,11 +46,17 @@ def test_recipes_end_to_end_with_valid_structured_outputs(recipes):
     assert result.returncode == 0, result.stderr[-3000:]
     spec = yaml.safe_load(RECIPES.read_text())
     schema = spec["structured_output"]["json_schema"]
-    ids = [json.loads(line)["id"] for line in (REPO / "sweeps/data/recipes.jsonl").read_text().splitlines()]
+    ids = [
+        json.loads(line)["id"]
+        for line in (REPO / "sweeps/data/recipes.jsonl").read_text().splitlines()
+    ]
     rows = read_points(run)
     assert [r["config_label"] for r in rows] == ["max-num-seqs=8", "max-num-seqs=32"]
     for row in rows:
-        outputs = [json.loads(line) for line in (run / f"outputs/{row['config_id']}.jsonl").read_text().splitlines()]
+        outputs = [
+            json.loads(line)
+            for line in (run / f"outputs/{row['config_id']}.jsonl").read_text().splitlines()
+        ]
         assert sorted(o["id"] for o in outputs) == sorted(ids)
         for output in outputs:  # every record's output is valid against the schema
             jsonschema.validate(json.loads(output["output"]), schema)
@@ -72,7 +78,9 @@ def test_two_shards_give_the_same_ids_as_one(tmp_path):
     assert two.returncode == 0, two.stderr[-3000:]
 
     def ids(run):
-        return [json.loads(line)["id"] for line in (run / "outputs/c1.jsonl").read_text().splitlines()]
+        return [
+            json.loads(line)["id"] for line in (run / "outputs/c1.jsonl").read_text().splitlines()
+        ]
 
     assert len(ids(run_two)) == len(set(ids(run_two))) == 40  # none lost, none twice
     assert set(ids(run_one)) == set(ids(run_two))
@@ -81,8 +89,13 @@ def test_two_shards_give_the_same_ids_as_one(tmp_path):
 
 
 def test_transformers_baseline_engine(tmp_path):
-    spec = _small_spec(tmp_path, 16, engine="transformers", transformers={"batch_size": 8},
-                       sampling={"temperature": 0, "max_tokens": 16, "ignore_eos": True})
+    spec = _small_spec(
+        tmp_path,
+        16,
+        engine="transformers",
+        transformers={"batch_size": 8},
+        sampling={"temperature": 0, "max_tokens": 16, "ignore_eos": True},
+    )
     spec_data = yaml.safe_load(spec.read_text())
     spec_data.pop("structured_output")
     spec_data.pop("engine_args")

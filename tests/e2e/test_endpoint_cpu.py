@@ -18,7 +18,8 @@ KEY = GUARDED_KEY
 
 def _spec(tmp_path, handle, key_env: str) -> str:
     spec = tmp_path / "endpoint.yaml"
-    spec.write_text(textwrap.dedent(f"""
+    spec.write_text(
+        textwrap.dedent(f"""
         name: endpoint-cpu
         model: builtin:tiny-llama
         deployment: {{kind: endpoint, url: "{handle.base_url}/v1", api_key_env: {key_env}}}
@@ -26,14 +27,21 @@ def _spec(tmp_path, handle, key_env: str) -> str:
           data: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}
           profiles:
             - {{kind: concurrent, streams: [1, 2], max_seconds: 5}}
-        """))
+        """)
+    )
     return str(spec)
 
 
 def test_sweep_against_an_endpoint_keeps_the_key_secret(tmp_path, guarded_server):
     runs = tmp_path / "runs"
-    result = run_cli("sweep", _spec(tmp_path, guarded_server, "TB_ENDPOINT_KEY"),
-                     "--output", str(runs), env={"TB_ENDPOINT_KEY": KEY}, timeout=600)
+    result = run_cli(
+        "sweep",
+        _spec(tmp_path, guarded_server, "TB_ENDPOINT_KEY"),
+        "--output",
+        str(runs),
+        env={"TB_ENDPOINT_KEY": KEY},
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run = next(runs.iterdir())
     rows = read_points(run)
@@ -52,15 +60,25 @@ def test_sweep_against_an_endpoint_keeps_the_key_secret(tmp_path, guarded_server
 
 def test_wrong_key_is_a_clear_failure(tmp_path, guarded_server):
     runs = tmp_path / "runs"
-    result = run_cli("sweep", _spec(tmp_path, guarded_server, "TB_ENDPOINT_KEY"),
-                     "--output", str(runs), env={"TB_ENDPOINT_KEY": "wrong-key-123"})
+    result = run_cli(
+        "sweep",
+        _spec(tmp_path, guarded_server, "TB_ENDPOINT_KEY"),
+        "--output",
+        str(runs),
+        env={"TB_ENDPOINT_KEY": "wrong-key-123"},
+    )
     assert result.returncode == 1
     manifest = json.loads((next(runs.iterdir()) / "manifest.json").read_text())
     assert "HTTP 401; check the token in TB_ENDPOINT_KEY" in manifest["configs"][0]["error"]
 
 
 def test_missing_key_variable(tmp_path, guarded_server):
-    result = run_cli("sweep", _spec(tmp_path, guarded_server, "TB_UNSET_KEY"),
-                     "--output", str(tmp_path / "runs"), env={"TB_UNSET_KEY": ""})
+    result = run_cli(
+        "sweep",
+        _spec(tmp_path, guarded_server, "TB_UNSET_KEY"),
+        "--output",
+        str(tmp_path / "runs"),
+        env={"TB_UNSET_KEY": ""},
+    )
     assert result.returncode == 1
     assert "environment variable TB_UNSET_KEY is not set" in result.stdout + result.stderr

@@ -32,24 +32,44 @@ load:
 
 def write_spec(tmp_path: Path, name: str, deployment: str, extra: str = "") -> Path:
     spec = tmp_path / f"{name}.yaml"
-    spec.write_text(f"name: {name}\nmodel: builtin:tiny-llama\ndeployment: {deployment}\n"
-                    + textwrap.dedent(extra) + LOAD)
+    spec.write_text(
+        f"name: {name}\nmodel: builtin:tiny-llama\ndeployment: {deployment}\n"
+        + textwrap.dedent(extra)
+        + LOAD
+    )
     return spec
 
 
 def endpoint_spec(tmp_path: Path, server, name: str, metrics_url: str | None = None) -> Path:
     metrics = f", metrics_url: {metrics_url}" if metrics_url else ""
-    return write_spec(tmp_path, name, f"{{kind: endpoint, url: '{server.base_url}/v1', "
-                                      f"api_key_env: TB_FAULT_KEY{metrics}}}")
+    return write_spec(
+        tmp_path,
+        name,
+        f"{{kind: endpoint, url: '{server.base_url}/v1', api_key_env: TB_FAULT_KEY{metrics}}}",
+    )
 
 
 def start(spec: Path, runs: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "TB_FAULT_KEY": GUARDED_KEY, "COLUMNS": "200"}
     return subprocess.Popen(
-        [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec), "-o", str(runs),
-         "--no-report", *extra],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "tunebench.cli.main",
+            "sweep",
+            str(spec),
+            "-o",
+            str(runs),
+            "--no-report",
+            *extra,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_for(predicate, timeout_s: float, what: str):
@@ -94,13 +114,23 @@ def assert_gone(*pgids: int | None) -> None:
 
 
 def resume(run: Path, env: dict | None = None):
-    return run_cli("sweep", "--resume", str(run), "--no-report",
-                   env={"TB_FAULT_KEY": GUARDED_KEY, **(env or {})}, timeout=600)
+    return run_cli(
+        "sweep",
+        "--resume",
+        str(run),
+        "--no-report",
+        env={"TB_FAULT_KEY": GUARDED_KEY, **(env or {})},
+        timeout=600,
+    )
 
 
 def test_server_killed_mid_point_then_resumed(tmp_path):
-    spec = write_spec(tmp_path, "kill-server", "{kind: local, start_timeout_s: 300}",
-                      "server: {args: {max-model-len: 256, enforce-eager: true}}\n")
+    spec = write_spec(
+        tmp_path,
+        "kill-server",
+        "{kind: local, start_timeout_s: 300}",
+        "server: {args: {max-model-len: 256, enforce-eager: true}}\n",
+    )
     runs = tmp_path / "runs"
     process = start(spec, runs)
     run, config = in_second_point(runs)
@@ -176,8 +206,15 @@ def test_metrics_unreachable_keeps_the_points_and_flags_them(tmp_path, guarded_s
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # nothing listens here once the socket closes
     spec = endpoint_spec(tmp_path, guarded_server, "no-metrics", f"http://127.0.0.1:{port}/metrics")
-    result = run_cli("sweep", str(spec), "-o", str(tmp_path / "runs"), "--no-report",
-                     env={"TB_FAULT_KEY": GUARDED_KEY}, timeout=300)
+    result = run_cli(
+        "sweep",
+        str(spec),
+        "-o",
+        str(tmp_path / "runs"),
+        "--no-report",
+        env={"TB_FAULT_KEY": GUARDED_KEY},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_points(next((tmp_path / "runs").iterdir()))
     assert len(rows) == 3 and all(int(r["requests_ok"]) > 0 for r in rows)
@@ -191,21 +228,31 @@ def test_port_already_taken_fails_that_configuration_at_once(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        spec = write_spec(tmp_path, "port-taken", f"{{kind: local, port: {port}}}",
-                          "server: {args: {max-model-len: 256}}\n")
+        spec = write_spec(
+            tmp_path,
+            "port-taken",
+            f"{{kind: local, port: {port}}}",
+            "server: {args: {max-model-len: 256}}\n",
+        )
         began = time.monotonic()
         result = run_cli("sweep", str(spec), "-o", str(tmp_path / "runs"), "--no-report")
     assert result.returncode == 1
     assert time.monotonic() - began < 30
     config = manifest_of(next((tmp_path / "runs").iterdir()))["configs"][0]
-    assert config["error"] == (f"deployment.port {port} on 127.0.0.1 is already in use; stop what "
-                               "listens there, choose another port, or leave port unset for a free one")
+    assert config["error"] == (
+        f"deployment.port {port} on 127.0.0.1 is already in use; stop what "
+        "listens there, choose another port, or leave port unset for a free one"
+    )
     assert config["server_pgid"] is None  # nothing was launched
 
 
 def test_a_server_that_never_becomes_healthy_is_stopped_at_its_timeout(tmp_path):
-    spec = write_spec(tmp_path, "never-healthy", "{kind: local, start_timeout_s: 4}",
-                      "server: {matrix: {max-model-len: [256, 384]}}\n")
+    spec = write_spec(
+        tmp_path,
+        "never-healthy",
+        "{kind: local, start_timeout_s: 4}",
+        "server: {matrix: {max-model-len: [256, 384]}}\n",
+    )
     result = run_cli("sweep", str(spec), "-o", str(tmp_path / "runs"), "--no-report", timeout=300)
     assert result.returncode == 1
     manifest = manifest_of(next((tmp_path / "runs").iterdir()))

@@ -24,11 +24,17 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
     state = tmp_path / "cluster"
     state.mkdir()
     cluster = FakeCluster(state)
-    cluster.scenario(mode="slow", ready_after_s=2, backend=guarded_server.address,
-                     sa_token=GUARDED_KEY, sa_secret="tunebench-client",
-                     pod_log=str(guarded_server.log_path))
+    cluster.scenario(
+        mode="slow",
+        ready_after_s=2,
+        backend=guarded_server.address,
+        sa_token=GUARDED_KEY,
+        sa_secret="tunebench-client",
+        pod_log=str(guarded_server.log_path),
+    )
     spec = tmp_path / "helm.yaml"
-    spec.write_text(textwrap.dedent("""
+    spec.write_text(
+        textwrap.dedent("""
         name: helm-cpu
         model: oci://quay.io/example/tiny-llama:v1
         tokenizer: builtin:tiny-llama
@@ -48,11 +54,11 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
           profiles:
             - {kind: concurrent, streams: [2], max_seconds: 5}
         metrics: {interval_s: 0.5}
-        """))
+        """)
+    )
     runs = tmp_path / "runs"
     env = {"FAKE_KUBE_STATE": str(state), "PATH": f"{FAKE_BIN}:{os.environ['PATH']}"}
-    result = run_cli("sweep", str(spec), "--output", str(runs), "--no-report", env=env,
-                     timeout=600)
+    result = run_cli("sweep", str(spec), "--output", str(runs), "--no-report", env=env, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = next(runs.iterdir())
     manifest = json.loads((run / "manifest.json").read_text())
@@ -60,7 +66,9 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
 
     rows = read_points(run)
     assert [(r["config_label"], r["point_id"]) for r in rows] == [
-        ("max-num-seqs=2", "concurrent-2"), ("max-num-seqs=4", "concurrent-2")]
+        ("max-num-seqs=2", "concurrent-2"),
+        ("max-num-seqs=4", "concurrent-2"),
+    ]
     for row in rows:
         assert int(row["requests_ok"]) > 0 and int(row["requests_failed"]) == 0
         assert row["server_metrics"] == "present"  # scraped from the pod via the port-forward
@@ -76,8 +84,11 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
     assert cluster.releases() == []
     for config_id, mns in (("c1", 2), ("c2", 4)):
         values = yaml.safe_load((run / "logs" / f"helm-values-{config_id}.yaml").read_text())
-        assert values["model"]["args"] == ["--gpu-memory-utilization=0.90", "--max-model-len=256",
-                                           f"--max-num-seqs={mns}"]
+        assert values["model"]["args"] == [
+            "--gpu-memory-utilization=0.90",
+            "--max-model-len=256",
+            f"--max-num-seqs={mns}",
+        ]
         assert values["model"]["uri"] == "oci://quay.io/example/tiny-llama:v1"
         # the pod log (`oc logs`) is kept in the run: here the real server's log
         assert "GET /v1/models" in (run / "logs" / f"server-{config_id}.log").read_text()

@@ -30,9 +30,19 @@ def _wait_for(predicate, timeout_s: float, what: str):
 
 def test_ctrl_c_mid_sweep(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "tunebench.cli.main", "sweep", "tests/specs/interrupt-cpu.yaml",
-         "--output", str(tmp_path)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tunebench.cli.main",
+            "sweep",
+            "tests/specs/interrupt-cpu.yaml",
+            "--output",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
         # as a background job of a non-interactive shell starts it: SIGINT ignored. Ctrl-C
         # must still stop the sweep cleanly (and does under a terminal anyway).

@@ -24,8 +24,9 @@ def step_run(tmp_path_factory):
     workspace.mkdir()
     results.mkdir()
     task = load_task("tunebench-run")
-    env = step_env(task, "run", {"spec": "tests/specs/pipeline-cpu.yaml"},
-                   {"reports": workspace}, results)
+    env = step_env(
+        task, "run", {"spec": "tests/specs/pipeline-cpu.yaml"}, {"reports": workspace}, results
+    )
     result = run_step(task, "run", env, REPO, timeout=900)
     values = {p.name: p.read_text() for p in results.iterdir()}
     return result, values, workspace / "runs"

@@ -12,9 +12,12 @@ from tests.e2e.conftest import NEEDS_SERVER
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
-    pytest.mark.server, NEEDS_SERVER,
-    pytest.mark.skipif(not CHROMIUM or importlib.util.find_spec("playwright") is None,
-                       reason="Debian chromium and playwright are needed; `make test` installs them"),
+    pytest.mark.server,
+    NEEDS_SERVER,
+    pytest.mark.skipif(
+        not CHROMIUM or importlib.util.find_spec("playwright") is None,
+        reason="Debian chromium and playwright are needed; `make test` installs them",
+    ),
 ]
 
 
@@ -27,25 +30,48 @@ def test_report_is_self_contained_and_renders(e2e_sweep, tmp_path):
     html = report.read_text()
     # nothing is fetched: no external scripts, styles, fonts or images
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
-    for text in ("Summary", "Server configurations", "Plots", "Versions and host", "mns2", "mns8",
-                 "argument --kv-cache-dtype: invalid choice", "max_model_len"):
+    for text in (
+        "Summary",
+        "Server configurations",
+        "Plots",
+        "Versions and host",
+        "mns2",
+        "mns8",
+        "argument --kv-cache-dtype: invalid choice",
+        "max_model_len",
+    ):
         assert text in html, text
 
     problems, requests = [], []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run", "--disable-sync"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--disable-sync",
+            ],
+        )
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                    if m.type in ("error", "warning") else None)
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "warning")
+                    else None
+                ),
+            )
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
             page.on("request", lambda r: requests.append(r.url))
             page.goto(report.as_uri(), wait_until="load")
             images = page.evaluate(
-                "Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])")
+                "Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])"
+            )
             shot = tmp_path / "report.png"
             page.screenshot(path=str(shot), full_page=True)
         finally:
@@ -54,5 +80,7 @@ def test_report_is_self_contained_and_renders(e2e_sweep, tmp_path):
     assert all(url.startswith(("file:", "data:")) for url in requests), requests
     # 5 run plots + one time series per configuration that ran
     assert len(images) == 7, images
-    assert all(complete and width > 100 and height > 100 for _, complete, width, height in images), images
+    assert all(
+        complete and width > 100 and height > 100 for _, complete, width, height in images
+    ), images
     assert shot.stat().st_size > 50_000

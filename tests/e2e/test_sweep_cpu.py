@@ -24,7 +24,11 @@ def test_bad_config_fails_fast_with_the_servers_own_error(e2e_sweep):
 def test_sweep_goes_on_and_records_the_failure(e2e_sweep):
     assert e2e_sweep.returncode == 1, e2e_sweep.stderr[-2000:]
     assert e2e_sweep.manifest["status"] == "failed"
-    assert [c["status"] for c in e2e_sweep.manifest["configs"]] == ["failed", "complete", "complete"]
+    assert [c["status"] for c in e2e_sweep.manifest["configs"]] == [
+        "failed",
+        "complete",
+        "complete",
+    ]
     assert "c1 failed:" in e2e_sweep.stdout and f"run: {e2e_sweep.path}" in e2e_sweep.stdout
 
 
@@ -38,9 +42,19 @@ def test_every_point_measured_with_server_metrics(e2e_sweep, label):
         assert row["valid"] == "True", row["invalid_reason"]
         assert row["server_metrics"] == "present"
         assert int(row["server_samples"]) >= 5  # 1 s scrapes over a 8-10 s point
-        for column in ("kv_usage_max", "running_max", "waiting_max", "queue_time_mean_s",
-                       "prefill_time_mean_s", "decode_time_mean_s", "preemptions",
-                       "prefix_hit_rate", "ttft_p50_ms", "itl_p50_ms", "output_tok_s"):
+        for column in (
+            "kv_usage_max",
+            "running_max",
+            "waiting_max",
+            "queue_time_mean_s",
+            "prefill_time_mean_s",
+            "decode_time_mean_s",
+            "preemptions",
+            "prefix_hit_rate",
+            "ttft_p50_ms",
+            "itl_p50_ms",
+            "output_tok_s",
+        ):
             assert row[column] != "", (column, row)
         # The time-averaged number of running requests comes from the inference-time
         # histogram, so it is exact. The running/KV gauges are not asserted on: on 2 cores
@@ -90,13 +104,37 @@ def test_run_directory_layout(e2e_sweep):
         assert json.loads(reports[0].read_text())["benchmarks"][0]["requests"]["successful"]
         assert (path / "logs" / f"server-{config}.log").stat().st_size > 0
     header = (path / "points.csv").read_text().splitlines()[0].split(",")
-    for column in ("run_id", "config_id", "point_id", "load_kind", "target", "achieved_rps",
-                   "achieved_concurrency", "requests_ok", "requests_failed", "ttft_p50_ms",
-                   "ttft_p95_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p95_ms", "tpot_p50_ms",
-                   "e2e_p50_s", "e2e_p95_s", "output_tok_s", "kv_usage_mean", "kv_usage_max",
-                   "waiting_max", "running_max", "queue_time_mean_s", "preemptions",
-                   "prefix_hit_rate", "spec_acceptance_rate", "valid", "invalid_reason",
-                   "variant"):
+    for column in (
+        "run_id",
+        "config_id",
+        "point_id",
+        "load_kind",
+        "target",
+        "achieved_rps",
+        "achieved_concurrency",
+        "requests_ok",
+        "requests_failed",
+        "ttft_p50_ms",
+        "ttft_p95_ms",
+        "ttft_p99_ms",
+        "itl_p50_ms",
+        "itl_p95_ms",
+        "tpot_p50_ms",
+        "e2e_p50_s",
+        "e2e_p95_s",
+        "output_tok_s",
+        "kv_usage_mean",
+        "kv_usage_max",
+        "waiting_max",
+        "running_max",
+        "queue_time_mean_s",
+        "preemptions",
+        "prefix_hit_rate",
+        "spec_acceptance_rate",
+        "valid",
+        "invalid_reason",
+        "variant",
+    ):
         assert column in header, column
 
 
@@ -126,9 +164,24 @@ def test_show_and_runs(e2e_sweep):
 
 def test_compare_flags_the_real_regression(e2e_sweep):
     root = str(e2e_sweep.path.parent)
-    gate = run_cli("compare", e2e_sweep.path.name, "--root", root, "--by", "variant",
-                   "--baseline", "mns8", "-m", "ttft_p50", "-m", "ttft_p95", "--format", "json",
-                   "--fail-on-regression", "5")
+    gate = run_cli(
+        "compare",
+        e2e_sweep.path.name,
+        "--root",
+        root,
+        "--by",
+        "variant",
+        "--baseline",
+        "mns8",
+        "-m",
+        "ttft_p50",
+        "-m",
+        "ttft_p95",
+        "--format",
+        "json",
+        "--fail-on-regression",
+        "5",
+    )
     assert gate.returncode == 1, gate.stderr
     rows = json.loads(gate.stdout)["rows"]
     at8 = [r for r in rows if r["load_kind"] == "concurrent" and r["target"] == 8]
@@ -136,8 +189,15 @@ def test_compare_flags_the_real_regression(e2e_sweep):
     worse = [r for r in at8 if r["verdict"] == "worse"]
     # the gate's rule: significantly worse (the CI excludes 0) by more than 5%
     assert any(r["ci_low_pct"] > 0 and r["change_pct"] > 5 for r in worse), at8
-    itself = run_cli("compare", e2e_sweep.path.name, e2e_sweep.path.name, "--root", root,
-                     "--fail-on-regression", "5")
+    itself = run_cli(
+        "compare",
+        e2e_sweep.path.name,
+        e2e_sweep.path.name,
+        "--root",
+        root,
+        "--fail-on-regression",
+        "5",
+    )
     assert itself.returncode == 0, itself.stdout
     assert "worse" not in itself.stdout and "better" not in itself.stdout
 

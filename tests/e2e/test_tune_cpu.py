@@ -20,16 +20,31 @@ pytestmark = [pytest.mark.server, NEEDS_SERVER]
 def tuned(tmp_path_factory):
     root = tmp_path_factory.mktemp("tune")
     helm = root / "helm-values"
-    first = run_cli("tune", "tests/specs/tune-cpu.yaml", "--output", str(root / "runs"),
-                    "--helm-dir", str(helm), "--no-report", timeout=1200)
+    first = run_cli(
+        "tune",
+        "tests/specs/tune-cpu.yaml",
+        "--output",
+        str(root / "runs"),
+        "--helm-dir",
+        str(helm),
+        "--no-report",
+        timeout=1200,
+    )
     runs = sorted((root / "runs").iterdir())
     assert len(runs) == 1, (first.stdout, first.stderr)
     run = runs[0]
     before = json.loads((run / "tune-result.json").read_text())
-    resumed = run_cli("tune", "--resume", str(run), "--trials", "5", "--helm-dir", str(helm),
-                      timeout=900)
-    return {"first": first, "resumed": resumed, "run": run, "helm": helm, "before": before,
-            "after": json.loads((run / "tune-result.json").read_text())}
+    resumed = run_cli(
+        "tune", "--resume", str(run), "--trials", "5", "--helm-dir", str(helm), timeout=900
+    )
+    return {
+        "first": first,
+        "resumed": resumed,
+        "run": run,
+        "helm": helm,
+        "before": before,
+        "after": json.loads((run / "tune-result.json").read_text()),
+    }
 
 
 def test_tune_completes_with_baseline_and_a_failed_trial(tuned):
@@ -50,17 +65,24 @@ def test_every_probe_is_a_stored_point_with_a_sane_rate(tuned):
     for config in manifest["configs"]:
         if config["status"] != "complete":
             continue
-        probes = [r for r in rows if r["config_id"] == config["config_id"]
-                  and r["point_id"].startswith("capacity-")]
+        probes = [
+            r
+            for r in rows
+            if r["config_id"] == config["config_id"] and r["point_id"].startswith("capacity-")
+        ]
         assert len(probes) == config["capacity"]["probes"] >= 1
-        assert any(r["point_id"] == "concurrent-2" for r in rows
-                   if r["config_id"] == config["config_id"])  # the fixed warm-up point ran first
+        assert any(
+            r["point_id"] == "concurrent-2" for r in rows if r["config_id"] == config["config_id"]
+        )  # the fixed warm-up point ran first
         for row in probes:
             assert row["point_id"].startswith("capacity-") and row["load_kind"] == "poisson"
             assert row["slo_met"] in ("True", "False") and row["slo_ratio"] != ""
             # GuideLLM 0.8.1's Poisson start race sent 10x the rate; the worker fixes it
-            sent = (float(row["requests_ok"]) + float(row["requests_failed"])
-                    + float(row["requests_incomplete"])) / float(row["duration_s"])
+            sent = (
+                float(row["requests_ok"])
+                + float(row["requests_failed"])
+                + float(row["requests_incomplete"])
+            ) / float(row["duration_s"])
             assert sent <= 2 * float(row["target"]) + 1.5, row
 
 
@@ -69,7 +91,9 @@ def test_resume_continues_the_same_study(tuned):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert after["deployments"] == 5
     assert [t["trial"] for t in after["trials"] if t["baseline"]] == [0]
-    study = optuna.load_study(study_name="tune-cpu", storage=f"sqlite:///{tuned['run'] / 'study.db'}")
+    study = optuna.load_study(
+        study_name="tune-cpu", storage=f"sqlite:///{tuned['run'] / 'study.db'}"
+    )
     assert len(study.trials) == len(after["trials"]) > len(tuned["before"]["trials"])
     assert (tuned["run"] / "report.html").exists()  # written by the resumed session
 

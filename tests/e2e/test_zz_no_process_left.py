@@ -12,8 +12,12 @@ import pytest
 from tests.e2e.conftest import NEEDS_SERVER
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
-MARKERS = ("vllm.entrypoints.openai.api_server", "tunebench.load.guidellm_worker",
-           "fakes/bin/oc", "batch.worker")
+MARKERS = (
+    "vllm.entrypoints.openai.api_server",
+    "tunebench.load.guidellm_worker",
+    "fakes/bin/oc",
+    "batch.worker",
+)
 
 
 def our_processes() -> list[tuple[int, int, str]]:

@@ -59,9 +59,16 @@ def helm(argv: list[str]) -> None:
             fail(f"Error: UPGRADE FAILED: {scenario()['install_error']}")
         values = Path(option(argv, "--values")).read_text()
         release_file(name).parent.mkdir(exist_ok=True)
-        release_file(name).write_text(json.dumps(
-            {"chart": chart, "values": values, "installed_at": time.time(),
-             "namespace": option(argv, "--namespace")}))
+        release_file(name).write_text(
+            json.dumps(
+                {
+                    "chart": chart,
+                    "values": values,
+                    "installed_at": time.time(),
+                    "namespace": option(argv, "--namespace"),
+                }
+            )
+        )
         print(f'Release "{name}" has been upgraded. Happy Helming!')
     elif command == "status":
         if not release_file(argv[1]).exists():
@@ -86,38 +93,62 @@ def ready_now(name: str) -> bool:
     info = json.loads(release_file(name).read_text())
     s = scenario()
     return s.get("mode", "ready") in ("ready", "slow") and (
-        time.time() - info["installed_at"] >= float(s.get("ready_after_s", 0)))
+        time.time() - info["installed_at"] >= float(s.get("ready_after_s", 0))
+    )
 
 
 def pod_of(name: str) -> dict:
     s = scenario()
     mode = s.get("mode", "ready")
-    container = {"name": "kserve-container", "restartCount": 0, "ready": False,
-                 "state": {"running": {"startedAt": "2026-11-21T10:00:00Z"}}}
+    container = {
+        "name": "kserve-container",
+        "restartCount": 0,
+        "ready": False,
+        "state": {"running": {"startedAt": "2026-11-21T10:00:00Z"}},
+    }
     conditions = [{"type": "PodScheduled", "status": "True"}]
     if mode in ("ready", "slow") and ready_now(name):
         container["ready"] = True
     elif mode == "crashloop":
-        container.update(restartCount=3, state={"waiting": {"reason": "CrashLoopBackOff"}},
-                         lastState={"terminated": {"reason": "Error", "exitCode": 1}})
+        container.update(
+            restartCount=3,
+            state={"waiting": {"reason": "CrashLoopBackOff"}},
+            lastState={"terminated": {"reason": "Error", "exitCode": 1}},
+        )
     elif mode == "imagepull":
-        container["state"] = {"waiting": {"reason": "ImagePullBackOff",
-                                          "message": "Back-off pulling image \"quay.io/x/vllm:bad\""}}
+        container["state"] = {
+            "waiting": {
+                "reason": "ImagePullBackOff",
+                "message": 'Back-off pulling image "quay.io/x/vllm:bad"',
+            }
+        }
     elif mode == "pending":
-        conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                       "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}]
+        conditions = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+            }
+        ]
         container = None
-    return {"metadata": {"name": name + POD_SUFFIX, "creationTimestamp": "2026-11-21T10:00:00Z"},
-            "status": {"phase": "Running" if container else "Pending", "conditions": conditions,
-                       "containerStatuses": [container] if container else []}}
+    return {
+        "metadata": {"name": name + POD_SUFFIX, "creationTimestamp": "2026-11-21T10:00:00Z"},
+        "status": {
+            "phase": "Running" if container else "Pending",
+            "conditions": conditions,
+            "containerStatuses": [container] if container else [],
+        },
+    }
 
 
 def events_for(pod: str) -> list[dict]:
     mode = scenario().get("mode", "ready")
-    text = {"crashloop": ("BackOff", "Back-off restarting failed container kserve-container"),
-            "imagepull": ("Failed", "Failed to pull image \"quay.io/x/vllm:bad\": not found"),
-            "pending": ("FailedScheduling", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
-            }.get(mode, ("Started", "Started container kserve-container"))
+    text = {
+        "crashloop": ("BackOff", "Back-off restarting failed container kserve-container"),
+        "imagepull": ("Failed", 'Failed to pull image "quay.io/x/vllm:bad": not found'),
+        "pending": ("FailedScheduling", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."),
+    }.get(mode, ("Started", "Started container kserve-container"))
     return [{"reason": text[0], "message": text[1], "involvedObject": {"name": pod}}]
 
 
@@ -132,11 +163,26 @@ def oc_get(argv: list[str]) -> None:
         if name not in release_names():
             not_found("inferenceservices.serving.kserve.io", name)
         ready = ready_now(name)
-        print(json.dumps({"metadata": {"name": name}, "status": {
-            "url": scenario().get("isvc_url", f"http://{name}-predictor.bench.svc.cluster.local"),
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
-                            "reason": None if ready else "RevisionMissing",
-                            "message": None if ready else "predictor pod not ready"}]}}))
+        print(
+            json.dumps(
+                {
+                    "metadata": {"name": name},
+                    "status": {
+                        "url": scenario().get(
+                            "isvc_url", f"http://{name}-predictor.bench.svc.cluster.local"
+                        ),
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "True" if ready else "False",
+                                "reason": None if ready else "RevisionMissing",
+                                "message": None if ready else "predictor pod not ready",
+                            }
+                        ],
+                    },
+                }
+            )
+        )
     elif kind == "pods":
         selector = option(argv, "-l") or ""
         name = selector.split("=", 1)[1]
@@ -155,7 +201,7 @@ def oc_get(argv: list[str]) -> None:
             not_found("secrets", argv[2])
         print(base64.b64encode(token.encode()).decode(), end="")
     else:
-        fail(f"error: the server doesn't have a resource type \"{kind}\"")
+        fail(f'error: the server doesn\'t have a resource type "{kind}"')
 
 
 def oc_logs() -> None:
@@ -163,8 +209,10 @@ def oc_logs() -> None:
     if s.get("pod_log") and Path(s["pod_log"]).exists():
         print(Path(s["pod_log"]).read_text(), end="")
     elif s.get("mode") == "crashloop":
-        print("INFO starting vLLM API server\nValueError: User-specified max_model_len (65536) "
-              "is greater than the derived max_model_len (8192)")
+        print(
+            "INFO starting vLLM API server\nValueError: User-specified max_model_len (65536) "
+            "is greater than the derived max_model_len (8192)"
+        )
     else:
         print("INFO 11-21 10:00:00 api_server.py: vLLM API server version 0.11.0")
 
@@ -205,7 +253,7 @@ def oc(argv: list[str]) -> None:
         local = int(argv[2].split(":")[0])
         asyncio.run(_proxy(local, scenario()["backend"]))
     else:
-        fail(f"error: unknown command \"{argv[0]}\" for fake oc")
+        fail(f'error: unknown command "{argv[0]}" for fake oc')
 
 
 def main(tool: str) -> None:

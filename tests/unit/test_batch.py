@@ -9,8 +9,8 @@ import pytest
 from tests.conftest import REPO
 from tunebench.batch.dataset import PromptRenderer, Record, load_records
 from tunebench.batch.run import render_prompts, schema_failures, shard_slices
-from tunebench.batch.worker import ray_processor_parts
 from tunebench.batch.spec import load_batch_spec
+from tunebench.batch.worker import ray_processor_parts
 from tunebench.errors import SpecError
 
 RECIPES = REPO / "sweeps/batch-recipes.yaml"
@@ -64,48 +64,85 @@ def test_bad_batch_spec_is_one_line(tmp_path, cli):
     result = cli("batch", str(bad), "--slurm", str(tmp_path / "x.sbatch"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0
-    assert "engine: 'tgi' is not allowed; use one of 'vllm', 'transformers' or 'ray'" in result.stderr
+    assert (
+        "engine: 'tgi' is not allowed; use one of 'vllm', 'transformers' or 'ray'" in result.stderr
+    )
 
 
 def test_sbatch_script(tmp_path, cli):
     spec = tmp_path / "job.yaml"
-    spec.write_text(RECIPES.read_text().replace("path: data/recipes.jsonl", f"path: {REPO}/sweeps/data/recipes.jsonl")
-                    + "slurm: {partition: gpu, gpus_per_node: 4, memory: 128G, time: '02:00:00', "
-                      "container_image: 'nvcr.io/nvidia/vllm:latest', setup: ['module load cuda']}\n")
+    spec.write_text(
+        RECIPES.read_text().replace(
+            "path: data/recipes.jsonl", f"path: {REPO}/sweeps/data/recipes.jsonl"
+        )
+        + "slurm: {partition: gpu, gpus_per_node: 4, memory: 128G, time: '02:00:00', "
+        "container_image: 'nvcr.io/nvidia/vllm:latest', setup: ['module load cuda']}\n"
+    )
     target = tmp_path / "job.sbatch"
     result = cli("batch", str(spec), "--slurm", str(target))
     assert result.returncode == 0, result.stderr
     text = target.read_text()
-    for line in ("#SBATCH --partition=gpu", "#SBATCH --gres=gpu:4", "#SBATCH --mem=128G",
-                 "#SBATCH --time=02:00:00", "module load cuda",
-                 "--container-image=nvcr.io/nvidia/vllm:latest", f"tunebench batch {spec} --shards 4"):
+    for line in (
+        "#SBATCH --partition=gpu",
+        "#SBATCH --gres=gpu:4",
+        "#SBATCH --mem=128G",
+        "#SBATCH --time=02:00:00",
+        "module load cuda",
+        "--container-image=nvcr.io/nvidia/vllm:latest",
+        f"tunebench batch {spec} --shards 4",
+    ):
         assert line in text, line
     assert text.startswith("#!/bin/bash")
 
 
 def test_schema_failures():
     schema = {"type": "object", "properties": {"steps": {"type": "array"}}, "required": ["steps"]}
-    outputs = [{"id": "a", "output": '{"steps": []}'}, {"id": "b", "output": '{"steps": 3}'},
-               {"id": "c", "output": '{"steps": [1'}]
+    outputs = [
+        {"id": "a", "output": '{"steps": []}'},
+        {"id": "b", "output": '{"steps": 3}'},
+        {"id": "c", "output": '{"steps": [1'},
+    ]
     assert schema_failures(outputs, schema) == ["b", "c"]
 
 
 def test_ray_processor_config():
-    job = {"sampling": {"temperature": 0.0, "top_p": 1.0, "max_tokens": 32, "seed": 0},
-           "structured_output": {"json_schema": {"type": "object"}, "choice": None},
-           "mode": "chat", "system": "be brief", "model": "/m", "engine_args": {"max-num-seqs": 8},
-           "ray": {"concurrency": 2, "batch_size": 16, "address": None}}
+    job = {
+        "sampling": {"temperature": 0.0, "top_p": 1.0, "max_tokens": 32, "seed": 0},
+        "structured_output": {"json_schema": {"type": "object"}, "choice": None},
+        "mode": "chat",
+        "system": "be brief",
+        "model": "/m",
+        "engine_args": {"max-num-seqs": 8},
+        "ray": {"concurrency": 2, "batch_size": 16, "address": None},
+    }
     config, pre, post = ray_processor_parts(job)
-    assert config == {"model_source": "/m", "engine_kwargs": {
-        "max_num_seqs": 8, "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True}},
+    assert config == {
+        "model_source": "/m",
+        "engine_kwargs": {
+            "max_num_seqs": 8,
+            "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
+        },
         "concurrency": 2,
-                      "batch_size": 16, "chat_template_stage": True, "log_engine_metrics": False}
+        "batch_size": 16,
+        "chat_template_stage": True,
+        "log_engine_metrics": False,
+    }
     row = pre({"id": "r1", "prompt": "hi"})
-    assert row["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
-    assert row["sampling_params"]["structured_outputs"] == {"json": {"type": "object"}, "disable_any_whitespace": True}
+    assert row["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert row["sampling_params"]["structured_outputs"] == {
+        "json": {"type": "object"},
+        "disable_any_whitespace": True,
+    }
     assert row["sampling_params"]["ignore_eos"] is False
-    assert post({"id": "r1", "generated_text": "ok", "num_input_tokens": 5,
-                 "num_generated_tokens": 2})["output_tokens"] == 2
+    assert (
+        post(
+            {"id": "r1", "generated_text": "ok", "num_input_tokens": 5, "num_generated_tokens": 2}
+        )["output_tokens"]
+        == 2
+    )
 
 
 def test_offline_vs_online_throughput_ratio(tmp_path, cli):
@@ -115,17 +152,34 @@ def test_offline_vs_online_throughput_ratio(tmp_path, cli):
 
     sweep = make_synthetic_run(tmp_path, name="serving", configs=2)  # max-num-seqs 2 and 4
     batch = RunStore.create(tmp_path, RunKind.BATCH, "offline")
-    batch.update_config("c1", label="max-num-seqs=4", model="synthetic", args={"max-num-seqs": 4},
-                        status="complete")
-    batch.add_point({"run_id": batch.run_id, "config_id": "c1", "config_label": "max-num-seqs=4",
-                     "point_id": "batch", "load_kind": "batch", "target": 200, "output_tok_s": 1000.0})
+    batch.update_config(
+        "c1", label="max-num-seqs=4", model="synthetic", args={"max-num-seqs": 4}, status="complete"
+    )
+    batch.add_point(
+        {
+            "run_id": batch.run_id,
+            "config_id": "c1",
+            "config_label": "max-num-seqs=4",
+            "point_id": "batch",
+            "load_kind": "batch",
+            "target": 200,
+            "output_tok_s": 1000.0,
+        }
+    )
     result = cli("compare", batch.run_id, sweep.run_id, "--root", str(tmp_path), "--format", "json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     best = max(float(r["output_tok_s"]) for r in sweep.rows if r["config_id"] == "c2")
-    assert rows == [{"config": "max-num-seqs=4", "sweep_config": "max-num-seqs=4",
-                     "offline_tok_s": 1000.0, "online_tok_s": pytest.approx(best),
-                     "online_point": rows[0]["online_point"], "ratio": pytest.approx(best / 1000.0)}]
+    assert rows == [
+        {
+            "config": "max-num-seqs=4",
+            "sweep_config": "max-num-seqs=4",
+            "offline_tok_s": 1000.0,
+            "online_tok_s": pytest.approx(best),
+            "online_point": rows[0]["online_point"],
+            "ratio": pytest.approx(best / 1000.0),
+        }
+    ]
     table = cli("compare", batch.run_id, sweep.run_id, "--root", str(tmp_path))
     assert "serving overhead" in table.stdout
 

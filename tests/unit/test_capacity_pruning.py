@@ -94,8 +94,10 @@ def test_bad_parameters():
 
 def test_kv_pruning():
     assert prune_reason({"max-model-len": 4096, "max-num-seqs": 8}, 65536) is None
-    assert prune_reason({"max-model-len": 8192}, 4096) == \
-        "max-model-len 8192 exceeds the KV cache (4096 tokens)"
+    assert (
+        prune_reason({"max-model-len": 8192}, 4096)
+        == "max-model-len 8192 exceeds the KV cache (4096 tokens)"
+    )
     reason = prune_reason({"max-model-len": 4096, "max-num-seqs": 64}, 65536)
     assert reason.startswith("max-num-seqs x max-model-len = 262144 tokens exceeds")
     assert prune_reason({"max-model-len": 4096, "max-num-seqs": 64}, 65536, overcommit=4) is None

@@ -39,13 +39,23 @@ def test_a_real_regression_is_detected(real_runs, cli):
     at8 = result.rows[result.rows["target"] == 8].set_index("metric")
     assert at8.loc["ttft_p50", "verdict"] == "worse"
     assert at8.loc["ttft_p50", "ci_low_pct"] > 0 and at8.loc["ttft_p50", "change_pct"] > 50
-    gate = cli("compare", "mns8", "mns2", "--root", str(real_runs), "-m", "ttft_p50",
-               "--fail-on-regression", "5")
+    gate = cli(
+        "compare",
+        "mns8",
+        "mns2",
+        "--root",
+        str(real_runs),
+        "-m",
+        "ttft_p50",
+        "--fail-on-regression",
+        "5",
+    )
     assert gate.returncode == 1
     assert "significantly worse by more than 5%" in gate.stderr
     # the reverse direction is an improvement at 8 streams
-    reverse = cli("compare", "mns2", "mns8", "--root", str(real_runs), "-m", "ttft_p50",
-                  "--format", "json")
+    reverse = cli(
+        "compare", "mns2", "mns8", "--root", str(real_runs), "-m", "ttft_p50", "--format", "json"
+    )
     assert reverse.returncode == 0
     rows = json.loads(reverse.stdout)["rows"]
     assert [r["verdict"] for r in rows if r["target"] == 8] == ["better"]
@@ -68,12 +78,20 @@ def test_repeats_are_bootstrapped_over_rows():
     from tunebench.analysis.compare import METRICS, Side, compare_sides
 
     def side(name, values):
-        points = pd.DataFrame({"config_id": "c1", "point_id": [f"p{i}" for i in range(len(values))],
-                               "load_kind": "concurrent", "target": 4.0, "output_tok_s": values})
+        points = pd.DataFrame(
+            {
+                "config_id": "c1",
+                "point_id": [f"p{i}" for i in range(len(values))],
+                "load_kind": "concurrent",
+                "target": 4.0,
+                "output_tok_s": values,
+            }
+        )
         return Side(name, points, pd.DataFrame())
 
-    result = compare_sides([side("a", [100, 102, 98, 101]), side("b", [80, 82, 79, 81])],
-                           [METRICS["output_tok_s"]])
+    result = compare_sides(
+        [side("a", [100, 102, 98, 101]), side("b", [80, 82, 79, 81])], [METRICS["output_tok_s"]]
+    )
     row = result.rows.iloc[0]
     assert row["verdict"] == "worse" and row["n_a"] == 4
     assert row["change_pct"] == pytest.approx((80.5 / 100.25 - 1) * 100)
@@ -100,10 +118,17 @@ def test_crossover_between_configurations(tmp_path):
 
 
 def test_formats(real_runs, cli):
-    for fmt, check in (("json", lambda out: json.loads(out)["baseline"].endswith("mns8")),
-                       ("csv", lambda out: out.splitlines()[0].startswith("baseline,candidate,load_kind,target,metric")),
-                       ("markdown", lambda out: "| candidate | point | metric |" in out),
-                       ("table", lambda out: "verdict" in out)):
+    for fmt, check in (
+        ("json", lambda out: json.loads(out)["baseline"].endswith("mns8")),
+        (
+            "csv",
+            lambda out: out.splitlines()[0].startswith(
+                "baseline,candidate,load_kind,target,metric"
+            ),
+        ),
+        ("markdown", lambda out: "| candidate | point | metric |" in out),
+        ("table", lambda out: "verdict" in out),
+    ):
         result = cli("compare", "mns8", "mns2", "--root", str(real_runs), "--format", fmt)
         assert result.returncode == 0, result.stderr
         assert check(result.stdout), (fmt, result.stdout[:300])
@@ -115,16 +140,21 @@ def test_plot_overlay(real_runs, cli, tmp_path):
     assert result.returncode == 0, result.stderr
     assert out.read_text().count("data:image/png;base64,") == 2
     png = tmp_path / "overlay.png"
-    assert cli("compare", "mns8", "mns2", "--root", str(real_runs), "--plot", str(png)).returncode == 0
+    assert (
+        cli("compare", "mns8", "mns2", "--root", str(real_runs), "--plot", str(png)).returncode == 0
+    )
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("args,message", [
-    (["mns8", "mns2", "-m", "ttft_p42"], "--metric 'ttft_p42' is unknown; use one of ttft_p50"),
-    (["mns8"], "give two or more runs, or one run with --by ARG"),
-    (["mns8", "--by", "max-num-seqs"], "--by 'max-num-seqs': not a varied arg"),
-    (["nope", "mns2"], "no run 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["mns8", "mns2", "-m", "ttft_p42"], "--metric 'ttft_p42' is unknown; use one of ttft_p50"),
+        (["mns8"], "give two or more runs, or one run with --by ARG"),
+        (["mns8", "--by", "max-num-seqs"], "--by 'max-num-seqs': not a varied arg"),
+        (["nope", "mns2"], "no run 'nope'"),
+    ],
+)
 def test_errors_are_one_line(real_runs, cli, args, message):
     result = cli("compare", *args, "--root", str(real_runs))
     assert result.returncode in (1, 2)

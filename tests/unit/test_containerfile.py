@@ -15,8 +15,11 @@ from tests.tekton_steps import load_task
 
 TEXT = (REPO / "Containerfile").read_text()
 # Continuation lines joined: one instruction per entry.
-INSTRUCTIONS = [line.strip() for line in re.sub(r"\\\n", " ", TEXT).splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]
+INSTRUCTIONS = [
+    line.strip()
+    for line in re.sub(r"\\\n", " ", TEXT).splitlines()
+    if line.strip() and not line.lstrip().startswith("#")
+]
 ARGS = dict(re.findall(r"^ARG (\w+)=(\S+)$", TEXT, re.M))
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -38,7 +41,9 @@ def test_every_download_is_checked_against_a_pinned_sha256():
     downloads = re.findall(r"curl [^;]*-o (\S+) \"([^\"]+)\"", runs)
     assert {name for name, _ in downloads} == {"helm.tar.gz", "oc.tar.gz"}
     for name, url in downloads:
-        check = re.search(rf'echo "\$\{{(\w+)\}}  {re.escape(name)}" \| sha256sum --check --strict -', runs)
+        check = re.search(
+            rf'echo "\$\{{(\w+)\}}  {re.escape(name)}" \| sha256sum --check --strict -', runs
+        )
         assert check, f"{name} is not verified"
         assert SHA256.match(ARGS[check[1]]), f"{check[1]} is not a SHA-256"
         assert runs.index(f"-o {name}") < runs.index(check[0]) < runs.index(f"tar -xzf {name}")
@@ -59,8 +64,12 @@ def test_runs_as_non_root_with_group_zero_writable_dirs():
     runs = " ".join(_instructions("RUN"))
     assert "chgrp -R 0 /opt/app-root" in runs and "chmod -R g=u /opt/app-root" in runs
     # the last RUN as root is the permission fix-up, after everything was installed
-    last_root_run = max(i for i, ins in enumerate(INSTRUCTIONS) if ins.startswith("RUN")
-                        and [u for u in INSTRUCTIONS[:i] if u.startswith("USER")][-1] == "USER 0")
+    last_root_run = max(
+        i
+        for i, ins in enumerate(INSTRUCTIONS)
+        if ins.startswith("RUN")
+        and [u for u in INSTRUCTIONS[:i] if u.startswith("USER")][-1] == "USER 0"
+    )
     assert "chmod -R g=u" in INSTRUCTIONS[last_root_run]
     env = " ".join(_instructions("ENV"))
     assert "HOME=/opt/app-root/src" in env and "TUNEBENCH_HOME=/opt/app-root/src/" in env

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO
-from tunebench.seams.deployment import ServerHandle
 from tunebench.errors import LoadError
 from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.seams.deployment import ServerHandle
 from tunebench.spec.models import SyntheticData
 from tunebench.spec.plan import LoadPoint
 
@@ -18,8 +18,9 @@ HANDLE = ServerHandle("http://127.0.0.1:9", "http://127.0.0.1:9/metrics", "m")
 def drive(tmp_path, monkeypatch, mode):
     monkeypatch.setenv("FAKE_WORKER_MODE", mode)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    driver = GuideLLMDriver(SyntheticData(kind="synthetic", prompt_tokens=8, output_tokens=8),
-                            tmp_path, "tok")
+    driver = GuideLLMDriver(
+        SyntheticData(kind="synthetic", prompt_tokens=8, output_tokens=8), tmp_path, "tok"
+    )
     driver.worker_module = "tests.fake_guidellm_worker"
     driver.stall_margin_s = 1.0
     results = []

@@ -34,15 +34,28 @@ def test_speculative_method_and_quantized_layers():
     assert parsed["quantized_layers"] == 0
     assert parsed["kv_cache_size_tokens"] == 1234560
     reasons = ineffective_args({"quantization": "int8_per_channel_weight_only"}, parsed)
-    assert reasons == ["quantization int8_per_channel_weight_only requested but the server quantized 0 layers"]
+    assert reasons == [
+        "quantization int8_per_channel_weight_only requested but the server quantized 0 layers"
+    ]
 
 
 def test_ineffective_args():
-    effective = {"max_model_len": 2048, "cache_dtype": "auto", "prefix_caching": True,
-                 "quantization": None, "speculative_method": None, "max_num_batched_tokens": 2048}
-    requested = {"max-model-len": 4096, "kv-cache-dtype": "fp8", "enable-prefix-caching": False,
-                 "quantization": "fp8", "speculative-config": {"method": "ngram"},
-                 "max-num-batched-tokens": 2048}
+    effective = {
+        "max_model_len": 2048,
+        "cache_dtype": "auto",
+        "prefix_caching": True,
+        "quantization": None,
+        "speculative_method": None,
+        "max_num_batched_tokens": 2048,
+    }
+    requested = {
+        "max-model-len": 4096,
+        "kv-cache-dtype": "fp8",
+        "enable-prefix-caching": False,
+        "quantization": "fp8",
+        "speculative-config": {"method": "ngram"},
+        "max-num-batched-tokens": 2048,
+    }
     reasons = ineffective_args(requested, effective)
     assert reasons == [
         "max-model-len requested 4096, server runs 2048",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FIXTURES
-from tunebench.tune.replay import search_capacity
 from tunebench.replay.model import RecordedRun, true_capacity
+from tunebench.tune.replay import search_capacity
 
 GRID = FIXTURES / "grid-cpu"
 SLO = {"ttft_ms": {"p95": 250}}
@@ -48,5 +48,9 @@ def test_capacity_search_is_right_on_every_recorded_configuration(grid):
             assert search.capacity is None or search.capacity <= 0.05 * 1.01, config.label
             continue
         assert search.capacity is not None, config.label
-        assert 0.95 * truth <= search.capacity <= truth * 1.0001, (config.label, truth, search.probes)
+        assert 0.95 * truth <= search.capacity <= truth * 1.0001, (
+            config.label,
+            truth,
+            search.probes,
+        )
         previous = search.capacity

@@ -8,7 +8,10 @@ import pytest
 
 from tunebench.load.guidellm import build_groups, data_args, point_budget_s
 from tunebench.load.guidellm_report import (
-    client_columns, measured_window, request_samples, strategy_of,
+    client_columns,
+    measured_window,
+    request_samples,
+    strategy_of,
 )
 from tunebench.spec.models import SyntheticData
 from tunebench.spec.plan import LoadPoint
@@ -49,7 +52,11 @@ def test_request_samples(benchmark):
 
 
 def test_old_style_report_without_percentile_blocks():
-    old = {"metrics": {"time_to_first_token_ms": {"successful": {"mean": 10.0, "median": 9.0, "count": 3}}}}
+    old = {
+        "metrics": {
+            "time_to_first_token_ms": {"successful": {"mean": 10.0, "median": 9.0, "count": 3}}
+        }
+    }
     row = client_columns(old)
     assert row["ttft_p50_ms"] == 9.0 and row["ttft_p95_ms"] is None
     assert row["requests_ok"] is None
@@ -60,17 +67,30 @@ def _point(kind, target, seconds=10.0, requests=None):
 
 
 def test_points_group_into_profiles():
-    points = [_point("concurrent", 1), _point("concurrent", 4), _point("poisson", 2.5),
-              _point("synchronous", None), _point("synchronous", None, 5.0)]
+    points = [
+        _point("concurrent", 1),
+        _point("concurrent", 4),
+        _point("poisson", 2.5),
+        _point("synchronous", None),
+        _point("synchronous", None, 5.0),
+    ]
     groups = build_groups(points)
-    assert groups[0] == {"profile": {"kind": "concurrent", "streams": [1, 4]},
-                         "constraints": [{"kind": "max_duration", "seconds": [10.0, 10.0]}]}
+    assert groups[0] == {
+        "profile": {"kind": "concurrent", "streams": [1, 4]},
+        "constraints": [{"kind": "max_duration", "seconds": [10.0, 10.0]}],
+    }
     assert groups[1]["profile"] == {"kind": "poisson", "rate": [2.5]}
     assert len(groups) == 4  # synchronous points are never merged
     assert all(point_budget_s(p) > 2 * p.max_seconds for p in points)
 
 
 def test_data_args(tmp_path):
-    data = SyntheticData(kind="synthetic", prompt_tokens=64, output_tokens=32, prompt_tokens_stdev=8)
-    assert data_args(data, tmp_path) == {"kind": "synthetic_text", "prompt_tokens": 64,
-                                         "output_tokens": 32, "prompt_tokens_stdev": 8}
+    data = SyntheticData(
+        kind="synthetic", prompt_tokens=64, output_tokens=32, prompt_tokens_stdev=8
+    )
+    assert data_args(data, tmp_path) == {
+        "kind": "synthetic_text",
+        "prompt_tokens": 64,
+        "output_tokens": 32,
+        "prompt_tokens_stdev": 8,
+    }

@@ -17,13 +17,12 @@ import yaml
 
 from tests.conftest import FIXTURES, REPO, run_cli
 from tunebench.errors import SpecError
+from tunebench.kinds import plan as build_plan
 from tunebench.spec.kserve_chart import chart_values, release_name
 from tunebench.spec.loading import load_spec
-from tunebench.kinds import plan as build_plan
 
 K8S = FIXTURES / "k8s"
-HELM_SWEEPS = sorted(p for p in (REPO / "sweeps").glob("*.yaml")
-                     if "kind: helm" in p.read_text())
+HELM_SWEEPS = sorted(p for p in (REPO / "sweeps").glob("*.yaml") if "kind: helm" in p.read_text())
 DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -47,10 +46,12 @@ def rendered_objects(spec_path: Path) -> list[tuple[str, dict, dict]]:
     settings = spec.deployment
     out = []
     for config in plan.configs:
-        values = chart_values(settings, config, spec.name, spec.served_model_name,
-                              spec_path.parent, spec_path)
+        values = chart_values(
+            settings, config, spec.name, spec.served_model_name, spec_path.parent, spec_path
+        )
         manifests = chart(settings.chart_version).render(
-            values=values, name=release_name(settings, spec.name), namespace=settings.namespace)
+            values=values, name=release_name(settings, spec.name), namespace=settings.namespace
+        )
         for name, text in manifests.items():
             if not name.endswith(".yaml"):
                 continue
@@ -62,8 +63,11 @@ def rendered_objects(spec_path: Path) -> list[tuple[str, dict, dict]]:
 
 def test_the_repository_has_helm_sweeps_for_each_workshop_case():
     names = {p.name for p in HELM_SWEEPS}
-    assert {"openshift-latency.yaml", "openshift-quantized.yaml",
-            "openshift-speculative.yaml"} <= names
+    assert {
+        "openshift-latency.yaml",
+        "openshift-quantized.yaml",
+        "openshift-speculative.yaml",
+    } <= names
     versions = {load_spec(p).deployment.chart_version for p in HELM_SWEEPS}
     assert {"0.5.11", "0.7.0"} <= versions
 
@@ -100,10 +104,16 @@ def test_every_configuration_renders_and_validates(spec_path):
 
 def test_variant_null_removes_an_arg_of_the_values_file():
     spec_path = REPO / "sweeps" / "openshift-speculative.yaml"
-    by_label = {label: obj for label, _, obj in rendered_objects(spec_path)
-                if obj["kind"] == "InferenceService"}
-    spec_arg = lambda label: [a for a in by_label[label]["spec"]["predictor"]["model"]["args"]  # noqa: E731
-                              if a.startswith("--speculative-config")]
+    by_label = {
+        label: obj
+        for label, _, obj in rendered_objects(spec_path)
+        if obj["kind"] == "InferenceService"
+    }
+    spec_arg = lambda label: [
+        a
+        for a in by_label[label]["spec"]["predictor"]["model"]["args"]  # noqa: E731
+        if a.startswith("--speculative-config")
+    ]
     assert spec_arg("no-spec") == []
     assert json.loads(spec_arg("eagle3")[0].split("=", 1)[1])["method"] == "eagle3"
 
@@ -131,38 +141,76 @@ load:
 
 
 def write_spec(tmp_path: Path, version="0.5.11", deployment_extra="", rest="") -> Path:
-    extra = textwrap.indent(textwrap.dedent(deployment_extra).strip(), "  ") if deployment_extra else ""
+    extra = (
+        textwrap.indent(textwrap.dedent(deployment_extra).strip(), "  ") if deployment_extra else ""
+    )
     path = tmp_path / "spec.yaml"
     path.write_text(SPEC_HEAD.format(version=version, extra=extra) + textwrap.dedent(rest))
     return path
 
 
 BAD_SPECS = [
-    ("resources on 0.7.0", dict(version="0.7.0", deployment_extra="resources: {limits: {nvidia.com/gpu: '1'}}"),
-     "resources: vllm-kserve 0.7.0 cannot render resources"),
-    ("nodeSelector", dict(deployment_extra="overrides: {nodeSelector: {gpu: a100}}"),
-     "nodeSelector: vllm-kserve 0.5.11 renders it under predictor.model"),
-    ("Serverless on 0.7.0", dict(version="0.7.0", deployment_extra="overrides: {deploymentMode: Serverless}"),
-     "deploymentMode: vllm-kserve 0.7.0 supports only RawDeployment"),
-    ("port arg", dict(rest="server: {args: {port: 9000}}\n"),
-     "server arg port: the chart runs vLLM on --port=8080; remove it"),
-    ("local model", dict(rest="server: {variants: [{name: local, model: ./models/tiny}]}\n"),
-     "local model path"),
-    ("builtin model", dict(rest="server: {variants: [{name: tiny, model: 'builtin:tiny-llama'}]}\n"),
-     "is on this machine, which the cluster cannot read"),
-    ("uri without tokenizer", dict(rest="server: {variants: [{name: oci, model: 'oci://quay.io/x/y:z'}]}\n"),
-     "is a storage URI; set tokenizer:"),
-    ("literal secret env", dict(deployment_extra="env: {HF_TOKEN: hf_abcdefghijkl}"),
-     "model.env HF_TOKEN holds a literal secret; use valueFrom"),
-    ("two token sources", dict(deployment_extra="token_secret: client"),
-     "token_env and token_secret: give one source"),
-    ("values file missing", dict(deployment_extra="values: [../helm-values/none.yaml]"),
-     "deployment.values[0]: values file"),
-    ("chart dir version", dict(deployment_extra=f"chart: {K8S / 'charts' / 'vllm-kserve-0.7.0'}\nrepo: null"),
-     "deployment.chart_version 0.5.11 but"),
+    (
+        "resources on 0.7.0",
+        dict(version="0.7.0", deployment_extra="resources: {limits: {nvidia.com/gpu: '1'}}"),
+        "resources: vllm-kserve 0.7.0 cannot render resources",
+    ),
+    (
+        "nodeSelector",
+        dict(deployment_extra="overrides: {nodeSelector: {gpu: a100}}"),
+        "nodeSelector: vllm-kserve 0.5.11 renders it under predictor.model",
+    ),
+    (
+        "Serverless on 0.7.0",
+        dict(version="0.7.0", deployment_extra="overrides: {deploymentMode: Serverless}"),
+        "deploymentMode: vllm-kserve 0.7.0 supports only RawDeployment",
+    ),
+    (
+        "port arg",
+        dict(rest="server: {args: {port: 9000}}\n"),
+        "server arg port: the chart runs vLLM on --port=8080; remove it",
+    ),
+    (
+        "local model",
+        dict(rest="server: {variants: [{name: local, model: ./models/tiny}]}\n"),
+        "local model path",
+    ),
+    (
+        "builtin model",
+        dict(rest="server: {variants: [{name: tiny, model: 'builtin:tiny-llama'}]}\n"),
+        "is on this machine, which the cluster cannot read",
+    ),
+    (
+        "uri without tokenizer",
+        dict(rest="server: {variants: [{name: oci, model: 'oci://quay.io/x/y:z'}]}\n"),
+        "is a storage URI; set tokenizer:",
+    ),
+    (
+        "literal secret env",
+        dict(deployment_extra="env: {HF_TOKEN: hf_abcdefghijkl}"),
+        "model.env HF_TOKEN holds a literal secret; use valueFrom",
+    ),
+    (
+        "two token sources",
+        dict(deployment_extra="token_secret: client"),
+        "token_env and token_secret: give one source",
+    ),
+    (
+        "values file missing",
+        dict(deployment_extra="values: [../helm-values/none.yaml]"),
+        "deployment.values[0]: values file",
+    ),
+    (
+        "chart dir version",
+        dict(deployment_extra=f"chart: {K8S / 'charts' / 'vllm-kserve-0.7.0'}\nrepo: null"),
+        "deployment.chart_version 0.5.11 but",
+    ),
     ("bad namespace", {}, "deployment.namespace"),
-    ("ca bundle missing", dict(deployment_extra="ca_bundle: router-ca.pem"),
-     "deployment.ca_bundle: router-ca.pem does not exist"),
+    (
+        "ca bundle missing",
+        dict(deployment_extra="ca_bundle: router-ca.pem"),
+        "deployment.ca_bundle: router-ca.pem does not exist",
+    ),
 ]
 
 
@@ -182,7 +230,9 @@ def test_bad_helm_specs_give_one_line_and_exit_2(tmp_path, case, parts, message)
 def test_token_is_required_where_the_chart_always_enables_auth(tmp_path):
     path = write_spec(tmp_path, version="0.7.0")
     path.write_text(path.read_text().replace("  token_env: TB_TOKEN\n", ""))
-    with pytest.raises(SpecError, match="requires a bearer token .chart 0.7.0 auth.; set token_env"):
+    with pytest.raises(
+        SpecError, match="requires a bearer token .chart 0.7.0 auth.; set token_env"
+    ):
         build_plan(load_spec(path), path)
     write_spec(tmp_path, version="0.5.11")  # auth off by default on 0.5.11: no token needed
     path.write_text(path.read_text().replace("  token_env: TB_TOKEN\n", ""))
@@ -195,6 +245,9 @@ def test_helm_values_command_writes_one_file_per_configuration(tmp_path):
     files = sorted(tmp_path.glob("*.yaml"))
     assert [f.name for f in files] == [f"openshift-latency-c{i}.yaml" for i in range(1, 5)]
     values = yaml.safe_load(files[1].read_text())
-    assert values["model"]["args"] == ["--gpu-memory-utilization=0.90", "--max-model-len=8192",
-                                       "--max-num-seqs=8"]
+    assert values["model"]["args"] == [
+        "--gpu-memory-utilization=0.90",
+        "--max-model-len=8192",
+        "--max-num-seqs=8",
+    ]
     assert "helm upgrade --install tb-openshift-latency" in files[1].read_text()

@@ -13,10 +13,17 @@ from tunebench.analysis.api import compare, load_requests, load_run
 
 def _distribution(values):
     values = np.asarray(values, dtype=float)
-    return {"mean": float(values.mean()), "median": float(np.median(values)), "count": len(values),
-            "min": float(values.min()), "max": float(values.max()),
-            "percentiles": {f"p{p:02d}" if p < 100 else "p99": float(np.percentile(values, p))
-                            for p in (10, 25, 75, 90, 95, 99)}}
+    return {
+        "mean": float(values.mean()),
+        "median": float(np.median(values)),
+        "count": len(values),
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "percentiles": {
+            f"p{p:02d}" if p < 100 else "p99": float(np.percentile(values, p))
+            for p in (10, 25, 75, 90, 95, 99)
+        },
+    }
 
 
 def guidellm_03_report(streams=(1, 4), seed=0) -> dict:
@@ -27,29 +34,56 @@ def guidellm_03_report(streams=(1, 4), seed=0) -> dict:
         ttft = rng.lognormal(np.log(40 * stream), 0.2, 60)
         itl = rng.lognormal(np.log(5), 0.1, 60)
         latency = (ttft + 31 * itl) / 1000
-        requests = [{"type_": "generative_text_response", "request_id": str(j), "prompt_tokens": 64,
-                     "output_tokens": 32, "time_to_first_token_ms": float(t),
-                     "inter_token_latency_ms": float(l), "time_per_output_token_ms": float(l),
-                     "request_latency": float(e)} for j, (t, l, e) in enumerate(zip(ttft, itl, latency))]
+        requests = [
+            {
+                "type_": "generative_text_response",
+                "request_id": str(j),
+                "prompt_tokens": 64,
+                "output_tokens": 32,
+                "time_to_first_token_ms": float(t),
+                "inter_token_latency_ms": float(l),
+                "time_per_output_token_ms": float(l),
+                "request_latency": float(e),
+            }
+            for j, (t, l, e) in enumerate(zip(ttft, itl, latency))
+        ]
         start = 1_750_000_000.0 + 100 * i
-        benchmarks.append({
-            "type_": "generative_benchmark", "run_id": "r", "id_": str(i),
-            "args": {"strategy_index": i, "strategy": {"type_": "concurrent", "streams": stream},
-                     "max_duration": 30.0},
-            "run_stats": {"start_time": start, "end_time": start + 30,
-                          "requests_made": {"successful": 60, "errored": 0, "incomplete": 0, "total": 60}},
-            "start_time": start, "end_time": start + 30,
-            "metrics": {
-                "request_totals": {"successful": 60, "errored": 0, "incomplete": 0, "total": 60},
-                "requests_per_second": {"successful": {"mean": 2.0 * stream, "count": 60}},
-                "request_concurrency": {"successful": {"mean": float(stream), "count": 60}},
-                "time_to_first_token_ms": {"successful": _distribution(ttft)},
-                "inter_token_latency_ms": {"successful": _distribution(itl)},
-                "request_latency": {"successful": _distribution(latency)},
-                "output_tokens_per_second": {"successful": {"mean": 64.0 * stream, "count": 60}},
-            },
-            "requests": {"successful": requests, "errored": [], "incomplete": []},
-        })
+        benchmarks.append(
+            {
+                "type_": "generative_benchmark",
+                "run_id": "r",
+                "id_": str(i),
+                "args": {
+                    "strategy_index": i,
+                    "strategy": {"type_": "concurrent", "streams": stream},
+                    "max_duration": 30.0,
+                },
+                "run_stats": {
+                    "start_time": start,
+                    "end_time": start + 30,
+                    "requests_made": {"successful": 60, "errored": 0, "incomplete": 0, "total": 60},
+                },
+                "start_time": start,
+                "end_time": start + 30,
+                "metrics": {
+                    "request_totals": {
+                        "successful": 60,
+                        "errored": 0,
+                        "incomplete": 0,
+                        "total": 60,
+                    },
+                    "requests_per_second": {"successful": {"mean": 2.0 * stream, "count": 60}},
+                    "request_concurrency": {"successful": {"mean": float(stream), "count": 60}},
+                    "time_to_first_token_ms": {"successful": _distribution(ttft)},
+                    "inter_token_latency_ms": {"successful": _distribution(itl)},
+                    "request_latency": {"successful": _distribution(latency)},
+                    "output_tokens_per_second": {
+                        "successful": {"mean": 64.0 * stream, "count": 60}
+                    },
+                },
+                "requests": {"successful": requests, "errored": [], "incomplete": []},
+            }
+        )
     return {"benchmarks": benchmarks}
 
 
@@ -59,14 +93,35 @@ def vllm_bench_result(rate=4.0, ttft_scale=1.0, seed=0) -> dict:
     ttfts = rng.lognormal(np.log(0.05 * ttft_scale), 0.2, 80)
     itls = [list(rng.lognormal(np.log(0.005), 0.1, 31)) for _ in range(80)]
     latencies = ttfts + np.array([sum(i) for i in itls])
-    result = {"date": "20261121-120000", "backend": "vllm", "model_id": "m", "num_prompts": 80,
-              "request_rate": rate, "burstiness": 1.0, "max_concurrency": None, "duration": 20.0,
-              "completed": 80, "failed": 0, "total_input_tokens": 5120, "total_output_tokens": 2560,
-              "request_throughput": 4.0, "output_throughput": 128.0, "total_token_throughput": 384.0,
-              "input_lens": [64] * 80, "output_lens": [32] * 80, "ttfts": list(ttfts), "itls": itls,
-              "latencies": list(latencies), "errors": [""] * 80}
-    for name, values in (("ttft", ttfts), ("tpot", latencies / 32), ("itl", np.concatenate(itls)),
-                         ("e2el", latencies)):
+    result = {
+        "date": "20261121-120000",
+        "backend": "vllm",
+        "model_id": "m",
+        "num_prompts": 80,
+        "request_rate": rate,
+        "burstiness": 1.0,
+        "max_concurrency": None,
+        "duration": 20.0,
+        "completed": 80,
+        "failed": 0,
+        "total_input_tokens": 5120,
+        "total_output_tokens": 2560,
+        "request_throughput": 4.0,
+        "output_throughput": 128.0,
+        "total_token_throughput": 384.0,
+        "input_lens": [64] * 80,
+        "output_lens": [32] * 80,
+        "ttfts": list(ttfts),
+        "itls": itls,
+        "latencies": list(latencies),
+        "errors": [""] * 80,
+    }
+    for name, values in (
+        ("ttft", ttfts),
+        ("tpot", latencies / 32),
+        ("itl", np.concatenate(itls)),
+        ("e2el", latencies),
+    ):
         result[f"mean_{name}_ms"] = float(values.mean() * 1000)
         result[f"median_{name}_ms"] = float(np.median(values) * 1000)
         result[f"std_{name}_ms"] = float(values.std() * 1000)
@@ -75,8 +130,14 @@ def vllm_bench_result(rate=4.0, ttft_scale=1.0, seed=0) -> dict:
 
 
 def test_guidellm_08_report(tmp_path, cli):
-    result = cli("import", str(FIXTURES / "guidellm/v0.8.1-mns2-c1-c8.json"), "--name", "g08",
-                 "--root", str(tmp_path))
+    result = cli(
+        "import",
+        str(FIXTURES / "guidellm/v0.8.1-mns2-c1-c8.json"),
+        "--name",
+        "g08",
+        "--root",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr
     assert "imported 2 point(s)" in result.stdout
     points = load_run("g08", tmp_path)
@@ -111,8 +172,17 @@ def test_vllm_bench_results_import_and_compare(tmp_path, cli):
     assert row["requests_ok"] == 80 and row["output_tok_s"] == 128.0
     assert 40 < row["ttft_p50_ms"] < 60 and row["server_metrics"] == "absent"
     assert len(load_requests("base", tmp_path / "runs")) == 80
-    gate = cli("compare", "base", "slow", "--root", str(tmp_path / "runs"), "-m", "ttft_p50",
-               "--fail-on-regression", "10")
+    gate = cli(
+        "compare",
+        "base",
+        "slow",
+        "--root",
+        str(tmp_path / "runs"),
+        "-m",
+        "ttft_p50",
+        "--fail-on-regression",
+        "10",
+    )
     assert gate.returncode == 1, gate.stdout
     report = cli("report", "slow", "--root", str(tmp_path / "runs"))
     assert report.returncode == 0 and "report.html" in report.stdout

@@ -60,15 +60,48 @@ def _snap(t, **values):
 
 def test_window_gauges_counters_histograms():
     series = [
-        _snap(0, kv_usage=0.0, running=0, waiting=0, preemptions=1, queue_time_sum=1.0,
-              queue_time_count=10, prefix_hits=0, prefix_queries=0, spec_drafts=0,
-              spec_draft_tokens=0, spec_accepted_tokens=0),
-        _snap(10, kv_usage=0.5, running=2, waiting=4, preemptions=1, queue_time_sum=2.0,
-              queue_time_count=15, prefix_hits=5, prefix_queries=10, spec_drafts=10,
-              spec_draft_tokens=30, spec_accepted_tokens=15),
-        _snap(20, kv_usage=0.3, running=2, waiting=2, preemptions=3, queue_time_sum=4.0,
-              queue_time_count=30, prefix_hits=10, prefix_queries=40, spec_drafts=20,
-              spec_draft_tokens=60, spec_accepted_tokens=30),
+        _snap(
+            0,
+            kv_usage=0.0,
+            running=0,
+            waiting=0,
+            preemptions=1,
+            queue_time_sum=1.0,
+            queue_time_count=10,
+            prefix_hits=0,
+            prefix_queries=0,
+            spec_drafts=0,
+            spec_draft_tokens=0,
+            spec_accepted_tokens=0,
+        ),
+        _snap(
+            10,
+            kv_usage=0.5,
+            running=2,
+            waiting=4,
+            preemptions=1,
+            queue_time_sum=2.0,
+            queue_time_count=15,
+            prefix_hits=5,
+            prefix_queries=10,
+            spec_drafts=10,
+            spec_draft_tokens=30,
+            spec_accepted_tokens=15,
+        ),
+        _snap(
+            20,
+            kv_usage=0.3,
+            running=2,
+            waiting=2,
+            preemptions=3,
+            queue_time_sum=4.0,
+            queue_time_count=30,
+            prefix_hits=10,
+            prefix_queries=40,
+            spec_drafts=20,
+            spec_draft_tokens=60,
+            spec_accepted_tokens=30,
+        ),
     ]
     out = summarize_window(series, start=5, end=20)
     assert out["kv_usage_mean"] == pytest.approx(0.4) and out["kv_usage_max"] == 0.5
@@ -90,6 +123,9 @@ def test_window_without_data_is_all_none():
 
 
 def test_v0_hit_rate_gauge_is_used_when_counters_are_missing():
-    series = [_snap(0, prefix_hit_rate_gauge=0.2), _snap(5, prefix_hit_rate_gauge=0.4),
-              _snap(10, prefix_hit_rate_gauge=0.6)]
+    series = [
+        _snap(0, prefix_hit_rate_gauge=0.2),
+        _snap(5, prefix_hit_rate_gauge=0.4),
+        _snap(10, prefix_hit_rate_gauge=0.6),
+    ]
     assert summarize_window(series, 0, 10)["prefix_hit_rate"] == pytest.approx(0.4)

@@ -33,8 +33,12 @@ TASKS = {doc["metadata"]["name"]: doc for _, doc in DOCS if doc["kind"] == "Task
 PIPELINE = next(doc for _, doc in DOCS if doc["kind"] == "Pipeline")
 RUNS = [doc for _, doc in DOCS if doc["kind"] == "PipelineRun"]
 STEPS = [(doc["metadata"]["name"], s) for doc in TASKS.values() for s in doc["spec"]["steps"]]
-RESTRICTED = {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
-              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 TEKTON_VARIABLE = re.compile(r"\$\((params|workspaces|results|context|tasks|steps)\.")
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 VERSION_TAG = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+:v?\d+\.\d+\.\d+$")
@@ -67,11 +71,15 @@ def _params(doc) -> dict[str, dict]:
 
 # -- what is there --------------------------------------------------------------------------
 
+
 def test_the_pipelines_directory_holds_the_tasks_pipeline_and_examples():
     names = {p.relative_to(PIPELINES).as_posix() for p in FILES}
     assert names == {
-        "tasks/tunebench-run.yaml", "tasks/tunebench-upload.yaml", "pipeline-tunebench.yaml",
-        "examples/latency-sweep-max-num-seqs.yaml", "examples/quantized-vs-base-gate.yaml",
+        "tasks/tunebench-run.yaml",
+        "tasks/tunebench-upload.yaml",
+        "pipeline-tunebench.yaml",
+        "examples/latency-sweep-max-num-seqs.yaml",
+        "examples/quantized-vs-base-gate.yaml",
     }
     assert set(TASKS) == {"tunebench-run", "tunebench-upload"}
     assert all(doc["apiVersion"] == "tekton.dev/v1" for _, doc in DOCS)
@@ -79,11 +87,14 @@ def test_the_pipelines_directory_holds_the_tasks_pipeline_and_examples():
 
 # -- Tekton schemas ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("item", DOCS, ids=_id)
 def test_document_validates_against_the_tekton_v1_schema(item):
     _, doc = item
-    errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
-              for e in _validator(doc["kind"]).iter_errors(doc)]
+    errors = [
+        f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in _validator(doc["kind"]).iter_errors(doc)
+    ]
     assert errors == []
 
 
@@ -97,6 +108,7 @@ def test_the_schema_catches_misspelt_fields():
 
 
 # -- our conventions -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("task,step", STEPS, ids=lambda v: v if isinstance(v, str) else v["name"])
 def test_scripts_take_params_only_from_the_environment(task, step):
@@ -124,12 +136,18 @@ def test_images_are_pinned():
     for task, step in STEPS:
         image = step["image"]
         if image.startswith("$("):
-            default = _params(TASKS[task])[re.match(r"\$\(params\.([\w-]+)\)$", image)[1]]["default"]
+            default = _params(TASKS[task])[re.match(r"\$\(params\.([\w-]+)\)$", image)[1]][
+                "default"
+            ]
             assert VERSION_TAG.match(default) or DIGEST.search(default), (task, default)
         else:  # a third-party image: by digest
             assert DIGEST.search(image), (task, image)
-    defaults = {p["default"] for doc in [*TASKS.values(), PIPELINE] for p in doc["spec"]["params"]
-                if p["name"] == "image"}
+    defaults = {
+        p["default"]
+        for doc in [*TASKS.values(), PIPELINE]
+        for p in doc["spec"]["params"]
+        if p["name"] == "image"
+    }
     assert len(defaults) == 1 and not any(":latest" in d for d in defaults)
 
 
@@ -157,6 +175,7 @@ def test_credentials_come_only_from_secret_key_refs():
 
 
 # -- semantics: what tekton-lint does not check --------------------------------------------
+
 
 def _pipeline_tasks():
     return [*PIPELINE["spec"]["tasks"], *PIPELINE["spec"]["finally"]]
@@ -203,7 +222,9 @@ def test_pipelineruns_fit_the_pipeline(run):
     template = spec["taskRunTemplate"]
     assert template["serviceAccountName"]
     assert template["podTemplate"]["securityContext"] == {
-        "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def test_the_quantized_example_gates_base_against_w8a8():
@@ -218,15 +239,22 @@ def test_the_quantized_example_gates_base_against_w8a8():
 
 # -- tekton-lint ----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tekton_lint():
     if not TEKTON_LINT.exists() or shutil.which("node") is None:
-        pytest.skip("tekton-lint is not installed; `make test` installs it (scripts/setup-test-deps.sh)")
+        pytest.skip(
+            "tekton-lint is not installed; `make test` installs it (scripts/setup-test-deps.sh)"
+        )
 
     def lint(root: Path) -> list[dict]:
-        result = subprocess.run([str(TEKTON_LINT), "--format", "json", "--color", "false",
-                                 f"{root}/**/*.yaml"], cwd=root, capture_output=True, text=True,
-                                timeout=120)
+        result = subprocess.run(
+            [str(TEKTON_LINT), "--format", "json", "--color", "false", f"{root}/**/*.yaml"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.stdout.strip(), result.stderr
         return json.loads(result.stdout)
 
@@ -252,6 +280,7 @@ def test_tekton_lint_flags_an_undefined_param_and_workspace(tekton_lint, tmp_pat
 
 # -- shellcheck ------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def shellcheck():
     binary = Path(sys.executable).parent / "shellcheck"
@@ -262,8 +291,12 @@ def shellcheck():
     def check(script: str, tmp: Path) -> subprocess.CompletedProcess:
         path = tmp / "step.sh"
         path.write_text(script)
-        return subprocess.run([found, "--severity=style", "--format=gcc", str(path)],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [found, "--severity=style", "--format=gcc", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     return check
 
@@ -292,8 +325,11 @@ def _run(tmp_path: Path, cwd: Path = REPO, workspaces: dict | None = None, **par
     ws.mkdir(exist_ok=True)
     env = step_env(RUN_TASK, "run", params, {"reports": ws, **(workspaces or {})}, results)
     result = run_step(RUN_TASK, "run", env, cwd, timeout=300)
-    values = {name: (results / name).read_text() for name in ("run-id", "best-config", "verdict")
-              if (results / name).exists()}
+    values = {
+        name: (results / name).read_text()
+        for name in ("run-id", "best-config", "verdict")
+        if (results / name).exists()
+    }
     return result, values, ws / params.get("output-dir", "runs")
 
 
@@ -316,8 +352,13 @@ def test_run_step_reads_the_spec_from_the_source_workspace(tmp_path):
     shutil.copytree(FIXTURES / "grid-cpu", source / "fixtures" / "grid-cpu")
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
-    result, values, root = _run(tmp_path, cwd=elsewhere, workspaces={"source": source},
-                                spec="specs/pipeline-replay.yaml", **{"output-dir": "nested/runs"})
+    result, values, root = _run(
+        tmp_path,
+        cwd=elsewhere,
+        workspaces={"source": source},
+        spec="specs/pipeline-replay.yaml",
+        **{"output-dir": "nested/runs"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (root / values["run-id"] / "manifest.json").is_file()
 
@@ -335,12 +376,15 @@ def test_run_step_failed_sweep_fails_with_results_written(tmp_path):
     assert json.loads(values["best-config"])["config_id"] == "c1"
 
 
-@pytest.mark.parametrize("params,message", [
-    ({"command": "bench"}, "param command is 'bench'; use sweep, tune or compare"),
-    ({"spec": ""}, "param spec is empty"),
-    ({"command": "compare"}, "param runs is empty"),
-    ({"spec": "sweeps/no-such-sweep.yaml"}, "no run was made"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"command": "bench"}, "param command is 'bench'; use sweep, tune or compare"),
+        ({"spec": ""}, "param spec is empty"),
+        ({"command": "compare"}, "param runs is empty"),
+        ({"spec": "sweeps/no-such-sweep.yaml"}, "no run was made"),
+    ],
+)
 def test_run_step_errors_still_set_every_result(tmp_path, params, message):
     result, values, _ = _run(tmp_path, **params)
     assert result.returncode != 0
@@ -348,12 +392,19 @@ def test_run_step_errors_still_set_every_result(tmp_path, params, message):
     assert values == {"run-id": "", "best-config": "{}", "verdict": "error"}
 
 
-@pytest.mark.parametrize("slowdown,verdict,code", [(1.6, "regression", 1), (1.0, "no-regression", 0)])
+@pytest.mark.parametrize(
+    "slowdown,verdict,code", [(1.6, "regression", 1), (1.0, "no-regression", 0)]
+)
 def test_run_step_compare_gate(tmp_path, slowdown, verdict, code):
-    store = make_synthetic_run(tmp_path / "ws" / "runs", name="gate", configs=2,
-                               slowdown={1: slowdown})
-    result, values, root = _run(tmp_path, command="compare", runs=store.path.name[-10:],
-                                **{"compare-by": "max-num-seqs", "baseline": "2"})
+    store = make_synthetic_run(
+        tmp_path / "ws" / "runs", name="gate", configs=2, slowdown={1: slowdown}
+    )
+    result, values, root = _run(
+        tmp_path,
+        command="compare",
+        runs=store.path.name[-10:],
+        **{"compare-by": "max-num-seqs", "baseline": "2"},
+    )
     assert result.returncode == code, result.stderr[-2000:]
     assert values["verdict"] == verdict and values["run-id"] == store.path.name
     (saved,) = root.glob("compare-*.json")

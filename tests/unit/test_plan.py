@@ -14,10 +14,14 @@ BASE = {
     "name": "t",
     "model": "org/base",
     "deployment": {"kind": "local"},
-    "load": {"data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 8},
-             "profiles": [{"kind": "concurrent", "streams": [1, 2], "max_seconds": 5},
-                          {"kind": "poisson", "rate": [0.5, 2], "max_seconds": 5},
-                          {"kind": "sweep", "max_seconds": 5}]},
+    "load": {
+        "data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 8},
+        "profiles": [
+            {"kind": "concurrent", "streams": [1, 2], "max_seconds": 5},
+            {"kind": "poisson", "rate": [0.5, 2], "max_seconds": 5},
+            {"kind": "sweep", "max_seconds": 5},
+        ],
+    },
 }
 
 
@@ -27,27 +31,50 @@ def plan_of(**server):
 
 
 def test_engine_args_render_as_vllm_flags():
-    args = {"max-num-seqs": 8, "enforce-eager": True, "enable-prefix-caching": False,
-            "gpu-memory-utilization": 0.9, "max-model-len": 2048.0, "quantization": None,
-            "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
-            "served-model-name": ["a", "b"]}
+    args = {
+        "max-num-seqs": 8,
+        "enforce-eager": True,
+        "enable-prefix-caching": False,
+        "gpu-memory-utilization": 0.9,
+        "max-model-len": 2048.0,
+        "quantization": None,
+        "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+        "served-model-name": ["a", "b"],
+    }
     assert engine_arg_list(args) == [
-        "--max-num-seqs", "8", "--enforce-eager", "--no-enable-prefix-caching",
-        "--gpu-memory-utilization", "0.9", "--max-model-len", "2048",
-        "--speculative-config", '{"method":"ngram","num_speculative_tokens":3}',
-        "--served-model-name", "a", "b",
+        "--max-num-seqs",
+        "8",
+        "--enforce-eager",
+        "--no-enable-prefix-caching",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-model-len",
+        "2048",
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":3}',
+        "--served-model-name",
+        "a",
+        "b",
     ]
 
 
 def test_matrix_product_in_file_order():
-    plan = plan_of(args={"max-model-len": 512},
-                   matrix={"max-num-seqs": [2, 8], "kv-cache-dtype": ["auto", "fp8"]})
+    plan = plan_of(
+        args={"max-model-len": 512},
+        matrix={"max-num-seqs": [2, 8], "kv-cache-dtype": ["auto", "fp8"]},
+    )
     assert [c.label for c in plan.configs] == [
-        "max-num-seqs=2, kv-cache-dtype=auto", "max-num-seqs=2, kv-cache-dtype=fp8",
-        "max-num-seqs=8, kv-cache-dtype=auto", "max-num-seqs=8, kv-cache-dtype=fp8",
+        "max-num-seqs=2, kv-cache-dtype=auto",
+        "max-num-seqs=2, kv-cache-dtype=fp8",
+        "max-num-seqs=8, kv-cache-dtype=auto",
+        "max-num-seqs=8, kv-cache-dtype=fp8",
     ]
     assert [c.config_id for c in plan.configs] == ["c1", "c2", "c3", "c4"]
-    assert plan.configs[3].args == {"max-model-len": 512, "max-num-seqs": 8, "kv-cache-dtype": "fp8"}
+    assert plan.configs[3].args == {
+        "max-model-len": 512,
+        "max-num-seqs": 8,
+        "kv-cache-dtype": "fp8",
+    }
     assert plan.configs[3].varied == {"max-num-seqs": 8, "kv-cache-dtype": "fp8"}
 
 
@@ -58,10 +85,14 @@ def test_matrix_may_vary_the_model():
 
 
 def test_variants_times_matrix():
-    plan = plan_of(args={"max-num-seqs": 4},
-                   variants=[{"name": "base"},
-                             {"name": "w4a16", "model": "org/base-w4a16", "args": {"max-num-seqs": 2}}],
-                   matrix={"enforce-eager": [True, False]})
+    plan = plan_of(
+        args={"max-num-seqs": 4},
+        variants=[
+            {"name": "base"},
+            {"name": "w4a16", "model": "org/base-w4a16", "args": {"max-num-seqs": 2}},
+        ],
+        matrix={"enforce-eager": [True, False]},
+    )
     assert len(plan.configs) == 4
     w4 = plan.configs[2]
     assert w4.model == "org/base-w4a16" and w4.args["max-num-seqs"] == 2
@@ -71,7 +102,12 @@ def test_variants_times_matrix():
 def test_load_points():
     plan = plan_of()
     assert [p.point_id for p in plan.points] == [
-        "concurrent-1", "concurrent-2", "poisson-0.5", "poisson-2", "sweep"]
+        "concurrent-1",
+        "concurrent-2",
+        "poisson-0.5",
+        "poisson-2",
+        "sweep",
+    ]
     assert len(plan.configs) == 1 and plan.configs[0].label == "base"
 
 
@@ -80,7 +116,9 @@ def test_relative_model_path_resolves_from_the_spec(tmp_path):
     spec_path = tmp_path / "sweeps" / "s.yaml"
     spec_path.parent.mkdir()
     spec = validate_spec({**BASE, "model": "../models/m"}, spec_path)
-    assert build_plan(spec, spec_path).configs[0].model == str((tmp_path / "models" / "m").resolve())
+    assert build_plan(spec, spec_path).configs[0].model == str(
+        (tmp_path / "models" / "m").resolve()
+    )
 
 
 # batch-*.yaml are batch specs (tests/unit/test_batch.py), not sweeps
@@ -101,7 +139,11 @@ def test_shipped_sweeps_pass_dry_run(cli, path):
     assert "estimated time" in result.stdout
     plan = build_plan(spec, path)
     # a tune spec has one base configuration; the study makes the others
-    assert (len(plan.configs) == 1 and len(spec.tune.space) >= 2) if spec.tune else len(plan.configs) >= 2
+    assert (
+        (len(plan.configs) == 1 and len(spec.tune.space) >= 2)
+        if spec.tune
+        else len(plan.configs) >= 2
+    )
     assert plan.points
 
 
@@ -112,4 +154,3 @@ def test_cpu_demo_is_the_embedded_default():
     kinds = [p.point_id for p in plan.points]
     assert {"concurrent-1", "concurrent-4", "concurrent-8"} <= set(kinds)
     assert any(k.startswith("poisson") for k in kinds)
-

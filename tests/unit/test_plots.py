@@ -9,8 +9,13 @@ import pandas as pd
 
 from tunebench.analysis.frames import load_run
 from tunebench.analysis.plots import (
-    concurrency_data, pareto_data, pareto_front, run_figures, timeseries_data, versus_data,
     LATENCY_METRICS,
+    concurrency_data,
+    pareto_data,
+    pareto_front,
+    run_figures,
+    timeseries_data,
+    versus_data,
 )
 from tunebench.report.html import report_context
 from tunebench.testing import make_synthetic_run
@@ -25,7 +30,9 @@ def test_versus_and_concurrency_data(tmp_path):
     for _, group in data.groupby(["config_label", "metric"]):
         assert list(group["achieved_rps"]) == sorted(group["achieved_rps"])
     workshop = concurrency_data(points)
-    p50 = workshop[(workshop["metric"] == "TTFT p50") & (workshop["config_label"] == "max-num-seqs=2")]
+    p50 = workshop[
+        (workshop["metric"] == "TTFT p50") & (workshop["config_label"] == "max-num-seqs=2")
+    ]
     assert list(p50["streams"]) == [1, 2, 4, 8]
     assert p50["value"].is_monotonic_increasing  # queueing beyond max-num-seqs
 
@@ -34,8 +41,15 @@ def test_pareto_front():
     tok = np.array([100, 200, 300, 250, 150.0])
     ttft = np.array([50, 60, 200, 300, 40.0])
     assert list(pareto_front(tok, ttft)) == [False, True, True, False, True]
-    frame = pd.DataFrame({"config_label": "a", "point_id": list("vwxyz"), "output_tok_s": tok,
-                          "ttft_p95_ms": ttft, "valid": [True, True, True, True, False]})
+    frame = pd.DataFrame(
+        {
+            "config_label": "a",
+            "point_id": list("vwxyz"),
+            "output_tok_s": tok,
+            "ttft_p95_ms": ttft,
+            "valid": [True, True, True, True, False],
+        }
+    )
     data = pareto_data(frame)
     assert list(data["point_id"]) == list("vwxy")  # invalid points are left out
     assert list(data["on_front"]) == [True, True, True, False]
@@ -56,9 +70,13 @@ def test_figures_render_as_png(tmp_path):
     store = make_synthetic_run(tmp_path, configs=2, streams=(1, 4))
     figures = run_figures(load_run(store.path), store.path)
     titles = [t for t, _ in figures]
-    assert titles[:5] == ["TTFT vs achieved request rate", "TTFT per number of concurrent streams",
-                          "ITL vs achieved request rate", "Output tokens/s vs achieved request rate",
-                          "Latency-throughput Pareto"]
+    assert titles[:5] == [
+        "TTFT vs achieved request rate",
+        "TTFT per number of concurrent streams",
+        "ITL vs achieved request rate",
+        "Output tokens/s vs achieved request rate",
+        "Latency-throughput Pareto",
+    ]
     assert sum(t.startswith("Server time series") for t in titles) == 2
     assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for _, png in figures)
 

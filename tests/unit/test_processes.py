@@ -30,7 +30,8 @@ def test_stop_ends_the_whole_group_including_grandchildren(tmp_path):
 def test_pipes(tmp_path):
     process = ManagedProcess(
         [sys.executable, "-c", "import sys; print(sys.stdin.readline().upper(), end='')"],
-        log_path=tmp_path / "log", capture_stdout=True,
+        log_path=tmp_path / "log",
+        capture_stdout=True,
     )
     process.popen.stdin.write("go\n")
     process.popen.stdin.close()

@@ -42,33 +42,65 @@ def test_capacity_search_best_is_the_highest_capacity(tmp_path):
 
 def test_tune_run_best_is_the_studys_best_trial(tmp_path):
     store = make_synthetic_run(tmp_path, configs=2)
-    (store.path / "tune-result.json").write_text(json.dumps({
-        "objective": "capacity", "objective_names": ["capacity_rps"], "improvement_pct": 42.123,
-        "best": {"trial": 1, "config_id": "c2", "values": [7.4321],
-                 "args": {"max-num-seqs": 4, "max-model-len": 512}}}))
+    (store.path / "tune-result.json").write_text(
+        json.dumps(
+            {
+                "objective": "capacity",
+                "objective_names": ["capacity_rps"],
+                "improvement_pct": 42.123,
+                "best": {
+                    "trial": 1,
+                    "config_id": "c2",
+                    "values": [7.4321],
+                    "args": {"max-num-seqs": 4, "max-model-len": 512},
+                },
+            }
+        )
+    )
     best = best_config(store.path)
-    assert best == {"config_id": "c2", "label": "max-num-seqs=4", "model": "synthetic",
-                    "args": {"max-num-seqs": 4, "max-model-len": 512}, "rule": "tune",
-                    "metric": "capacity_rps", "value": 7.432, "trial": 1, "improvement_pct": 42.12}
+    assert best == {
+        "config_id": "c2",
+        "label": "max-num-seqs=4",
+        "model": "synthetic",
+        "args": {"max-num-seqs": 4, "max-model-len": 512},
+        "rule": "tune",
+        "metric": "capacity_rps",
+        "value": 7.432,
+        "trial": 1,
+        "improvement_pct": 42.12,
+    }
 
 
 def test_compact_stays_within_the_result_budget():
-    big = {"config_id": "c1", "label": "x" * 800, "model": "m" * 800, "args": {"a": 1},
-           "rule": "throughput", "metric": "output_tok_s", "value": 1.0}
+    big = {
+        "config_id": "c1",
+        "label": "x" * 800,
+        "model": "m" * 800,
+        "args": {"a": 1},
+        "rule": "throughput",
+        "metric": "output_tok_s",
+        "value": 1.0,
+    }
     text = compact(big)
     assert len(text.encode()) <= MAX_BEST_CONFIG_BYTES
     assert json.loads(text)["args"] == {"a": 1} and "model" not in json.loads(text)
     huge = {**big, "args": {f"arg{i}": "v" * 50 for i in range(100)}}
-    assert json.loads(compact(huge)) == {"config_id": "c1", "rule": "throughput",
-                                         "metric": "output_tok_s", "value": 1.0,
-                                         "args_truncated": True}
+    assert json.loads(compact(huge)) == {
+        "config_id": "c1",
+        "rule": "throughput",
+        "metric": "output_tok_s",
+        "value": 1.0,
+        "args_truncated": True,
+    }
     assert compact(None) == "{}"
 
 
 def test_compare_verdict_uses_the_gate_else_any_worse_metric():
     assert compare_verdict({"gate": {"verdict": "regression"}, "rows": []}) == "regression"
-    assert compare_verdict({"gate": {"verdict": "no-regression"},
-                            "rows": [{"verdict": "worse"}]}) == "no-regression"
+    assert (
+        compare_verdict({"gate": {"verdict": "no-regression"}, "rows": [{"verdict": "worse"}]})
+        == "no-regression"
+    )
     assert compare_verdict({"rows": [{"verdict": "better"}, {"verdict": "worse"}]}) == "regression"
     assert compare_verdict({"rows": [{"verdict": "no significant change"}]}) == "no-regression"
 
@@ -86,26 +118,45 @@ def test_cli_writes_the_three_result_files_verbatim(tmp_path):
     assert f"best-config: {best}" in result.stdout
 
 
-@pytest.mark.parametrize("slowdown,verdict,code", [(1.6, "regression", 1), (1.0, "no-regression", 0)])
+@pytest.mark.parametrize(
+    "slowdown,verdict,code", [(1.6, "regression", 1), (1.0, "no-regression", 0)]
+)
 def test_compare_gate_verdict_reaches_the_results(tmp_path, slowdown, verdict, code):
     store = make_synthetic_run(tmp_path, configs=2, slowdown={1: slowdown})
     compare_json = tmp_path / "cmp.json"
-    compared = run_cli("compare", store.path.name, "--root", str(tmp_path), "--by", "max-num-seqs",
-                       "--fail-on-regression", "5", "--json", str(compare_json))
+    compared = run_cli(
+        "compare",
+        store.path.name,
+        "--root",
+        str(tmp_path),
+        "--by",
+        "max-num-seqs",
+        "--fail-on-regression",
+        "5",
+        "--json",
+        str(compare_json),
+    )
     assert compared.returncode == code, compared.stderr
     gate = json.loads(compare_json.read_text())["gate"]
     assert gate["verdict"] == verdict and gate["threshold_pct"] == 5
     assert (gate["regressions"] > 0) == (verdict == "regression")
     assert json.loads(compare_json.read_text())["runs"] == [store.path.name]
-    result = run_cli("results", store.path.name, "--root", str(tmp_path),
-                     "--compare-json", str(compare_json))
+    result = run_cli(
+        "results", store.path.name, "--root", str(tmp_path), "--compare-json", str(compare_json)
+    )
     assert result.returncode == 0, result.stderr
     assert f"verdict: {verdict}" in result.stdout
 
 
 def test_missing_compare_json_is_one_line_error(tmp_path):
     store = make_synthetic_run(tmp_path, configs=1)
-    result = run_cli("results", store.path.name, "--root", str(tmp_path),
-                     "--compare-json", str(tmp_path / "nope.json"))
+    result = run_cli(
+        "results",
+        store.path.name,
+        "--root",
+        str(tmp_path),
+        "--compare-json",
+        str(tmp_path / "nope.json"),
+    )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr

@@ -19,7 +19,7 @@ def make_spec(tmp_path: Path) -> Path:
     spec.write_text(f"""
 name: resume-replay
 model: builtin:tiny-llama
-deployment: {{kind: replay, run: {FIXTURES / 'grid-cpu'}}}
+deployment: {{kind: replay, run: {FIXTURES / "grid-cpu"}}}
 server:
   args: {{max-model-len: 512, max-num-batched-tokens: 128}}
   matrix: {{max-num-seqs: [8, 16, 32]}}
@@ -54,7 +54,10 @@ def interrupt_after(run: Path, keep_rows: int) -> list[dict]:
     manifest["attempts"][-1].update(status="interrupted")
     kept_configs = {r["config_id"] for r in rows[:keep_rows]}
     for config in manifest["configs"]:
-        if config["config_id"] not in kept_configs or config["config_id"] == rows[keep_rows]["config_id"]:
+        if (
+            config["config_id"] not in kept_configs
+            or config["config_id"] == rows[keep_rows]["config_id"]
+        ):
             config["status"] = "running"
             config.pop("capacity", None)
     (run / "manifest.json").write_text(json.dumps(manifest))
@@ -71,13 +74,18 @@ def test_resume_measures_only_what_is_missing_and_keeps_the_rest(tmp_path):
     assert f"{cut} points kept" in result.stderr + result.stdout
     after = read_points(run)
     assert after[:cut] == kept  # the stored points are untouched, byte for byte
-    assert [(r["config_id"], r["point_id"]) for r in after if not r["point_id"].startswith("capacity")] == \
-        [(r["config_id"], r["point_id"]) for r in before if not r["point_id"].startswith("capacity")]
+    assert [
+        (r["config_id"], r["point_id"]) for r in after if not r["point_id"].startswith("capacity")
+    ] == [
+        (r["config_id"], r["point_id"]) for r in before if not r["point_id"].startswith("capacity")
+    ]
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "complete"
     assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "complete"]
     assert manifest["attempts"][1]["points_kept"] == cut
-    assert all(c["status"] == "complete" and c["capacity"]["probes"] >= 3 for c in manifest["configs"])
+    assert all(
+        c["status"] == "complete" and c["capacity"]["probes"] >= 3 for c in manifest["configs"]
+    )
     # c1 (complete before) was not deployed again; c2 and c3 were, in attempt 2
     attempts = {c["config_id"]: c["attempts"] for c in manifest["configs"]}
     assert attempts == {"c1": 1, "c2": 2, "c3": 2}
@@ -133,10 +141,13 @@ def test_a_second_process_on_the_same_run_is_refused(tmp_path):
 def test_a_killed_process_leaves_no_stale_lock(tmp_path):
     import subprocess
     import sys
+
     run = full_run(tmp_path)
-    code = (f"from tunebench.store.run import RunStore; import os, signal; "
-            f"RunStore.open(__import__('pathlib').Path({str(run)!r})).acquire_lock(); "
-            "os.kill(os.getpid(), signal.SIGKILL)")
+    code = (
+        f"from tunebench.store.run import RunStore; import os, signal; "
+        f"RunStore.open(__import__('pathlib').Path({str(run)!r})).acquire_lock(); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
     subprocess.run([sys.executable, "-c", code], check=False)
     RunStore.open(run).acquire_lock().release_lock()  # the kernel released it with the process
 
@@ -148,7 +159,9 @@ def test_resume_refuses_tune_and_batch_runs(tmp_path):
     manifest["status"] = "interrupted"
     (run / "manifest.json").write_text(json.dumps(manifest))
     result = run_cli("sweep", "--resume", str(run))
-    assert result.returncode == 1 and "resume it with `tunebench tune --resume RUN`" in result.stderr
+    assert (
+        result.returncode == 1 and "resume it with `tunebench tune --resume RUN`" in result.stderr
+    )
 
 
 def test_resume_with_a_spec_file_given_too_is_a_usage_error(tmp_path):

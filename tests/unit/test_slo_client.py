@@ -21,8 +21,14 @@ def test_thresholds():
 
 
 def test_slo_met_and_goodput():
-    row = {"ttft_p95_ms": 450.0, "itl_p50_ms": 12.0, "requests_ok": 100, "requests_failed": 2,
-           "duration_s": 10.0, "achieved_rps": 10.0}
+    row = {
+        "ttft_p95_ms": 450.0,
+        "itl_p50_ms": 12.0,
+        "requests_ok": 100,
+        "requests_failed": 2,
+        "duration_s": 10.0,
+        "achieved_rps": 10.0,
+    }
     samples = _samples([100] * 90 + [600] * 10)
     out = evaluate(row, samples, SLO)
     assert out["slo_met"] is True and out["slo_violations"] == ""
@@ -32,12 +38,18 @@ def test_slo_met_and_goodput():
 
 
 def test_slo_violations_are_named():
-    row = {"ttft_p95_ms": 800.0, "itl_p50_ms": 25.0, "requests_ok": 90, "requests_failed": 10,
-           "duration_s": 10.0}
+    row = {
+        "ttft_p95_ms": 800.0,
+        "itl_p50_ms": 25.0,
+        "requests_ok": 90,
+        "requests_failed": 10,
+        "duration_s": 10.0,
+    }
     out = evaluate(row, _samples([800] * 5, itl=25.0), SLO)
     assert out["slo_met"] is False
-    assert out["slo_violations"] == ("ttft_ms p95 <= 500: 800; itl_ms p50 <= 20: 25; "
-                                     "error rate 0.1 > 0.05")
+    assert out["slo_violations"] == (
+        "ttft_ms p95 <= 500: 800; itl_ms p50 <= 20: 25; error rate 0.1 > 0.05"
+    )
     assert out["goodput_rps"] == 0
     assert out["slo_ratio"] == pytest.approx(1.6)  # 800/500 is the worst
 
@@ -47,29 +59,70 @@ def test_percentile_from_samples_when_the_column_is_missing():
     assert evaluate(row, _samples([1] * 50), {"ttft_ms": {"p90": 95}})["goodput_rps"] == 5.0
     out = evaluate(row, _samples(list(range(1, 101))), {"ttft_ms": {"p90": 95}})
     assert out["slo_met"] is True
-    assert evaluate(row, _samples(list(range(1, 101))), {"ttft_ms": {"p99": 95}})["slo_met"] is False
+    assert (
+        evaluate(row, _samples(list(range(1, 101))), {"ttft_ms": {"p99": 95}})["slo_met"] is False
+    )
 
 
 def test_no_slo_gives_empty_columns():
     assert set(evaluate({}, [], None).values()) == {None}
 
 
-@pytest.mark.parametrize("row,limited,reason", [
-    ({"load_kind": "concurrent", "target": 8, "achieved_concurrency": 3.2}, True,
-     "achieved concurrency 3.20 of 8 streams"),
-    ({"load_kind": "concurrent", "target": 8, "achieved_concurrency": 7.6}, False, ""),
-    ({"load_kind": "poisson", "target": 10, "achieved_rps": 6.0}, True, "sent 6.00 of 10 req/s"),
-    # an overloaded server completes fewer than it was sent: not the client's fault
-    ({"load_kind": "poisson", "target": 10, "achieved_rps": 6.0, "duration_s": 10,
-      "requests_ok": 60, "requests_failed": 2, "requests_incomplete": 38}, False, ""),
-    ({"load_kind": "constant", "target": 10, "achieved_rps": 6.0, "duration_s": 10,
-      "requests_ok": 60, "requests_failed": 0, "requests_incomplete": 5}, True,
-     "sent 6.50 of 10 req/s"),
-    ({"load_kind": "poisson", "target": 4, "achieved_rps": 4.3}, False, ""),
-    ({"load_kind": "concurrent", "target": 1, "achieved_concurrency": 0.93,
-      "client_warnings": "generation_delay_ttft;root_late"}, True, "GuideLLM warned: root_late"),
-    ({"load_kind": "synchronous", "target": "", "achieved_concurrency": 0.9}, False, ""),
-])
+@pytest.mark.parametrize(
+    "row,limited,reason",
+    [
+        (
+            {"load_kind": "concurrent", "target": 8, "achieved_concurrency": 3.2},
+            True,
+            "achieved concurrency 3.20 of 8 streams",
+        ),
+        ({"load_kind": "concurrent", "target": 8, "achieved_concurrency": 7.6}, False, ""),
+        (
+            {"load_kind": "poisson", "target": 10, "achieved_rps": 6.0},
+            True,
+            "sent 6.00 of 10 req/s",
+        ),
+        # an overloaded server completes fewer than it was sent: not the client's fault
+        (
+            {
+                "load_kind": "poisson",
+                "target": 10,
+                "achieved_rps": 6.0,
+                "duration_s": 10,
+                "requests_ok": 60,
+                "requests_failed": 2,
+                "requests_incomplete": 38,
+            },
+            False,
+            "",
+        ),
+        (
+            {
+                "load_kind": "constant",
+                "target": 10,
+                "achieved_rps": 6.0,
+                "duration_s": 10,
+                "requests_ok": 60,
+                "requests_failed": 0,
+                "requests_incomplete": 5,
+            },
+            True,
+            "sent 6.50 of 10 req/s",
+        ),
+        ({"load_kind": "poisson", "target": 4, "achieved_rps": 4.3}, False, ""),
+        (
+            {
+                "load_kind": "concurrent",
+                "target": 1,
+                "achieved_concurrency": 0.93,
+                "client_warnings": "generation_delay_ttft;root_late",
+            },
+            True,
+            "GuideLLM warned: root_late",
+        ),
+        ({"load_kind": "synchronous", "target": "", "achieved_concurrency": 0.9}, False, ""),
+    ],
+)
 def test_client_limited(row, limited, reason):
     out = verdict(row)
     assert out["client_limited"] is limited and out["client_limited_reason"] == reason
@@ -77,7 +130,9 @@ def test_client_limited(row, limited, reason):
 
 def test_slo_spec_section(tmp_path, cli):
     spec = tmp_path / "slo.yaml"
-    spec.write_text(GOOD + "slo: {ttft_ms: {p95: 500}, max_error_rate: 0.01}\nclient_tolerance: 0.2\n")
+    spec.write_text(
+        GOOD + "slo: {ttft_ms: {p95: 500}, max_error_rate: 0.01}\nclient_tolerance: 0.2\n"
+    )
     assert cli("sweep", str(spec), "--dry-run").returncode == 0
     spec.write_text(GOOD + "slo: {ttft_ms: {p97: 500}}\n")
     bad = cli("sweep", str(spec), "--dry-run")

@@ -73,19 +73,32 @@ SWEEP_BASES = [
         "name": "fuzz",
         "description": "matrix and variants",
         "model": "builtin:tiny-llama",
-        "deployment": {"kind": "local", "start_timeout_s": 60, "env": {"VLLM_LOGGING_LEVEL": "INFO"},
-                       "cpu": "auto", "kv_cache_space_gib": 1},
+        "deployment": {
+            "kind": "local",
+            "start_timeout_s": 60,
+            "env": {"VLLM_LOGGING_LEVEL": "INFO"},
+            "cpu": "auto",
+            "kv_cache_space_gib": 1,
+        },
         "server": {
-            "args": {"max-model-len": 512, "enforce-eager": True,
-                     "speculative-config": {"method": "ngram", "num_speculative_tokens": 3}},
-            "variants": [{"name": "base"}, {"name": "small", "args": {"max-num-batched-tokens": 1024}}],
+            "args": {
+                "max-model-len": 512,
+                "enforce-eager": True,
+                "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+            },
+            "variants": [
+                {"name": "base"},
+                {"name": "small", "args": {"max-num-batched-tokens": 1024}},
+            ],
             "matrix": {"max-num-seqs": [2, 8]},
         },
         "load": {
             "data": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 32},
-            "profiles": [{"kind": "concurrent", "streams": [1, 4], "max_seconds": 5},
-                         {"kind": "poisson", "rate": [0.5, 2], "max_seconds": 5, "warmup": 0.1},
-                         {"kind": "synchronous", "max_requests": 20}],
+            "profiles": [
+                {"kind": "concurrent", "streams": [1, 4], "max_seconds": 5},
+                {"kind": "poisson", "rate": [0.5, 2], "max_seconds": 5, "warmup": 0.1},
+                {"kind": "synchronous", "max_requests": 20},
+            ],
         },
         "metrics": {"enabled": True, "interval_s": 1},
         "slo": {"ttft_ms": {"p95": 500}, "max_error_rate": 0.01},
@@ -99,16 +112,26 @@ SWEEP_BASES = [
         "server": {"args": {"max-model-len": 512}},
         "load": {
             "data": {"kind": "file", "path": "prompts.jsonl"},
-            "profiles": [{"kind": "capacity", "max_seconds": 5, "start_rate": 1, "max_probes": 4},
-                         {"kind": "sweep", "sweep_points": 4, "max_seconds": 5}],
+            "profiles": [
+                {"kind": "capacity", "max_seconds": 5, "start_rate": 1, "max_probes": 4},
+                {"kind": "sweep", "sweep_points": 4, "max_seconds": 5},
+            ],
         },
         "slo": {"itl_ms": {"p50": 50}, "e2e_s": {"p99": 10}},
-        "tune": {"objective": "capacity", "trials": 4,
-                 "space": {"max-num-seqs": {"low": 1, "high": 16, "log": True},
-                           "enable-chunked-prefill": {"choices": [True, False]},
-                           "max-num-batched-tokens": {"choices": [512, 2048], "ordered": True,
-                                                      "when": {"enable-chunked-prefill": True}}},
-                 "enqueue": [{"max-num-seqs": 4}]},
+        "tune": {
+            "objective": "capacity",
+            "trials": 4,
+            "space": {
+                "max-num-seqs": {"low": 1, "high": 16, "log": True},
+                "enable-chunked-prefill": {"choices": [True, False]},
+                "max-num-batched-tokens": {
+                    "choices": [512, 2048],
+                    "ordered": True,
+                    "when": {"enable-chunked-prefill": True},
+                },
+            },
+            "enqueue": [{"max-num-seqs": 4}],
+        },
     },
 ]
 # endpoint + tune is refused: mutations that drop `tune` or change the kind make it valid
@@ -120,10 +143,18 @@ BATCH_BASES = [
         "model": "builtin:tiny-llama",
         "engine": "vllm",
         "dataset": {"path": "data/records.jsonl", "id_field": "id", "limit": 3},
-        "prompt": {"mode": "completion", "template": "Recipe {{ title }}: {{ steps | join(', ') }}"},
+        "prompt": {
+            "mode": "completion",
+            "template": "Recipe {{ title }}: {{ steps | join(', ') }}",
+        },
         "sampling": {"temperature": 0, "max_tokens": 32, "seed": 0},
-        "structured_output": {"json_schema": {"type": "object", "properties": {
-            "minutes": {"type": "integer", "minimum": 0}}, "required": ["minutes"]}},
+        "structured_output": {
+            "json_schema": {
+                "type": "object",
+                "properties": {"minutes": {"type": "integer", "minimum": 0}},
+                "required": ["minutes"],
+            }
+        },
         "engine_args": {"args": {"max-model-len": 512}, "matrix": {"max-num-seqs": [8, 32]}},
         "shards": 1,
         "output": "reports",
@@ -147,7 +178,8 @@ def write_support_files(directory: Path) -> None:
     """The files the valid specs refer to, so that valid specs pass the file checks too."""
     (directory / "data").mkdir(exist_ok=True)
     (directory / "data" / "records.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in RECORDS))
+        "".join(json.dumps(r) + "\n" for r in RECORDS)
+    )
     (directory / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
     (directory / "prompt.j2").write_text("{{ title }}")
 
@@ -163,29 +195,146 @@ def test_the_bases_are_valid(tmp_path):
 
 # -------------------------------------------------------------------------- values
 
-KNOWN_KEYS = sorted({
-    "name", "description", "model", "tokenizer", "served_model_name", "deployment", "server",
-    "load", "metrics", "slo", "client_tolerance", "output", "tune", "kind", "args", "variants",
-    "matrix", "data", "profiles", "streams", "rate", "max_seconds", "max_requests", "warmup",
-    "sweep_points", "arrival", "start_rate", "tolerance", "max_probes", "max_rate", "url",
-    "run", "engine", "dataset", "prompt", "template", "template_file", "mode", "system",
-    "sampling", "max_tokens", "structured_output", "json_schema", "json_schema_file", "choice",
-    "engine_args", "shards", "path", "id_field", "limit", "prompt_tokens", "output_tokens",
-    "space", "low", "high", "choices", "when", "enqueue", "objective", "ttft_ms", "p95",
-    "max-num-seqs", "max-num-batched-tokens", "max-model-len", "enable-prefix-caching",
-    "no-enable-prefix-caching", "enable-chunked-prefill", "speculative-config",
-    "compilation-config", "gpu-memory-utilization", "tensor-parallel-size", "max_num_seqs",
-    "--max-num-seqs", "no-enforce-eager", "enforce-eager",
-})
+KNOWN_KEYS = sorted(
+    {
+        "name",
+        "description",
+        "model",
+        "tokenizer",
+        "served_model_name",
+        "deployment",
+        "server",
+        "load",
+        "metrics",
+        "slo",
+        "client_tolerance",
+        "output",
+        "tune",
+        "kind",
+        "args",
+        "variants",
+        "matrix",
+        "data",
+        "profiles",
+        "streams",
+        "rate",
+        "max_seconds",
+        "max_requests",
+        "warmup",
+        "sweep_points",
+        "arrival",
+        "start_rate",
+        "tolerance",
+        "max_probes",
+        "max_rate",
+        "url",
+        "run",
+        "engine",
+        "dataset",
+        "prompt",
+        "template",
+        "template_file",
+        "mode",
+        "system",
+        "sampling",
+        "max_tokens",
+        "structured_output",
+        "json_schema",
+        "json_schema_file",
+        "choice",
+        "engine_args",
+        "shards",
+        "path",
+        "id_field",
+        "limit",
+        "prompt_tokens",
+        "output_tokens",
+        "space",
+        "low",
+        "high",
+        "choices",
+        "when",
+        "enqueue",
+        "objective",
+        "ttft_ms",
+        "p95",
+        "max-num-seqs",
+        "max-num-batched-tokens",
+        "max-model-len",
+        "enable-prefix-caching",
+        "no-enable-prefix-caching",
+        "enable-chunked-prefill",
+        "speculative-config",
+        "compilation-config",
+        "gpu-memory-utilization",
+        "tensor-parallel-size",
+        "max_num_seqs",
+        "--max-num-seqs",
+        "no-enforce-eager",
+        "enforce-eager",
+    }
+)
 WORDS = [
-    "", " ", "-", "auto", "-1", "0", "8k", "8K", "2.5K", "1e3", "{}", "{bad json", '{"method": "ngram"}',
-    "[1, 2]", "null", "yes", "builtin:tiny-llama", "builtin:nope", "./missing-model", "/",
-    "../..", "local", "endpoint", "replay", "helm", "synthetic", "file", "concurrent",
-    "poisson", "constant", "throughput", "sweep", "synchronous", "capacity", "burst", "vllm",
-    "transformers", "ray", "chat", "completion", "http://127.0.0.1:1", "127.0.0.1:8000",
-    "p95", "p42", "data.xlsx", "data/records.jsonl", "{{ missing }}", "{{ title + 1 }}",
-    "{% for %}", "{{ steps | join(1) }}", "\u00e9t\u00e9", "\u4e2d\u6587", "a\nb", "tab\there",
-    "x" * 300, "\u202e", "\x00", "~", "*", "&a",
+    "",
+    " ",
+    "-",
+    "auto",
+    "-1",
+    "0",
+    "8k",
+    "8K",
+    "2.5K",
+    "1e3",
+    "{}",
+    "{bad json",
+    '{"method": "ngram"}',
+    "[1, 2]",
+    "null",
+    "yes",
+    "builtin:tiny-llama",
+    "builtin:nope",
+    "./missing-model",
+    "/",
+    "../..",
+    "local",
+    "endpoint",
+    "replay",
+    "helm",
+    "synthetic",
+    "file",
+    "concurrent",
+    "poisson",
+    "constant",
+    "throughput",
+    "sweep",
+    "synchronous",
+    "capacity",
+    "burst",
+    "vllm",
+    "transformers",
+    "ray",
+    "chat",
+    "completion",
+    "http://127.0.0.1:1",
+    "127.0.0.1:8000",
+    "p95",
+    "p42",
+    "data.xlsx",
+    "data/records.jsonl",
+    "{{ missing }}",
+    "{{ title + 1 }}",
+    "{% for %}",
+    "{{ steps | join(1) }}",
+    "\u00e9t\u00e9",
+    "\u4e2d\u6587",
+    "a\nb",
+    "tab\there",
+    "x" * 300,
+    "\u202e",
+    "\x00",
+    "~",
+    "*",
+    "&a",
 ]
 NUMBERS = st.one_of(
     st.integers(-3, 3),
@@ -195,15 +344,22 @@ NUMBERS = st.one_of(
     st.sampled_from([0.0, -0.0, 0.5, -0.5, 1e-300, 1e308, -1e308]),
 )
 SCALARS = st.one_of(
-    st.none(), st.booleans(), NUMBERS, st.sampled_from(WORDS), st.text(max_size=12),
-    st.dates(), st.binary(max_size=4),
+    st.none(),
+    st.booleans(),
+    NUMBERS,
+    st.sampled_from(WORDS),
+    st.text(max_size=12),
+    st.dates(),
+    st.binary(max_size=4),
 )
-KEYS = st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=10), st.integers(-2, 2),
-                 st.none(), st.booleans())
+KEYS = st.one_of(
+    st.sampled_from(KNOWN_KEYS), st.text(max_size=10), st.integers(-2, 2), st.none(), st.booleans()
+)
 VALUES = st.recursive(
     SCALARS,
-    lambda children: st.one_of(st.lists(children, max_size=4),
-                               st.dictionaries(KEYS, children, max_size=4)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(KEYS, children, max_size=4)
+    ),
     max_leaves=8,
 )
 
@@ -247,8 +403,11 @@ def mutated(draw, bases: list[dict]) -> Any:
             else:
                 container[_typo(key)] = container.pop(key)
         else:
-            op = draw(st.sampled_from(["drop", "set", "append", "empty", "repeat"] if container
-                                      else ["append"]))
+            op = draw(
+                st.sampled_from(
+                    ["drop", "set", "append", "empty", "repeat"] if container else ["append"]
+                )
+            )
             index = draw(st.integers(0, len(container) - 1)) if container else 0
             if op == "drop":
                 del container[index]
@@ -267,18 +426,81 @@ def mutated(draw, bases: list[dict]) -> Any:
 
 
 def dump(document: Any, flow: bool) -> str:
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
-                          default_flow_style=flow, width=10_000)
+    return yaml.safe_dump(
+        document, sort_keys=False, allow_unicode=True, default_flow_style=flow, width=10_000
+    )
 
 
 YAML_TOKENS = [
-    "name: x", "model: builtin:tiny-llama", "load:", "server:", "  args:", "  matrix:",
-    "deployment: {kind: local}", "profiles:", "- ", "  ", "    ", "\n", "\n", "\t", ":", ": ",
-    ",", "[", "]", "{", "}", "&a ", "*a", "*b", "<<: *a", "? ", "!!binary ", "!!python/object:os.system ",
-    "!!set ", "!!timestamp ", "!!float ", "!!int ", "!!bool ", "!!str ", "!!map ", "!!seq ",
-    "!!omap ", "!!pairs ", "!!null ", "!!merge ", "'", '"', "#", "|", ">", "---", "...", "%YAML 1.1",
-    "%TAG ! !x", "\x00", "\ufeff", "\u00e9", "\u2028", ".nan", ".inf", "-.inf", "0x1F",
-    "1e999", "2001-12-14", "~", "null", "yes", "no", "on", "12:30:00", "9" * 40, "@", "`", "%",
+    "name: x",
+    "model: builtin:tiny-llama",
+    "load:",
+    "server:",
+    "  args:",
+    "  matrix:",
+    "deployment: {kind: local}",
+    "profiles:",
+    "- ",
+    "  ",
+    "    ",
+    "\n",
+    "\n",
+    "\t",
+    ":",
+    ": ",
+    ",",
+    "[",
+    "]",
+    "{",
+    "}",
+    "&a ",
+    "*a",
+    "*b",
+    "<<: *a",
+    "? ",
+    "!!binary ",
+    "!!python/object:os.system ",
+    "!!set ",
+    "!!timestamp ",
+    "!!float ",
+    "!!int ",
+    "!!bool ",
+    "!!str ",
+    "!!map ",
+    "!!seq ",
+    "!!omap ",
+    "!!pairs ",
+    "!!null ",
+    "!!merge ",
+    "'",
+    '"',
+    "#",
+    "|",
+    ">",
+    "---",
+    "...",
+    "%YAML 1.1",
+    "%TAG ! !x",
+    "\x00",
+    "\ufeff",
+    "\u00e9",
+    "\u2028",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "0x1F",
+    "1e999",
+    "2001-12-14",
+    "~",
+    "null",
+    "yes",
+    "no",
+    "on",
+    "12:30:00",
+    "9" * 40,
+    "@",
+    "`",
+    "%",
 ]
 
 
@@ -292,22 +514,28 @@ def yaml_text(draw, bases: list[dict]) -> str:
             at = draw(st.integers(0, len(text)))
             edit = draw(st.sampled_from(["insert", "delete", "replace", "dup-line", "indent"]))
             if edit == "insert":
-                text = text[:at] + draw(st.sampled_from(YAML_TOKENS) | st.text(max_size=3)) + text[at:]
+                text = (
+                    text[:at] + draw(st.sampled_from(YAML_TOKENS) | st.text(max_size=3)) + text[at:]
+                )
             elif edit == "delete":
-                text = text[:at] + text[at + draw(st.integers(1, 20)):]
+                text = text[:at] + text[at + draw(st.integers(1, 20)) :]
             elif edit == "replace":
-                text = text[:at] + draw(st.text(min_size=1, max_size=2)) + text[at + 1:]
+                text = text[:at] + draw(st.text(min_size=1, max_size=2)) + text[at + 1 :]
             else:
                 lines = text.split("\n")
                 line = draw(st.integers(0, len(lines) - 1))
                 if edit == "dup-line":
                     lines.insert(line, lines[line])
                 else:
-                    lines[line] = draw(st.sampled_from([" ", "  ", "\t", ""])) + lines[line].lstrip()
+                    lines[line] = (
+                        draw(st.sampled_from([" ", "  ", "\t", ""])) + lines[line].lstrip()
+                    )
                 text = "\n".join(lines)
         return text
     if shape <= 7:
-        return "".join(draw(st.lists(st.sampled_from(YAML_TOKENS) | st.text(max_size=4), max_size=40)))
+        return "".join(
+            draw(st.lists(st.sampled_from(YAML_TOKENS) | st.text(max_size=4), max_size=40))
+        )
     depth = draw(st.integers(10, 3000))
     bomb = draw(st.sampled_from(["flow", "block", "alias", "self"]))
     if bomb == "flow":
@@ -317,8 +545,12 @@ def yaml_text(draw, bases: list[dict]) -> str:
     if bomb == "alias":
         levels = min(depth // 100 + 5, 30)
         lines = ["a0: &a0 [x, x, x, x]"] + [
-            f"a{n}: &a{n} [*a{n - 1}, *a{n - 1}, *a{n - 1}, *a{n - 1}]" for n in range(1, levels)]
-        return "\n".join(lines) + f"\nname: x\nserver: {{args: {{speculative-config: {{a: *a{levels - 1}}}}}}}\n"
+            f"a{n}: &a{n} [*a{n - 1}, *a{n - 1}, *a{n - 1}, *a{n - 1}]" for n in range(1, levels)
+        ]
+        return (
+            "\n".join(lines)
+            + f"\nname: x\nserver: {{args: {{speculative-config: {{a: *a{levels - 1}}}}}}}\n"
+        )
     return "name: &n [*n]\n"
 
 
@@ -330,8 +562,12 @@ def raw_bytes(draw, bases: list[dict]) -> bytes:
     if shape <= 3:
         return draw(st.binary(max_size=400))
     if shape <= 5:
-        return text.encode(draw(st.sampled_from(["latin-1", "utf-16", "utf-16-be", "utf-32", "cp1252",
-                                                  "utf-8-sig"])), errors="replace")
+        return text.encode(
+            draw(
+                st.sampled_from(["latin-1", "utf-16", "utf-16-be", "utf-32", "cp1252", "utf-8-sig"])
+            ),
+            errors="replace",
+        )
     if shape <= 8:
         raw = bytearray(text.encode())
         for _ in range(draw(st.integers(1, 4))):
@@ -345,9 +581,16 @@ def raw_bytes(draw, bases: list[dict]) -> bytes:
 
 # Printable names (letters, digits, punctuation, symbols, spaces, any script): a message
 # shows other characters escaped, which would not be the name as given.
-FILE_NAMES = st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "S"),
-                                   include_characters=" ", exclude_characters="/\\"),
-                     min_size=1, max_size=16)
+FILE_NAMES = st.text(
+    st.characters(
+        codec="utf-8",
+        categories=("L", "N", "P", "S"),
+        include_characters=" ",
+        exclude_characters="/\\",
+    ),
+    min_size=1,
+    max_size=16,
+)
 
 # -------------------------------------------------------------------------- property
 
@@ -366,16 +609,25 @@ def check(kind: str, directory: Path, name: str, content: bytes | str) -> None:
         assert len(message.splitlines()) == 1 and message.isprintable(), repr(message)
         assert "Traceback" not in message
         assert str(path) in message or str(directory) in message, (
-            f"the message does not name the file: {message!r}")
+            f"the message does not name the file: {message!r}"
+        )
     finally:
         SECONDS[kind] += time.perf_counter() - started
         EXAMPLES[kind] += 1
         path.unlink()
 
 
-FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 @pytest.fixture(scope="module")
@@ -416,8 +668,9 @@ def test_fuzz_ran_enough_examples(capsys):
     ran = {k: v for k, v in EXAMPLES.items() if v}
     if set(ran) != set(LOADERS):
         pytest.skip("the fuzz tests were not all selected")
-    summary = ", ".join(f"{kind} {EXAMPLES[kind]} examples in {SECONDS[kind]:.1f} s"
-                        for kind in LOADERS)
+    summary = ", ".join(
+        f"{kind} {EXAMPLES[kind]} examples in {SECONDS[kind]:.1f} s" for kind in LOADERS
+    )
     with capsys.disabled():
         print(f"\nspec fuzz: {summary}")
     for kind in LOADERS:

@@ -22,17 +22,32 @@ def test_run_ids_sort_by_time_and_never_collide(tmp_path):
 
 def test_points_are_written_at_once_and_read_back(tmp_path):
     store = RunStore.create(tmp_path, RunKind.SWEEP, "t", varied_args=["max-num-seqs"])
-    store.add_point({"run_id": store.run_id, "config_id": "c1", "point_id": "concurrent-1",
-                     "max-num-seqs": "2", "ttft_p50_ms": 12.3456789, "valid": True,
-                     "start_time": 1795240177.6253695})
+    store.add_point(
+        {
+            "run_id": store.run_id,
+            "config_id": "c1",
+            "point_id": "concurrent-1",
+            "max-num-seqs": "2",
+            "ttft_p50_ms": 12.3456789,
+            "valid": True,
+            "start_time": 1795240177.6253695,
+        }
+    )
     reopened = RunStore.open(store.path)
     assert len(reopened.rows) == 1
     row = reopened.rows[0]
     assert row["max-num-seqs"] == "2" and row["valid"] == "True"
     assert float(row["start_time"]) == pytest.approx(1795240177.6253695, abs=1e-3)
     header = (store.path / "points.csv").read_text().splitlines()[0].split(",")
-    assert header[:7] == ["run_id", "config_id", "config_label", "point_id", "load_kind",
-                          "target", "max-num-seqs"]
+    assert header[:7] == [
+        "run_id",
+        "config_id",
+        "config_label",
+        "point_id",
+        "load_kind",
+        "target",
+        "max-num-seqs",
+    ]
     assert not list(store.path.glob(".*.tmp"))  # temporary files were renamed away
 
 
@@ -49,8 +64,10 @@ def test_manifest_status_and_configs(tmp_path):
 
 
 @pytest.mark.parametrize("kind", list(RunKind))
-@pytest.mark.parametrize("how,status", [("returns", "complete"), ("fails", "failed"),
-                                        ("raises", "failed"), ("ctrl-c", "interrupted")])
+@pytest.mark.parametrize(
+    "how,status",
+    [("returns", "complete"), ("fails", "failed"), ("raises", "failed"), ("ctrl-c", "interrupted")],
+)
 def test_one_status_lifecycle_for_every_run_kind(tmp_path, kind, how, status):
     store = RunStore.create(tmp_path, kind, "t")
     try:
@@ -71,15 +88,29 @@ def test_one_status_lifecycle_for_every_run_kind(tmp_path, kind, how, status):
 
 
 def test_version_1_manifests_are_read_with_their_kind(tmp_path):
-    for name, extra, kind in (("s", {}, "sweep"), ("t", {"tune": {"objective": "capacity"}}, "tune"),
-                              ("b", {"kind": "batch"}, "batch"),
-                              ("i", {"deployment_kind": "import"}, "import")):
+    for name, extra, kind in (
+        ("s", {}, "sweep"),
+        ("t", {"tune": {"objective": "capacity"}}, "tune"),
+        ("b", {"kind": "batch"}, "batch"),
+        ("i", {"deployment_kind": "import"}, "import"),
+    ):
         run = tmp_path / name
         run.mkdir()
-        (run / "manifest.json").write_text(json.dumps({
-            "schema_version": 1, "run_id": name, "name": name, "status": "complete",
-            "started_at": "2026-11-20T10:00:00+00:00", "configs": [
-                {"config_id": "c1", "label": "x", "status": "complete", "args": {}}], **extra}))
+        (run / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "run_id": name,
+                    "name": name,
+                    "status": "complete",
+                    "started_at": "2026-11-20T10:00:00+00:00",
+                    "configs": [
+                        {"config_id": "c1", "label": "x", "status": "complete", "args": {}}
+                    ],
+                    **extra,
+                }
+            )
+        )
         manifest = RunStore.open(run).manifest
         assert manifest.kind.value == kind and manifest.configs[0].status.value == "complete"
 
@@ -89,7 +120,9 @@ def test_a_secret_met_while_running_never_reaches_the_manifest(tmp_path):
 
     remember("sk-remembered-secret-4410")
     store = RunStore.create(tmp_path, RunKind.TUNE, "t")
-    store.record(trials={"0": {"note": "replay: no configuration with api-key=sk-remembered-secret-4410"}})
+    store.record(
+        trials={"0": {"note": "replay: no configuration with api-key=sk-remembered-secret-4410"}}
+    )
     store.update_config("c1", error="failed with sk-remembered-secret-4410")
     text = (store.path / "manifest.json").read_text()
     assert "sk-remembered-secret-4410" not in text and MASK in text
@@ -115,8 +148,11 @@ def test_open_rejects_a_newer_schema(tmp_path):
 
 def test_redaction(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_abcdefghijklmnop")
-    data = {"deployment": {"api_key_env": "MY_KEY", "token": "t0ps3cret"},
-            "load": {"data": {"prompt_tokens": 64}}, "note": "uses hf_abcdefghijklmnop"}
+    data = {
+        "deployment": {"api_key_env": "MY_KEY", "token": "t0ps3cret"},
+        "load": {"data": {"prompt_tokens": 64}},
+        "note": "uses hf_abcdefghijklmnop",
+    }
     clean = redact(data)
     assert clean["deployment"] == {"api_key_env": "MY_KEY", "token": MASK}
     assert clean["load"]["data"]["prompt_tokens"] == 64
@@ -129,7 +165,11 @@ def test_secret_engine_args_are_masked_in_lists_and_text():
 
     args = {"api-key": "k3y-value-123", "max-num-seqs": 8, "enforce-eager": True}
     assert redact(["--max-num-seqs", "8", "--api-key", "k3y-value-123"]) == [
-        "--max-num-seqs", "8", "--api-key", MASK]
+        "--max-num-seqs",
+        "8",
+        "--api-key",
+        MASK,
+    ]
     assert secret_values(args) == ["k3y-value-123"]
     log = "non-default args: {'api_key': 'k3y-value-123', 'max_num_seqs': 8}"
     assert "k3y-value-123" not in redact_text(log, secret_values(args))

@@ -10,17 +10,17 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES
-from tunebench.seams.progress import SilentReporter
 from tunebench.replay.model import RecordedRun, true_capacity
 from tunebench.runner import ConfigOutcome
+from tunebench.seams.progress import SilentReporter
+from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig
 from tunebench.store.manifest import Manifest, RunKind
 from tunebench.store.run import RunStore
-from tunebench.tune.evaluate import RunnerEvaluator
-from tunebench.spec.models import Tune
 from tunebench.testing import make_rate_grid_run
 from tunebench.tune import results, space
-from tunebench.tune.study import Tuner, TrialOutcome, open_study
+from tunebench.tune.evaluate import RunnerEvaluator
+from tunebench.tune.study import TrialOutcome, Tuner, open_study
 
 SPACE = {
     "max-num-seqs": {"choices": [2, 4, 8, 16]},
@@ -61,30 +61,54 @@ def run_tuner(tmp_path, tune, evaluator, base_args=None, create=True):
 
 
 def test_space_suggests_conditional_and_mapping_params():
-    params = Tune.model_validate({"space": {
-        "max-num-seqs": {"low": 8, "high": 256, "log": True},
-        "gpu-memory-utilization": {"low": 0.8, "high": 0.95},
-        "speculative-config.method": {"choices": [None, "ngram"]},
-        "speculative-config.num_speculative_tokens": {
-            "low": 1, "high": 5, "when": {"speculative-config.method": "ngram"}},
-    }}).space
+    params = Tune.model_validate(
+        {
+            "space": {
+                "max-num-seqs": {"low": 8, "high": 256, "log": True},
+                "gpu-memory-utilization": {"low": 0.8, "high": 0.95},
+                "speculative-config.method": {"choices": [None, "ngram"]},
+                "speculative-config.num_speculative_tokens": {
+                    "low": 1,
+                    "high": 5,
+                    "when": {"speculative-config.method": "ngram"},
+                },
+            }
+        }
+    ).space
     assert params["max-num-seqs"].kind == "int" and params["gpu-memory-utilization"].kind == "float"
-    on = space.suggest(params, optuna.trial.FixedTrial({
-        "max-num-seqs": 64, "gpu-memory-utilization": 0.9, "speculative-config.method": "ngram",
-        "speculative-config.num_speculative_tokens": 3}))
+    on = space.suggest(
+        params,
+        optuna.trial.FixedTrial(
+            {
+                "max-num-seqs": 64,
+                "gpu-memory-utilization": 0.9,
+                "speculative-config.method": "ngram",
+                "speculative-config.num_speculative_tokens": 3,
+            }
+        ),
+    )
     args = space.engine_args({"max-model-len": 4096}, on)
-    assert args == {"max-model-len": 4096, "max-num-seqs": 64, "gpu-memory-utilization": 0.9,
-                    "speculative-config": {"method": "ngram", "num_speculative_tokens": 3}}
-    off = space.suggest(params, optuna.trial.FixedTrial({
-        "max-num-seqs": 8, "gpu-memory-utilization": 0.8, "speculative-config.method": None}))
+    assert args == {
+        "max-model-len": 4096,
+        "max-num-seqs": 64,
+        "gpu-memory-utilization": 0.9,
+        "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+    }
+    off = space.suggest(
+        params,
+        optuna.trial.FixedTrial(
+            {"max-num-seqs": 8, "gpu-memory-utilization": 0.8, "speculative-config.method": None}
+        ),
+    )
     assert "speculative-config.num_speculative_tokens" not in off  # condition does not hold
     assert "speculative-config" not in space.engine_args({}, off)  # no method: vLLM default
 
 
 def test_space_errors_are_explained():
     with pytest.raises(ValueError, match="must be a param listed before"):
-        Tune.model_validate({"space": {"a": {"low": 1, "high": 2, "when": {"b": 1}},
-                                       "b": {"choices": [1]}}})
+        Tune.model_validate(
+            {"space": {"a": {"low": 1, "high": 2, "when": {"b": 1}}, "b": {"choices": [1]}}}
+        )
     with pytest.raises(ValueError, match="set low < high"):
         Tune.model_validate({"space": {"a": {"low": 2, "high": 1}}})
     with pytest.raises(ValueError, match="not one of its choices"):
@@ -93,9 +117,11 @@ def test_space_errors_are_explained():
 
 def test_baseline_first_failures_and_pruning(tmp_path):
     evaluator = FakeEvaluator()
-    study, tuner = run_tuner(tmp_path, make_tune(trials=6, enqueue=[{"max-num-seqs": 16,
-                                                                     "max-num-batched-tokens": 256}]),
-                             evaluator)
+    study, tuner = run_tuner(
+        tmp_path,
+        make_tune(trials=6, enqueue=[{"max-num-seqs": 16, "max-num-batched-tokens": 256}]),
+        evaluator,
+    )
     trials = study.get_trials()
     assert trials[0].user_attrs["baseline"] and trials[0].params == {}
     assert evaluator.deployed[0] == {"max-model-len": 512}  # vLLM defaults for every tuned arg
@@ -135,7 +161,9 @@ def test_resume_continues_the_same_study(tmp_path):
     study, tuner = run_tuner(tmp_path, make_tune(trials=5), second, create=False)
     assert len(second.deployed) == 2  # 3 done before, 5 in total
     assert {"max-model-len": 512} not in second.deployed  # the baseline ran once
-    interrupted = [t for t in study.get_trials() if t.user_attrs.get("fail_reason") == "interrupted"]
+    interrupted = [
+        t for t in study.get_trials() if t.user_attrs.get("fail_reason") == "interrupted"
+    ]
     assert len(interrupted) == 1
 
 
@@ -151,27 +179,41 @@ def test_results_and_exports(tmp_path):
     study, _ = run_tuner(tmp_path, make_tune(trials=5), evaluator)
     summary = results.summarize(study, "capacity")
     best = summary["best"]
-    assert best["values"][0] == max(t.values[0] for t in study.get_trials()
-                                    if t.state == optuna.trial.TrialState.COMPLETE)
+    assert best["values"][0] == max(
+        t.values[0] for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE
+    )
     assert summary["improvement_pct"] == pytest.approx(100 * (best["values"][0] / 3.0 - 1))
-    files = results.write_exports(summary, "ibm-granite/granite-3.3-2b-instruct",
-                                  store_at(tmp_path), "demo", tmp_path / "helm-values",
-                                  "ttft_ms p95 <= 500")
+    files = results.write_exports(
+        summary,
+        "ibm-granite/granite-3.3-2b-instruct",
+        store_at(tmp_path),
+        "demo",
+        tmp_path / "helm-values",
+        "ttft_ms p95 <= 500",
+    )
     values = yaml.safe_load((tmp_path / "helm-values/demo.yaml").read_text())
     assert values["model"]["uri"] == "hf://ibm-granite/granite-3.3-2b-instruct"
     assert "--max-model-len=512" in values["model"]["args"]
     assert f"--max-num-seqs={best['args']['max-num-seqs']}" in values["model"]["args"]
-    assert files["serve_command"].startswith("vllm serve ibm-granite/granite-3.3-2b-instruct "
-                                             "--max-model-len 512 --max-num-seqs ")
+    assert files["serve_command"].startswith(
+        "vllm serve ibm-granite/granite-3.3-2b-instruct --max-model-len 512 --max-num-seqs "
+    )
     saved = json.loads((tmp_path / "tune-result.json").read_text())
     assert saved["best"]["trial"] == best["trial"]
 
 
 def test_chart_args_format_mappings_and_flags():
-    assert results.chart_args({"speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
-                               "enable-prefix-caching": False, "enforce-eager": True}) == [
+    assert results.chart_args(
+        {
+            "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+            "enable-prefix-caching": False,
+            "enforce-eager": True,
+        }
+    ) == [
         '--speculative-config={"method":"ngram","num_speculative_tokens":3}',
-        "--no-enable-prefix-caching", "--enforce-eager"]
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+    ]
 
 
 def test_importances_need_a_few_trials(tmp_path):
@@ -218,7 +260,7 @@ load:
   profiles:
     - {{kind: capacity, max_seconds: 10}}
 slo: {{ttft_ms: {{p95: 250}}}}
-output: {tmp_path / 'runs'}
+output: {tmp_path / "runs"}
 {extra}
 """)
     return str(spec)
@@ -226,13 +268,17 @@ output: {tmp_path / 'runs'}
 
 def test_sweep_capacity_profile_on_replay(tmp_path, cli):
     recorded = make_rate_grid_run(tmp_path / "recorded", GRID).path
-    spec = _replay_spec(tmp_path, recorded, """
+    spec = _replay_spec(
+        tmp_path,
+        recorded,
+        """
 server:
   variants:
     - {name: slow, args: {max-num-seqs: 2}}
     - {name: fast, args: {max-num-seqs: 8}}
     - {name: broken, args: {max-num-seqs: 64}}
-""")
+""",
+    )
     result = cli("sweep", spec, "--no-report")
     assert result.returncode == 1, result.stderr  # the broken configuration failed, as recorded
     assert "capacity: " in result.stderr and "req/s at SLO" in result.stderr, result.stderr
@@ -256,12 +302,16 @@ def test_tune_on_replay_with_resume(tmp_path, cli):
     grid = {f"mns{s}": ({"max-num-seqs": s}, 1.0 + s) for s in (1, 2, 4, 8, 16)}
     grid["defaults"] = ({}, 4.0)
     recorded = make_rate_grid_run(tmp_path / "recorded", grid, rates=(1, 2, 4, 8, 12, 16, 20)).path
-    spec = _replay_spec(tmp_path, recorded, """
+    spec = _replay_spec(
+        tmp_path,
+        recorded,
+        """
 tune:
   trials: 3
   space:
     max-num-seqs: {choices: [1, 2, 4, 8, 16, 3]}
-""")
+""",
+    )
     helm = tmp_path / "helm"
     first = cli("tune", spec, "--no-report", "--helm-dir", str(helm))
     assert first.returncode == 0, first.stderr
@@ -274,7 +324,9 @@ tune:
     assert "6 deployments" in html and "over the baseline" in html
     summary = json.loads((run / "tune-result.json").read_text())
     assert summary["deployments"] == 6
-    assert summary["baseline"]["params"] == {} and summary["baseline"]["values"][0] == pytest.approx(3.2, rel=0.05)
+    assert summary["baseline"]["params"] == {} and summary["baseline"]["values"][
+        0
+    ] == pytest.approx(3.2, rel=0.05)
     assert [t["trial"] for t in summary["trials"] if t["baseline"]] == [0]
     # max-num-seqs 3 was never recorded: replay fails it like a server that cannot start
     failed = [t for t in summary["trials"] if t["state"] == "FAIL"]
@@ -300,7 +352,7 @@ load:
   data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
   profiles:
     - {{kind: poisson, rate: [2, 6], max_seconds: 10}}
-output: {tmp_path / 'runs'}
+output: {tmp_path / "runs"}
 tune:
   objective: throughput-latency
   trials: 5
@@ -310,7 +362,9 @@ tune:
     result = cli("tune", str(spec), "--no-report", "--helm-dir", str(tmp_path / "helm"))
     assert result.returncode == 0, result.stderr
     assert "Pareto front" in result.stdout
-    summary = json.loads(next((tmp_path / "runs").iterdir()).joinpath("tune-result.json").read_text())
+    summary = json.loads(
+        next((tmp_path / "runs").iterdir()).joinpath("tune-result.json").read_text()
+    )
     assert summary["objective_names"] == ["output_tok_s", "ttft_p95_ms"]
     front = [tuple(p["values"]) for p in summary["pareto"]]
     measured = [tuple(t["values"]) for t in summary["trials"] if t["values"]]
@@ -327,16 +381,42 @@ class FakeRunner:
         return self.outcome
 
 
-@pytest.mark.parametrize("outcome,reason", [
-    (ConfigOutcome("t1", "failed", 0, "vLLM exited with code 1 during start-up: CUDA out of memory"),
-     "vLLM exited with code 1 during start-up: CUDA out of memory"),
-    (ConfigOutcome("t1", "complete", 3, None, {"rate": 4.0}, {}, ["quantization fp8 not in effect"]),
-     "not in effect: quantization fp8 not in effect"),
-    (ConfigOutcome("t1", "complete", 1, None, {"rate": None, "client_bound": True, "probes": 1,
-                                               "probe_rates": [8.0], "capped": True,
-                                               "converged": False}, {}, []),
-     "the client could not drive the first probe"),
-])
+@pytest.mark.parametrize(
+    "outcome,reason",
+    [
+        (
+            ConfigOutcome(
+                "t1", "failed", 0, "vLLM exited with code 1 during start-up: CUDA out of memory"
+            ),
+            "vLLM exited with code 1 during start-up: CUDA out of memory",
+        ),
+        (
+            ConfigOutcome(
+                "t1", "complete", 3, None, {"rate": 4.0}, {}, ["quantization fp8 not in effect"]
+            ),
+            "not in effect: quantization fp8 not in effect",
+        ),
+        (
+            ConfigOutcome(
+                "t1",
+                "complete",
+                1,
+                None,
+                {
+                    "rate": None,
+                    "client_bound": True,
+                    "probes": 1,
+                    "probe_rates": [8.0],
+                    "capped": True,
+                    "converged": False,
+                },
+                {},
+                [],
+            ),
+            "the client could not drive the first probe",
+        ),
+    ],
+)
 def test_runner_evaluator_turns_problems_into_fail_reasons(outcome, reason):
     evaluator = RunnerEvaluator(FakeRunner(outcome), [], None, "capacity", SilentReporter(), 1)
     config = ServerConfig("t1", "x", "m", None, {})
@@ -345,23 +425,45 @@ def test_runner_evaluator_turns_problems_into_fail_reasons(outcome, reason):
 
 
 def test_runner_evaluator_capacity_zero_is_a_value():
-    outcome = ConfigOutcome("t1", "complete", 2, None, {
-        "rate": None, "client_bound": False, "probes": 2, "probe_rates": [1.0, 0.5],
-        "capped": False, "converged": False}, {}, [])
-    result = RunnerEvaluator(FakeRunner(outcome), [], None, "capacity", SilentReporter(), 1).evaluate(
-        ServerConfig("t1", "x", "m", None, {}))
+    outcome = ConfigOutcome(
+        "t1",
+        "complete",
+        2,
+        None,
+        {
+            "rate": None,
+            "client_bound": False,
+            "probes": 2,
+            "probe_rates": [1.0, 0.5],
+            "capped": False,
+            "converged": False,
+        },
+        {},
+        [],
+    )
+    result = RunnerEvaluator(
+        FakeRunner(outcome), [], None, "capacity", SilentReporter(), 1
+    ).evaluate(ServerConfig("t1", "x", "m", None, {}))
     assert result.values == [0.0] and result.attrs["probes"] == 2
 
 
 def test_secret_engine_args_never_reach_the_study_or_exports(tmp_path):
     evaluator = FakeEvaluator()
-    study, _ = run_tuner(tmp_path, make_tune(trials=3), evaluator,
-                         base_args={"max-model-len": 512, "api-key": "sk-live-0123456789"})
+    study, _ = run_tuner(
+        tmp_path,
+        make_tune(trials=3),
+        evaluator,
+        base_args={"max-model-len": 512, "api-key": "sk-live-0123456789"},
+    )
     assert evaluator.deployed[0]["api-key"] == "sk-live-0123456789"  # the server gets it
     summary = results.summarize(study, "capacity")
     results.write_exports(summary, "org/model", store_at(tmp_path), "demo", tmp_path / "helm", "")
-    for path in [tmp_path / "study.db", tmp_path / "tune-result.json", tmp_path / "serve-command.sh",
-                 tmp_path / "helm/demo.yaml"]:
+    for path in [
+        tmp_path / "study.db",
+        tmp_path / "tune-result.json",
+        tmp_path / "serve-command.sh",
+        tmp_path / "helm/demo.yaml",
+    ]:
         assert b"sk-live-0123456789" not in path.read_bytes(), path
 
 
@@ -375,7 +477,7 @@ def _secret_tune_spec(tmp_path) -> Path:
     spec.write_text(f"""
 name: tune-secret
 model: builtin:tiny-llama
-deployment: {{kind: replay, run: {FIXTURES / 'grid-cpu'}}}
+deployment: {{kind: replay, run: {FIXTURES / "grid-cpu"}}}
 server:
   args: {{max-model-len: 512, api-key: {TUNE_SECRET}}}
 load:

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.s3_server import BUCKET, S3, free_port  # the `s3` fixture: tests/conftest.py
 from tests.tekton_steps import load_task, run_step, step_env
 from tunebench.testing import make_synthetic_run
-
-from tests.s3_server import BUCKET, S3, free_port  # the `s3` fixture: tests/conftest.py
 
 
 @pytest.fixture
@@ -29,8 +28,11 @@ def workspace(tmp_path) -> Path:
 
 
 def _files(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*")
-            if p.is_file() and not p.name.endswith(".tmp")}
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith(".tmp")
+    }
 
 
 def _upload(s3: S3, workspace: Path, tmp_path: Path, secrets: dict | None = None, **params):
@@ -65,12 +67,15 @@ def test_step_uploads_one_run_when_asked(s3, workspace, tmp_path):
     assert s3.keys("one/") == {f"one/{run.name}/{f}" for f in _files(run)}
 
 
-@pytest.mark.parametrize("case,expected", [
-    ("no-bucket", "bucket 'no-such-bucket' does not exist"),
-    ("wrong-secret", "rejected the credentials (SignatureDoesNotMatch)"),
-    ("unknown-key", "rejected the credentials (InvalidAccessKeyId)"),
-    ("unreachable", "cannot reach http://127.0.0.1:"),
-])
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        ("no-bucket", "bucket 'no-such-bucket' does not exist"),
+        ("wrong-secret", "rejected the credentials (SignatureDoesNotMatch)"),
+        ("unknown-key", "rejected the credentials (InvalidAccessKeyId)"),
+        ("unreachable", "cannot reach http://127.0.0.1:"),
+    ],
+)
 def test_step_failures_are_one_line_and_fail_the_step(s3, workspace, tmp_path, case, expected):
     wrong = "WRONG-secret-value-must-never-be-printed"
     params: dict = {"prefix": f"fail-{case}"}
@@ -125,9 +130,19 @@ def test_cli_destination_and_selection_errors(tmp_path):
 
 def test_cli_honours_aws_endpoint_url(s3, tmp_path):
     store = make_synthetic_run(tmp_path, configs=1, streams=(1,))
-    result = run_cli("upload", store.path.name, f"s3://{BUCKET}/from-env", "--root", str(tmp_path),
-                     "-q", env={"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": s3.key_id,
-                                "AWS_SECRET_ACCESS_KEY": s3.secret})
+    result = run_cli(
+        "upload",
+        store.path.name,
+        f"s3://{BUCKET}/from-env",
+        "--root",
+        str(tmp_path),
+        "-q",
+        env={
+            "AWS_ENDPOINT_URL": s3.endpoint,
+            "AWS_ACCESS_KEY_ID": s3.key_id,
+            "AWS_SECRET_ACCESS_KEY": s3.secret,
+        },
+    )
     assert result.returncode == 0, result.stderr
     assert s3.keys("from-env/") == {f"from-env/{store.path.name}/{f}" for f in _files(store.path)}
     assert "[1/" not in result.stdout  # --quiet: the summary only

@@ -44,10 +44,14 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
     values = best.get("values") or []
     config = _config(manifest, best.get("config_id") or "")
     out = {
-        "config_id": best.get("config_id"), "label": config.get("label", f"t{best.get('trial')}"),
-        "model": config.get("model"), "args": best.get("args") or config.get("args") or {},
-        "rule": "tune", "metric": names[0] if names else None,
-        "value": _round(values[0]) if values else None, "trial": best.get("trial"),
+        "config_id": best.get("config_id"),
+        "label": config.get("label", f"t{best.get('trial')}"),
+        "model": config.get("model"),
+        "args": best.get("args") or config.get("args") or {},
+        "rule": "tune",
+        "metric": names[0] if names else None,
+        "value": _round(values[0]) if values else None,
+        "trial": best.get("trial"),
     }
     if result.get("improvement_pct") is not None:
         out["improvement_pct"] = _round(result["improvement_pct"])
@@ -55,8 +59,9 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
 
 
 def _from_capacity(manifest: dict) -> dict[str, Any] | None:
-    found = [c for c in manifest.get("configs", [])
-             if (c.get("capacity") or {}).get("rate") is not None]
+    found = [
+        c for c in manifest.get("configs", []) if (c.get("capacity") or {}).get("rate") is not None
+    ]
     if not found:
         return None
     best = max(found, key=lambda c: c["capacity"]["rate"])
@@ -84,8 +89,10 @@ def _from_points(path: Path, manifest: dict) -> dict[str, Any] | None:
     if pool.empty:
         return None
     row = pool.loc[pool[metric].idxmax()]
-    config = _config(manifest, row["config_id"]) or {"config_id": row["config_id"],
-                                                     "label": row["config_label"]}
+    config = _config(manifest, row["config_id"]) or {
+        "config_id": row["config_id"],
+        "label": row["config_label"],
+    }
     out = {**_describe(config, rule, metric, row[metric]), "point": row["point_id"]}
     if met.empty:
         out["slo_met"] = False
@@ -95,9 +102,15 @@ def _from_points(path: Path, manifest: dict) -> dict[str, Any] | None:
 
 
 def _describe(config: dict, rule: str, metric: str, value: Any) -> dict[str, Any]:
-    return {"config_id": config.get("config_id"), "label": config.get("label"),
-            "model": config.get("model"), "args": config.get("args") or {},
-            "rule": rule, "metric": metric, "value": _round(value)}
+    return {
+        "config_id": config.get("config_id"),
+        "label": config.get("label"),
+        "model": config.get("model"),
+        "args": config.get("args") or {},
+        "rule": rule,
+        "metric": metric,
+        "value": _round(value),
+    }
 
 
 def _round(value: Any) -> Any:

@@ -52,14 +52,31 @@ METRICS: dict[str, CompareMetric] = {
         CompareMetric("tpot_p50", "TPOT p50 ms", "tpot_p50_ms", "tpot_ms", 0.50),
         CompareMetric("e2e_p50", "e2e p50 s", "e2e_p50_s", "e2e_s", 0.50),
         CompareMetric("e2e_p95", "e2e p95 s", "e2e_p95_s", "e2e_s", 0.95),
-        CompareMetric("output_tok_s", "output tok/s", "output_tok_s", higher_is_better=True,
-                      throughput="tokens"),
-        CompareMetric("achieved_rps", "achieved req/s", "achieved_rps", higher_is_better=True,
-                      throughput="requests"),
+        CompareMetric(
+            "output_tok_s",
+            "output tok/s",
+            "output_tok_s",
+            higher_is_better=True,
+            throughput="tokens",
+        ),
+        CompareMetric(
+            "achieved_rps",
+            "achieved req/s",
+            "achieved_rps",
+            higher_is_better=True,
+            throughput="requests",
+        ),
     )
 }
-DEFAULT_METRICS = ("ttft_p50", "ttft_p95", "itl_p50", "itl_p95", "e2e_p95", "output_tok_s",
-                   "achieved_rps")
+DEFAULT_METRICS = (
+    "ttft_p50",
+    "ttft_p95",
+    "itl_p50",
+    "itl_p95",
+    "e2e_p95",
+    "output_tok_s",
+    "achieved_rps",
+)
 LOAD_KEY = ("load_kind", "target")
 MIN_SAMPLES = 10  # fewer per side: no verdict (a bootstrap of 5 values says little)
 
@@ -85,12 +102,19 @@ class Comparison:
 
     def regressions(self, threshold_pct: float) -> pd.DataFrame:
         rows = self.rows
-        return rows[(rows["verdict"] == SIGNIFICANT_WORSE) & (rows["change_pct"].abs() > threshold_pct)]
+        return rows[
+            (rows["verdict"] == SIGNIFICANT_WORSE) & (rows["change_pct"].abs() > threshold_pct)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         rows = self.rows.astype(object).where(self.rows.notna(), None)
-        return {"baseline": self.baseline, "key": list(self.key), "args_differ": self.args_differ,
-                "rows": rows.to_dict(orient="records"), "crossovers": self.crossovers}
+        return {
+            "baseline": self.baseline,
+            "key": list(self.key),
+            "args_differ": self.args_differ,
+            "rows": rows.to_dict(orient="records"),
+            "crossovers": self.crossovers,
+        }
 
 
 def resolve_metrics(names: list[str] | None) -> list[CompareMetric]:
@@ -103,6 +127,7 @@ def resolve_metrics(names: list[str] | None) -> list[CompareMetric]:
 
 
 # -- statistics ---------------------------------------------------------------------------
+
 
 def _quantile_draws(values: np.ndarray, q: float, rng: np.random.Generator, n_draws: int):
     ordered = np.sort(values)
@@ -124,23 +149,38 @@ def _throughput_draws(
 
 
 def _estimate(
-    metric: CompareMetric, points: pd.DataFrame, samples: pd.DataFrame,
-    rng: np.random.Generator, n_draws: int,
+    metric: CompareMetric,
+    points: pd.DataFrame,
+    samples: pd.DataFrame,
+    rng: np.random.Generator,
+    n_draws: int,
 ) -> tuple[float | None, np.ndarray | None, int]:
     """(point value, bootstrap draws or None, number of samples) for one side of a point."""
-    values = points[metric.column].dropna().to_numpy(dtype=float) if metric.column in points else np.array([])
+    values = (
+        points[metric.column].dropna().to_numpy(dtype=float)
+        if metric.column in points
+        else np.array([])
+    )
     if len(values) > 1:  # repeats
         picks = rng.integers(0, len(values), size=(n_draws, len(values)))
         return float(values.mean()), values[picks].mean(axis=1), len(values)
     observed = float(values[0]) if len(values) else None
     if metric.sample:
-        column = samples[metric.sample].dropna().to_numpy(dtype=float) if metric.sample in samples else np.array([])
+        column = (
+            samples[metric.sample].dropna().to_numpy(dtype=float)
+            if metric.sample in samples
+            else np.array([])
+        )
         if len(column) >= MIN_SAMPLES:
             value = float(np.quantile(column, metric.quantile))
             return value, _quantile_draws(column, metric.quantile, rng, n_draws), len(column)
         return observed, None, len(column)
     if observed is not None and len(samples) >= MIN_SAMPLES:
-        return observed, _throughput_draws(observed, samples, metric.throughput, rng, n_draws), len(samples)
+        return (
+            observed,
+            _throughput_draws(observed, samples, metric.throughput, rng, n_draws),
+            len(samples),
+        )
     return observed, None, len(samples)
 
 
@@ -155,10 +195,13 @@ def _verdict(metric, change, low, high, min_change_pct) -> str:
 
 # -- alignment ----------------------------------------------------------------------------
 
+
 def _samples_by_point(side: Side) -> dict[tuple[str, str], pd.DataFrame]:
     if side.requests.empty:
         return {}
-    return {key: group for key, group in side.requests.groupby(["config_id", "point_id"], sort=False)}
+    return {
+        key: group for key, group in side.requests.groupby(["config_id", "point_id"], sort=False)
+    }
 
 
 def _samples_for(index: dict, rows: pd.DataFrame) -> pd.DataFrame:
@@ -186,7 +229,11 @@ def compare_sides(
     base_groups = {k: g for k, g in baseline.points.groupby(list(key), sort=False)}
     base_samples = _samples_by_point(baseline)
     for candidate in sides[1:]:
-        cand_samples = base_samples if candidate.requests is baseline.requests else _samples_by_point(candidate)
+        cand_samples = (
+            base_samples
+            if candidate.requests is baseline.requests
+            else _samples_by_point(candidate)
+        )
         for point_key, cand_rows in candidate.points.groupby(list(key), sort=False):
             base_rows = base_groups.get(point_key)
             if base_rows is None:
@@ -205,22 +252,34 @@ def compare_sides(
                         ratios = ratios[np.isfinite(ratios)]
                         if len(ratios):
                             low, high = np.percentile(ratios, [alpha, 100 - alpha])
-                records.append({
-                    "baseline": baseline.name, "candidate": candidate.name,
-                    **dict(zip(key, point_key if isinstance(point_key, tuple) else (point_key,))),
-                    "metric": metric.name, "label": metric.label, "a": a, "b": b,
-                    "change_pct": change, "ci_low_pct": low, "ci_high_pct": high,
-                    "verdict": _verdict(metric, change, low, high, min_change_pct),
-                    "n_a": n_a, "n_b": n_b,
-                })
+                records.append(
+                    {
+                        "baseline": baseline.name,
+                        "candidate": candidate.name,
+                        **dict(
+                            zip(key, point_key if isinstance(point_key, tuple) else (point_key,))
+                        ),
+                        "metric": metric.name,
+                        "label": metric.label,
+                        "a": a,
+                        "b": b,
+                        "change_pct": change,
+                        "ci_low_pct": low,
+                        "ci_high_pct": high,
+                        "verdict": _verdict(metric, change, low, high, min_change_pct),
+                        "n_a": n_a,
+                        "n_b": n_b,
+                    }
+                )
     rows = pd.DataFrame.from_records(records)
     if rows.empty:
         raise TunebenchError(
             "no load point is common to the compared runs (aligned on "
             f"{' + '.join(key)}); compare runs of the same load profiles"
         )
-    return Comparison(rows, args_differ(sides), crossovers_between(sides, key), baseline.name, key,
-                      sides)
+    return Comparison(
+        rows, args_differ(sides), crossovers_between(sides, key), baseline.name, key, sides
+    )
 
 
 def args_differ(sides: list[Side]) -> dict[str, list[Any]]:
@@ -274,10 +333,19 @@ def crossovers_between(sides: list[Side], key: tuple[str, ...]) -> list[dict[str
                 xs = group["target"].astype(float).to_numpy()
                 for x in crossover_points(xs, a_vals, b_vals):
                     first_better = base.name if b_vals[0] > a_vals[0] else candidate.name
-                    out.append({
-                        "metric": column, "load_kind": group_key[0] if isinstance(group_key, tuple) else group_key,
-                        "baseline": base.name, "candidate": candidate.name, "target": round(x, 3),
-                        "better_below": first_better,
-                        "better_above": candidate.name if first_better == base.name else base.name,
-                    })
+                    out.append(
+                        {
+                            "metric": column,
+                            "load_kind": group_key[0]
+                            if isinstance(group_key, tuple)
+                            else group_key,
+                            "baseline": base.name,
+                            "candidate": candidate.name,
+                            "target": round(x, 3),
+                            "better_below": first_better,
+                            "better_above": candidate.name
+                            if first_better == base.name
+                            else base.name,
+                        }
+                    )
     return out

@@ -45,7 +45,9 @@ def load_run(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:
 
 
 def load_requests(
-    run: str | Path, root: str | Path = "reports", config_id: str | None = None,
+    run: str | Path,
+    root: str | Path = "reports",
+    config_id: str | None = None,
     point_id: str | None = None,
 ) -> pd.DataFrame:
     """Per-request samples (ttft_ms, itl_ms, tpot_ms, e2e_s, tokens) of a run's points."""
@@ -61,7 +63,9 @@ def load_requests(
     if not files:
         frames = _requests_from_raw_reports(path, config_id)
     if not frames:
-        return pd.DataFrame(columns=["config_id", "point_id", "ttft_ms", "itl_ms", "tpot_ms", "e2e_s"])
+        return pd.DataFrame(
+            columns=["config_id", "point_id", "ttft_ms", "itl_ms", "tpot_ms", "e2e_s"]
+        )
     out = pd.concat(frames, ignore_index=True)
     if point_id:
         out = out[out["point_id"] == point_id]
@@ -73,8 +77,9 @@ def _requests_from_raw_reports(path: Path, config_id: str | None) -> list[pd.Dat
     if "raw_report" not in points:  # runs written before the column existed: plan order
         order = points.groupby("config_id").cumcount()
         layout = RunLayout(path)
-        points["raw_report"] = [layout.relative(layout.raw_report(c, i))
-                                for c, i in zip(points["config_id"], order)]
+        points["raw_report"] = [
+            layout.relative(layout.raw_report(c, i)) for c, i in zip(points["config_id"], order)
+        ]
     frames = []
     for row in points.itertuples():
         raw = getattr(row, "raw_report", "")

@@ -26,11 +26,22 @@ def overlay_data(result: Comparison) -> pd.DataFrame:
 def write_overlay(result: Comparison, target: Path) -> Path:
     data = overlay_data(result)
     pngs = [
-        ("TTFT vs achieved request rate",
-         render_lines(versus_data(data, LATENCY_METRICS), "achieved_rps", "TTFT", "requests/s", "ms")),
-        ("Output tokens/s vs achieved request rate",
-         render_lines(versus_data(data, {"output_tok_s": "output tok/s"}), "achieved_rps",
-                      "Output throughput", "requests/s", "tokens/s")),
+        (
+            "TTFT vs achieved request rate",
+            render_lines(
+                versus_data(data, LATENCY_METRICS), "achieved_rps", "TTFT", "requests/s", "ms"
+            ),
+        ),
+        (
+            "Output tokens/s vs achieved request rate",
+            render_lines(
+                versus_data(data, {"output_tok_s": "output tok/s"}),
+                "achieved_rps",
+                "Output throughput",
+                "requests/s",
+                "tokens/s",
+            ),
+        ),
     ]
     target = Path(target)
     if target.suffix.lower() == ".png":
@@ -41,7 +52,10 @@ def write_overlay(result: Comparison, target: Path) -> Path:
         f'alt="{html.escape(title)}"><figcaption>{html.escape(title)}</figcaption></figure>'
         for title, png in pngs
     )
-    write_atomic(target, f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-                         f"<title>tunebench compare</title></head><body>"
-                         f"<h1>Compared with {html.escape(result.baseline)}</h1>{body}</body></html>")
+    write_atomic(
+        target,
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>tunebench compare</title></head><body>"
+        f"<h1>Compared with {html.escape(result.baseline)}</h1>{body}</body></html>",
+    )
     return target

@@ -19,15 +19,21 @@ ITL_METRICS = {"itl_p50_ms": "ITL p50", "itl_p95_ms": "ITL p95"}
 
 # -- data ---------------------------------------------------------------------------------
 
-def versus_data(points: pd.DataFrame, metrics: dict[str, str], x: str = "achieved_rps",
-                kinds: tuple[str, ...] | None = None) -> pd.DataFrame:
+
+def versus_data(
+    points: pd.DataFrame,
+    metrics: dict[str, str],
+    x: str = "achieved_rps",
+    kinds: tuple[str, ...] | None = None,
+) -> pd.DataFrame:
     """Long frame [config_label, load_kind, x, metric, value], sorted along x."""
     frame = points if kinds is None else points[points["load_kind"].isin(kinds)]
     present = [m for m in metrics if m in frame]
     if frame.empty or not present:
         return pd.DataFrame(columns=[HUE, "load_kind", x, "metric", "value"])
-    long = frame.melt(id_vars=[HUE, "load_kind", x], value_vars=present,
-                      var_name="metric", value_name="value")
+    long = frame.melt(
+        id_vars=[HUE, "load_kind", x], value_vars=present, var_name="metric", value_name="value"
+    )
     long["metric"] = long["metric"].map(metrics)
     return long.dropna(subset=[x, "value"]).sort_values([HUE, "metric", x]).reset_index(drop=True)
 
@@ -57,7 +63,9 @@ def pareto_data(points: pd.DataFrame) -> pd.DataFrame:
     if "valid" in frame:
         frame = frame[frame["valid"] == True]  # noqa: E712 - pandas mask
     out = frame[[HUE, "point_id", "output_tok_s", "ttft_p95_ms"]].copy()
-    out["on_front"] = pareto_front(out["output_tok_s"].to_numpy(float), out["ttft_p95_ms"].to_numpy(float))
+    out["on_front"] = pareto_front(
+        out["output_tok_s"].to_numpy(float), out["ttft_p95_ms"].to_numpy(float)
+    )
     return out.reset_index(drop=True)
 
 
@@ -77,12 +85,17 @@ def timeseries_data(run_path: Path, points: pd.DataFrame, config_id: str) -> pd.
         series.loc[inside, "point_id"] = window.point_id
     series["seconds"] = series["time"] - origin
     series["kv_usage_pct"] = series["kv_usage"] * 100
-    long = series.melt(id_vars=["seconds", "point_id"], value_vars=["kv_usage_pct", "running", "waiting"],
-                       var_name="series", value_name="value")
+    long = series.melt(
+        id_vars=["seconds", "point_id"],
+        value_vars=["kv_usage_pct", "running", "waiting"],
+        var_name="series",
+        value_name="value",
+    )
     return long.dropna(subset=["value"]).reset_index(drop=True)
 
 
 # -- rendering ----------------------------------------------------------------------------
+
 
 def _figure_bytes(fig) -> bytes:
     import matplotlib.pyplot as plt
@@ -114,15 +127,26 @@ def _place_legend(ax, sns, hues: int) -> None:
         ax.set_title(f"{ax.get_title()} ({hues} configurations; legend omitted)")
 
 
-def render_lines(data: pd.DataFrame, x: str, title: str, xlabel: str, ylabel: str,
-                 hue: str = HUE) -> bytes:
+def render_lines(
+    data: pd.DataFrame, x: str, title: str, xlabel: str, ylabel: str, hue: str = HUE
+) -> bytes:
     plt, sns = _setup()
     hues = data[hue].nunique() if not data.empty else 0
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
     ax.set_title(title)
     if not data.empty:
-        sns.lineplot(data=data, x=x, y="value", hue=hue, style="metric" if data["metric"].nunique() > 1 else None,
-                     markers=True, dashes=True, ax=ax, sort=True, estimator=None)
+        sns.lineplot(
+            data=data,
+            x=x,
+            y="value",
+            hue=hue,
+            style="metric" if data["metric"].nunique() > 1 else None,
+            markers=True,
+            dashes=True,
+            ax=ax,
+            sort=True,
+            estimator=None,
+        )
         _place_legend(ax, sns, hues)
     ax.set(xlabel=xlabel, ylabel=ylabel)
     return _figure_bytes(fig)
@@ -136,8 +160,14 @@ def render_pareto(data: pd.DataFrame) -> bytes:
     if not data.empty:
         sns.scatterplot(data=data, x="output_tok_s", y="ttft_p95_ms", hue=HUE, ax=ax, s=50)
         front = data[data["on_front"]].sort_values("output_tok_s")
-        ax.plot(front["output_tok_s"], front["ttft_p95_ms"], color="black", lw=1.5,
-                label="Pareto front", zorder=0)
+        ax.plot(
+            front["output_tok_s"],
+            front["ttft_p95_ms"],
+            color="black",
+            lw=1.5,
+            label="Pareto front",
+            zorder=0,
+        )
         ax.legend(fontsize="small")
         _place_legend(ax, sns, hues)
     ax.set(xlabel="output tokens/s", ylabel="TTFT p95 (ms)")
@@ -148,8 +178,9 @@ def render_timeseries_group(data: pd.DataFrame, title: str) -> bytes:
     """Several configurations in one figure: one line each, time from each one's start."""
     plt, sns = _setup()
     fig, axes = plt.subplots(3, 1, figsize=(9, 5), sharex=True, layout="constrained")
-    for ax, name, label in zip(axes, ("kv_usage_pct", "running", "waiting"),
-                               ("KV cache %", "running", "waiting")):
+    for ax, name, label in zip(
+        axes, ("kv_usage_pct", "running", "waiting"), ("KV cache %", "running", "waiting")
+    ):
         for config, part in data[data["series"] == name].groupby(HUE, sort=False):
             ax.plot(part["seconds"], part["value"], lw=0.8, label=config)
         ax.set_ylabel(label)
@@ -162,10 +193,13 @@ def render_timeseries_group(data: pd.DataFrame, title: str) -> bytes:
 def render_timeseries(data: pd.DataFrame, title: str) -> bytes:
     plt, sns = _setup()
     fig, axes = plt.subplots(3, 1, figsize=(7, 5), sharex=True, layout="constrained")
-    spans = [(g["seconds"].min(), g["seconds"].max())
-             for _, g in data.dropna(subset=["point_id"]).groupby("point_id", sort=False)]
-    for ax, name, label in zip(axes, ("kv_usage_pct", "running", "waiting"),
-                               ("KV cache %", "running", "waiting")):
+    spans = [
+        (g["seconds"].min(), g["seconds"].max())
+        for _, g in data.dropna(subset=["point_id"]).groupby("point_id", sort=False)
+    ]
+    for ax, name, label in zip(
+        axes, ("kv_usage_pct", "running", "waiting"), ("KV cache %", "running", "waiting")
+    ):
         part = data[data["series"] == name]
         ax.plot(part["seconds"], part["value"], lw=1)
         for start, end in spans[::2]:  # shade every other point window to show boundaries
@@ -179,22 +213,52 @@ def render_timeseries(data: pd.DataFrame, title: str) -> bytes:
 def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]:
     """Every plot of a run as (title, PNG bytes), in report order."""
     figures = [
-        ("TTFT vs achieved request rate",
-         render_lines(versus_data(points, LATENCY_METRICS), "achieved_rps",
-                      "TTFT vs achieved request rate", "requests/s", "ms")),
+        (
+            "TTFT vs achieved request rate",
+            render_lines(
+                versus_data(points, LATENCY_METRICS),
+                "achieved_rps",
+                "TTFT vs achieved request rate",
+                "requests/s",
+                "ms",
+            ),
+        ),
     ]
     concurrency = concurrency_data(points)
     if not concurrency.empty:
-        figures.append(("TTFT per number of concurrent streams",
-                        render_lines(concurrency, "streams", "TTFT per concurrent streams",
-                                     "concurrent streams", "ms")))
+        figures.append(
+            (
+                "TTFT per number of concurrent streams",
+                render_lines(
+                    concurrency,
+                    "streams",
+                    "TTFT per concurrent streams",
+                    "concurrent streams",
+                    "ms",
+                ),
+            )
+        )
     figures += [
-        ("ITL vs achieved request rate",
-         render_lines(versus_data(points, ITL_METRICS), "achieved_rps",
-                      "ITL vs achieved request rate", "requests/s", "ms")),
-        ("Output tokens/s vs achieved request rate",
-         render_lines(throughput_data(points), "achieved_rps", "Output throughput",
-                      "requests/s", "tokens/s")),
+        (
+            "ITL vs achieved request rate",
+            render_lines(
+                versus_data(points, ITL_METRICS),
+                "achieved_rps",
+                "ITL vs achieved request rate",
+                "requests/s",
+                "ms",
+            ),
+        ),
+        (
+            "Output tokens/s vs achieved request rate",
+            render_lines(
+                throughput_data(points),
+                "achieved_rps",
+                "Output throughput",
+                "requests/s",
+                "tokens/s",
+            ),
+        ),
         ("Latency-throughput Pareto", render_pareto(pareto_data(points))),
     ]
     configs = list(dict.fromkeys(zip(points["config_id"], points[HUE])))
@@ -202,12 +266,16 @@ def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]
         for config_id, label in configs:
             data = timeseries_data(run_path, points, config_id)
             if not data.empty:
-                figures.append((f"Server time series: {label}",
-                                render_timeseries(data, f"{config_id}: {label}")))
+                figures.append(
+                    (
+                        f"Server time series: {label}",
+                        render_timeseries(data, f"{config_id}: {label}"),
+                    )
+                )
         return figures
     # Many configurations: a figure per group, one line per configuration.
     for first in range(0, len(configs), TIMESERIES_PER_FIGURE):
-        group = configs[first:first + TIMESERIES_PER_FIGURE]
+        group = configs[first : first + TIMESERIES_PER_FIGURE]
         frames = [timeseries_data(run_path, points, c).assign(**{HUE: label}) for c, label in group]
         data = pd.concat(frames, ignore_index=True)
         if not data.empty:

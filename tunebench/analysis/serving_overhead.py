@@ -29,23 +29,38 @@ def serving_overhead(batch_path: Path, sweep_path: Path) -> list[dict[str, Any]]
         offline = next((r for r in batch.rows if r["config_id"] == config.config_id), None)
         if offline is None:
             continue
-        twins = [c for c in sweep.manifest.configs
-                 if args_key(c.args) == args_key(config.args)
-                 and Path(str(c.model)).name == Path(str(config.model)).name]
+        twins = [
+            c
+            for c in sweep.manifest.configs
+            if args_key(c.args) == args_key(config.args)
+            and Path(str(c.model)).name == Path(str(config.model)).name
+        ]
         for twin in twins:
-            points = [r for r in sweep.rows if r["config_id"] == twin.config_id
-                      and to_float(r.get("output_tok_s")) is not None]
+            points = [
+                r
+                for r in sweep.rows
+                if r["config_id"] == twin.config_id and to_float(r.get("output_tok_s")) is not None
+            ]
             if not points:
                 continue
             best = max(points, key=lambda r: to_float(r["output_tok_s"]))
-            offline_tok_s, online_tok_s = to_float(offline["output_tok_s"]), to_float(best["output_tok_s"])
-            rows.append({
-                "config": config.label, "sweep_config": twin.label,
-                "offline_tok_s": offline_tok_s, "online_tok_s": online_tok_s,
-                "online_point": best["point_id"],
-                "ratio": online_tok_s / offline_tok_s if offline_tok_s else None,
-            })
+            offline_tok_s, online_tok_s = (
+                to_float(offline["output_tok_s"]),
+                to_float(best["output_tok_s"]),
+            )
+            rows.append(
+                {
+                    "config": config.label,
+                    "sweep_config": twin.label,
+                    "offline_tok_s": offline_tok_s,
+                    "online_tok_s": online_tok_s,
+                    "online_point": best["point_id"],
+                    "ratio": online_tok_s / offline_tok_s if offline_tok_s else None,
+                }
+            )
     if not rows:
-        raise UsageError(f"no configuration of {sweep_path.name} has the model and engine args of "
-                         f"one in {batch_path.name}; compare runs of the same model and args")
+        raise UsageError(
+            f"no configuration of {sweep_path.name} has the model and engine args of "
+            f"one in {batch_path.name}; compare runs of the same model and args"
+        )
     return rows

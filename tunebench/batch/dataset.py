@@ -34,12 +34,16 @@ def load_records(path: Path, id_field: str, limit: int | None = None) -> list[Re
         if not isinstance(row, dict):
             raise SpecError(f"{path}: record {number} is not an object with fields")
         if row.get(id_field) in (None, ""):
-            raise SpecError(f"{path}: record {number} has no {id_field!r}; give every record an "
-                            f"id or set dataset.id_field to the field that identifies it")
+            raise SpecError(
+                f"{path}: record {number} has no {id_field!r}; give every record an "
+                f"id or set dataset.id_field to the field that identifies it"
+            )
         record_id = str(row[id_field])
         if record_id in seen:
-            raise SpecError(f"{path}: record {number}: id {record_id!r} appears twice; ids key "
-                            "the outputs and must be unique")
+            raise SpecError(
+                f"{path}: record {number}: id {record_id!r} appears twice; ids key "
+                "the outputs and must be unique"
+            )
         seen.add(record_id)
         records.append(Record(record_id, row))
     if not records:
@@ -65,13 +69,18 @@ def _read_rows(path: Path) -> list[Any]:
             if isinstance(data, dict):
                 lists = [v for v in data.values() if isinstance(v, list)]
                 if len(lists) != 1:
-                    raise SpecError(f"{path}: expected a list of records, or an object holding one list")
+                    raise SpecError(
+                        f"{path}: expected a list of records, or an object holding one list"
+                    )
                 data = lists[0]
             return list(data)
         import pandas as pd
 
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False) if suffix == ".csv" \
+        frame = (
+            pd.read_csv(path, dtype=str, keep_default_na=False)
+            if suffix == ".csv"
             else pd.read_parquet(path)
+        )
         return frame.to_dict(orient="records")
     except FileNotFoundError:
         raise SpecError(f"{path}: dataset file not found") from None
@@ -81,8 +90,9 @@ def _read_rows(path: Path) -> list[Any]:
 
 class PromptRenderer:
     def __init__(self, template: str, where: str):
-        environment = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
-                                         keep_trailing_newline=False)
+        environment = jinja2.Environment(
+            undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False
+        )
         environment.filters["tojson"] = lambda value: json.dumps(value, ensure_ascii=False)
         try:
             self.template = environment.from_string(template)
@@ -94,9 +104,13 @@ class PromptRenderer:
         try:
             return self.template.render(**record.fields)
         except jinja2.UndefinedError as exc:
-            raise SpecError(f"{self.where}: record {record.id!r}: {exc.message}; use "
-                            "{{ field | default('') }} for optional fields") from None
+            raise SpecError(
+                f"{self.where}: record {record.id!r}: {exc.message}; use "
+                "{{ field | default('') }} for optional fields"
+            ) from None
         except (jinja2.TemplateError, ArithmeticError, LookupError, TypeError, ValueError) as exc:
             # e.g. {{ title + 1 }} or {{ steps | join(1) }}: the template, not the data, is wrong
-            raise SpecError(f"{self.where}: record {record.id!r}: the template fails: "
-                            f"{type(exc).__name__}: {exc}") from None
+            raise SpecError(
+                f"{self.where}: record {record.id!r}: the template fails: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None

@@ -11,17 +11,53 @@ import json
 import random
 import sys
 
-DISHES = ["banana bread", "roast chicken", "lasagna", "apple pie", "focaccia", "meatloaf",
-          "granola", "brownies", "shepherd's pie", "cornbread", "baked ziti", "scones",
-          "roasted vegetables", "salmon fillets", "quiche", "cinnamon rolls"]
-INGREDIENTS = ["2 cups flour", "1 cup sugar", "3 eggs", "1/2 cup butter", "1 tsp salt",
-               "2 tbsp olive oil", "1 lb chicken thighs", "2 cups milk", "1 onion, diced",
-               "3 cloves garlic", "1 tsp baking soda", "2 ripe bananas", "1 cup oats",
-               "1/2 cup honey", "1 lb pasta", "2 cups tomato sauce", "1 cup cheese"]
-PREP = ["Whisk the dry ingredients together in a large bowl.",
-        "Cream the butter and sugar until fluffy.", "Dice the vegetables evenly.",
-        "Season with salt and pepper.", "Fold in the remaining ingredients.",
-        "Grease a baking dish.", "Let the dough rest, covered.", "Stir well and set aside."]
+DISHES = [
+    "banana bread",
+    "roast chicken",
+    "lasagna",
+    "apple pie",
+    "focaccia",
+    "meatloaf",
+    "granola",
+    "brownies",
+    "shepherd's pie",
+    "cornbread",
+    "baked ziti",
+    "scones",
+    "roasted vegetables",
+    "salmon fillets",
+    "quiche",
+    "cinnamon rolls",
+]
+INGREDIENTS = [
+    "2 cups flour",
+    "1 cup sugar",
+    "3 eggs",
+    "1/2 cup butter",
+    "1 tsp salt",
+    "2 tbsp olive oil",
+    "1 lb chicken thighs",
+    "2 cups milk",
+    "1 onion, diced",
+    "3 cloves garlic",
+    "1 tsp baking soda",
+    "2 ripe bananas",
+    "1 cup oats",
+    "1/2 cup honey",
+    "1 lb pasta",
+    "2 cups tomato sauce",
+    "1 cup cheese",
+]
+PREP = [
+    "Whisk the dry ingredients together in a large bowl.",
+    "Cream the butter and sugar until fluffy.",
+    "Dice the vegetables evenly.",
+    "Season with salt and pepper.",
+    "Fold in the remaining ingredients.",
+    "Grease a baking dish.",
+    "Let the dough rest, covered.",
+    "Stir well and set aside.",
+]
 
 
 def recipe(rng: random.Random, number: int) -> dict:
@@ -34,8 +70,12 @@ def recipe(rng: random.Random, number: int) -> dict:
     if rng.random() < 0.4:
         rest = rng.choice([5, 10, 15])
         steps.append(f"Cool for {rest} minutes before serving.")
-    return {"id": f"recipe-{number:04d}", "title": dish.title(),
-            "ingredients": rng.sample(INGREDIENTS, rng.randint(3, 7)), "directions": steps}
+    return {
+        "id": f"recipe-{number:04d}",
+        "title": dish.title(),
+        "ingredients": rng.sample(INGREDIENTS, rng.randint(3, 7)),
+        "directions": steps,
+    }
 
 
 def main() -> None:

@@ -45,8 +45,11 @@ class BatchOutcome:
 def plan_configs(spec: BatchSpec, spec_path: Path) -> list[ServerConfig]:
     if spec.engine == "transformers":
         model = resolve_model(spec.model, spec_path.parent, "model", spec_path)
-        tokenizer = (resolve_model(spec.tokenizer, spec_path.parent, "tokenizer", spec_path)
-                     if spec.tokenizer else None)
+        tokenizer = (
+            resolve_model(spec.tokenizer, spec_path.parent, "tokenizer", spec_path)
+            if spec.tokenizer
+            else None
+        )
         return [ServerConfig("c1", "transformers", model, tokenizer, {}, {})]
     adapter = SimpleNamespace(server=spec.engine_args, model=spec.model, tokenizer=spec.tokenizer)
     return expand_configs(adapter, spec_path.parent, spec_path)
@@ -55,8 +58,10 @@ def plan_configs(spec: BatchSpec, spec_path: Path) -> list[ServerConfig]:
 def render_prompts(spec: BatchSpec, spec_path: Path) -> list[dict[str, str]]:
     dataset = (spec_path.parent / spec.dataset.path).resolve()
     if not dataset.is_file():
-        raise SpecError(f"{spec_path}: dataset.path: {dataset} is not a file; the path is "
-                        "relative to the spec file")
+        raise SpecError(
+            f"{spec_path}: dataset.path: {dataset} is not a file; the path is "
+            "relative to the spec file"
+        )
     try:
         records = load_records(dataset, spec.dataset.id_field, spec.dataset.limit)
     except SpecError as exc:  # names the dataset file; say which spec and key led there
@@ -66,10 +71,14 @@ def render_prompts(spec: BatchSpec, spec_path: Path) -> list[dict[str, str]]:
         try:
             template = template_path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise SpecError(f"{spec_path}: prompt.template_file: {exc.strerror}: {template_path}") from None
+            raise SpecError(
+                f"{spec_path}: prompt.template_file: {exc.strerror}: {template_path}"
+            ) from None
         except UnicodeDecodeError:
-            raise SpecError(f"{spec_path}: prompt.template_file: {template_path} is not UTF-8 "
-                            "text; save it as UTF-8") from None
+            raise SpecError(
+                f"{spec_path}: prompt.template_file: {template_path} is not UTF-8 "
+                "text; save it as UTF-8"
+            ) from None
         where = f"{spec_path}: prompt.template_file {template_path}"
     else:
         template, where = spec.prompt.template, f"{spec_path}: prompt.template"
@@ -104,18 +113,32 @@ def shard_slices(count: int, shards: int) -> list[tuple[int, int]]:
     return out
 
 
-def run_batch(spec: BatchSpec, spec_path: Path, spec_data: dict, output_root: Path,
-              reporter: Reporter | None = None, shards: int | None = None,
-              on_store=None) -> tuple[RunStore, list[BatchOutcome]]:
+def run_batch(
+    spec: BatchSpec,
+    spec_path: Path,
+    spec_data: dict,
+    output_root: Path,
+    reporter: Reporter | None = None,
+    shards: int | None = None,
+    on_store=None,
+) -> tuple[RunStore, list[BatchOutcome]]:
     reporter = reporter or SilentReporter()
     shards = shards or spec.shards
     prompts = render_prompts(spec, spec_path)
     schema = json_schema_of(spec, spec_path)
     configs = plan_configs(spec, spec_path)
     varied = sorted({k for c in configs for k in c.varied})
-    store = RunStore.create(output_root, RunKind.BATCH, spec.name, spec=spec_data,
-                            spec_path=spec_path, deployment_kind=f"batch-{spec.engine}",
-                            varied_args=varied, records=len(prompts), shards=shards)
+    store = RunStore.create(
+        output_root,
+        RunKind.BATCH,
+        spec.name,
+        spec=spec_data,
+        spec_path=spec_path,
+        deployment_kind=f"batch-{spec.engine}",
+        varied_args=varied,
+        records=len(prompts),
+        shards=shards,
+    )
     if on_store:
         on_store(store)
     outcomes: list[BatchOutcome] = []
@@ -128,15 +151,28 @@ def run_batch(spec: BatchSpec, spec_path: Path, spec_data: dict, output_root: Pa
     return store, outcomes
 
 
-def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts: list[dict],
-                schema: dict | None, shards: int, reporter: Reporter) -> BatchOutcome:
+def _run_config(
+    spec: BatchSpec,
+    store: RunStore,
+    config: ServerConfig,
+    prompts: list[dict],
+    schema: dict | None,
+    shards: int,
+    reporter: Reporter,
+) -> BatchOutcome:
     work = store.layout.batch_dir(config.config_id)
     work.mkdir(parents=True, exist_ok=True)
     model = demo.resolve_builtin(config.model)
     tokenizer = demo.resolve_builtin(config.tokenizer) if config.tokenizer else None
-    store.update_config(config.config_id, label=config.label, model=config.model, args=config.args,
-                        engine=spec.engine, varied=config.varied,
-                        status=ConfigStatus.RUNNING)
+    store.update_config(
+        config.config_id,
+        label=config.label,
+        model=config.model,
+        args=config.args,
+        engine=spec.engine,
+        varied=config.varied,
+        status=ConfigStatus.RUNNING,
+    )
     slices = shard_slices(len(prompts), shards)
     on_gpu = gpu_visible()
     processes: list[ManagedProcess] = []
@@ -144,32 +180,58 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
     try:
         for shard, (first, end) in enumerate(slices):
             prompt_path = work / f"prompts-{shard}.jsonl"
-            write_atomic(prompt_path, "".join(json.dumps(p, ensure_ascii=False) + "\n"
-                                              for p in prompts[first:end]))
+            write_atomic(
+                prompt_path,
+                "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts[first:end]),
+            )
             job = {
-                "engine": spec.engine, "model": model, "tokenizer": tokenizer,
-                "engine_args": config.args, "mode": spec.prompt.mode, "system": spec.prompt.system,
+                "engine": spec.engine,
+                "model": model,
+                "tokenizer": tokenizer,
+                "engine_args": config.args,
+                "mode": spec.prompt.mode,
+                "system": spec.prompt.system,
                 "sampling": spec.sampling.model_dump(),
-                "structured_output": {"choice": spec.structured_output.choice, "json_schema": schema}
-                if spec.structured_output else None,
+                "structured_output": {
+                    "choice": spec.structured_output.choice,
+                    "json_schema": schema,
+                }
+                if spec.structured_output
+                else None,
                 "transformers": spec.transformers.model_dump(),
-                "ray": {**spec.ray.model_dump(), "cpu": not on_gpu,
-                        "env": {k: v for k, v in vllm_environment(model, cpu=not on_gpu).items()
-                                if k.startswith(("VLLM_", "HF_HUB_OFFLINE", "LD_PRELOAD"))}},
-                "prompts": str(prompt_path), "outputs": str(work / f"outputs-{shard}.jsonl"),
+                "ray": {
+                    **spec.ray.model_dump(),
+                    "cpu": not on_gpu,
+                    "env": {
+                        k: v
+                        for k, v in vllm_environment(model, cpu=not on_gpu).items()
+                        if k.startswith(("VLLM_", "HF_HUB_OFFLINE", "LD_PRELOAD"))
+                    },
+                },
+                "prompts": str(prompt_path),
+                "outputs": str(work / f"outputs-{shard}.jsonl"),
                 "result": str(work / f"result-{shard}.json"),
                 "log": str(work / f"worker-{shard}.log"),
             }
             job_path = work / f"job-{shard}.json"
             job_path.write_text(json.dumps(job, indent=2))
-            env = vllm_environment(model, cpu=not on_gpu,
-                                   threads_bind=_cpu_bind(shard, len(slices)) if not on_gpu else "auto")
-            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine in the worker: its logs time phases
+            env = vllm_environment(
+                model,
+                cpu=not on_gpu,
+                threads_bind=_cpu_bind(shard, len(slices)) if not on_gpu else "auto",
+            )
+            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = (
+                "0"  # engine in the worker: its logs time phases
+            )
             if on_gpu:
                 env["CUDA_VISIBLE_DEVICES"] = str(shard)
-            processes.append(ManagedProcess(
-                [sys.executable, "-m", "tunebench.batch.worker",
-                 str(job_path)], env=env, log_path=work / f"worker-{shard}.log"))
+            processes.append(
+                ManagedProcess(
+                    [sys.executable, "-m", "tunebench.batch.worker", str(job_path)],
+                    env=env,
+                    log_path=work / f"worker-{shard}.log",
+                )
+            )
         reporter.server_status(f"{len(processes)} worker(s) generating {len(prompts)} records …")
         errors = _wait_all(processes, spec.start_timeout_s)
     finally:
@@ -184,8 +246,12 @@ def _run_config(spec: BatchSpec, store: RunStore, config: ServerConfig, prompts:
     outputs = _merge_outputs(work, len(slices), store.layout.outputs(config.config_id))
     row = _row(store, config, results, len(prompts), outputs, schema, time.time() - started)
     store.add_point(row)
-    store.update_config(config.config_id, status=ConfigStatus.COMPLETE, shards=results,
-                        outputs=store.layout.relative(store.layout.outputs(config.config_id)))
+    store.update_config(
+        config.config_id,
+        status=ConfigStatus.COMPLETE,
+        shards=results,
+        outputs=store.layout.relative(store.layout.outputs(config.config_id)),
+    )
     reporter.point_done(config, row)
     return BatchOutcome(config.config_id, "complete")
 
@@ -235,25 +301,41 @@ def _merge_outputs(work: Path, shards: int, target: Path) -> list[dict[str, Any]
     return outputs
 
 
-def _row(store: RunStore, config: ServerConfig, results: list[dict], records: int,
-         outputs: list[dict], schema: dict | None, wall_s: float) -> dict[str, Any]:
+def _row(
+    store: RunStore,
+    config: ServerConfig,
+    results: list[dict],
+    records: int,
+    outputs: list[dict],
+    schema: dict | None,
+    wall_s: float,
+) -> dict[str, Any]:
     # Shards generate at the same time: throughput is all tokens over the span from the
     # first shard's start to the last shard's end of generation.
     span = max(r["generate_end"] for r in results) - min(r["generate_start"] for r in results)
     prompt_tokens = sum(r["prompt_tokens"] for r in results)
     output_tokens = sum(r["output_tokens"] for r in results)
     row: dict[str, Any] = {
-        "run_id": store.run_id, "config_id": config.config_id, "config_label": config.label,
-        "point_id": "batch", "load_kind": "batch", "target": records,
+        "run_id": store.run_id,
+        "config_id": config.config_id,
+        "config_label": config.label,
+        "point_id": "batch",
+        "load_kind": "batch",
+        "target": records,
         **{k: format_value(v) for k, v in config.varied.items()},
-        "requests_ok": len(outputs), "requests_failed": records - len(outputs),
-        "duration_s": span, "achieved_rps": len(outputs) / span if span else None,
+        "requests_ok": len(outputs),
+        "requests_failed": records - len(outputs),
+        "duration_s": span,
+        "achieved_rps": len(outputs) / span if span else None,
         "input_tok_s": prompt_tokens / span if span else None,
         "output_tok_s": output_tokens / span if span else None,
         "total_tok_s": (prompt_tokens + output_tokens) / span if span else None,
         "prompt_tokens_mean": prompt_tokens / max(1, len(outputs)),
         "output_tokens_mean": output_tokens / max(1, len(outputs)),
-        "wall_s": wall_s, "valid": True, "invalid_reason": "", "server_metrics": "absent",
+        "wall_s": wall_s,
+        "valid": True,
+        "invalid_reason": "",
+        "server_metrics": "absent",
     }
     for phase in PHASES:  # the slowest shard's, as the job waits for it
         values = [r[phase] for r in results if r.get(phase) is not None]
@@ -263,7 +345,9 @@ def _row(store: RunStore, config: ServerConfig, results: list[dict], records: in
         row["schema_valid_fraction"] = 1 - len(invalid) / max(1, len(outputs))
         if invalid:
             row["valid"] = False
-            row["invalid_reason"] = f"{len(invalid)} output(s) do not match the JSON schema, e.g. id {invalid[0]}"
+            row["invalid_reason"] = (
+                f"{len(invalid)} output(s) do not match the JSON schema, e.g. id {invalid[0]}"
+            )
     return row
 
 

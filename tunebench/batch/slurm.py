@@ -33,12 +33,19 @@ def write_sbatch(spec: BatchSpec, spec_path: Path, target: Path, shards: int) ->
     """One node; one shard per GPU (`--shards` defaults to the GPUs per node)."""
     settings = spec.slurm
     shards = shards if shards > 1 else max(1, settings.gpus_per_node)
-    command = " ".join(shlex.quote(p) for p in ["tunebench", "batch", str(spec_path),
-                                                 "--shards", str(shards)])
+    command = " ".join(
+        shlex.quote(p) for p in ["tunebench", "batch", str(spec_path), "--shards", str(shards)]
+    )
     environment = SBATCH.environment
     environment.filters["q"] = shlex.quote
-    text = SBATCH.render(spec=spec, s=settings, spec_path=spec_path, target=target,
-                         workdir=shlex.quote(str(Path.cwd())), command=command)
+    text = SBATCH.render(
+        spec=spec,
+        s=settings,
+        spec_path=spec_path,
+        target=target,
+        workdir=shlex.quote(str(Path.cwd())),
+        command=command,
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     target.chmod(0o755)

@@ -1,18 +1,18 @@
 """Batch spec (`sweeps/batch-*.yaml`): a dataset pushed through a model offline.
 
-    name: batch-recipes
-    model: builtin:tiny-llama
-    engine: vllm                     # vllm | transformers | ray
-    dataset: {path: recipes.jsonl, id_field: id, limit: 200}
-    prompt:
-      mode: completion               # or chat (the model's chat template)
-      template: "Extract ... {{ directions | join(' ') }}"
-    sampling: {temperature: 0, max_tokens: 128}
-    structured_output: {json_schema: {...}}    # or {choice: [a, b]}
-    engine_args:
-      args: {max-model-len: 1024}
-      matrix: {max-num-seqs: [8, 32]}
-    output: reports
+name: batch-recipes
+model: builtin:tiny-llama
+engine: vllm                     # vllm | transformers | ray
+dataset: {path: recipes.jsonl, id_field: id, limit: 200}
+prompt:
+  mode: completion               # or chat (the model's chat template)
+  template: "Extract ... {{ directions | join(' ') }}"
+sampling: {temperature: 0, max_tokens: 128}
+structured_output: {json_schema: {...}}    # or {choice: [a, b]}
+engine_args:
+  args: {max-model-len: 1024}
+  matrix: {max-num-seqs: [8, 32]}
+output: reports
 """
 
 from __future__ import annotations
@@ -62,8 +62,10 @@ class Sampling(Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(128, gt=0)
     seed: int | None = 0
-    ignore_eos: bool = Field(False, description="always generate max_tokens (as vllm bench "
-                             "throughput does); for benchmarks")
+    ignore_eos: bool = Field(
+        False,
+        description="always generate max_tokens (as vllm bench throughput does); for benchmarks",
+    )
 
 
 class StructuredOutput(Strict):
@@ -73,7 +75,9 @@ class StructuredOutput(Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> "StructuredOutput":
-        given = [k for k in ("choice", "json_schema", "json_schema_file") if getattr(self, k) is not None]
+        given = [
+            k for k in ("choice", "json_schema", "json_schema_file") if getattr(self, k) is not None
+        ]
         if len(given) != 1:
             raise ValueError("give exactly one of choice, json_schema or json_schema_file")
         return self
@@ -97,7 +101,9 @@ class Slurm(Strict):
     memory: str = "64G"
     time: str = "04:00:00"
     container_image: str | None = Field(None, description="run inside this image (pyxis/enroot)")
-    setup: list[str] = Field(default_factory=list, description="shell lines before the job, e.g. module load")
+    setup: list[str] = Field(
+        default_factory=list, description="shell lines before the job, e.g. module load"
+    )
 
 
 class BatchSpec(Strict):
@@ -121,8 +127,10 @@ class BatchSpec(Strict):
     @model_validator(mode="after")
     def _engine_fits(self) -> "BatchSpec":
         if self.engine == "transformers" and (self.engine_args.matrix or self.engine_args.variants):
-            raise ValueError("engine transformers has no engine args to vary; remove "
-                             "engine_args.matrix/variants (batch size: transformers.batch_size)")
+            raise ValueError(
+                "engine transformers has no engine args to vary; remove "
+                "engine_args.matrix/variants (batch size: transformers.batch_size)"
+            )
         if self.engine == "transformers" and self.structured_output is not None:
             raise ValueError("structured_output needs engine vllm or ray")
         return self
@@ -147,18 +155,26 @@ def load_batch_spec(path: Path) -> tuple[BatchSpec, dict[str, Any]]:
 
         PromptRenderer(spec.prompt.template, f"{path}: prompt.template")
     if spec.structured_output is not None and spec.structured_output.json_schema is not None:
-        check_json_schema(spec.structured_output.json_schema, f"{path}: structured_output.json_schema")
+        check_json_schema(
+            spec.structured_output.json_schema, f"{path}: structured_output.json_schema"
+        )
     return spec, data
 
 
 def _check_room_for_prompts(spec: BatchSpec, path: Path) -> None:
     server = spec.engine_args
     places = [("engine_args.args", server.args)] + [
-        (f"engine_args.variants[{n}].args", v.args) for n, v in enumerate(server.variants)]
-    values = [(f"{where}.max-model-len", args["max-model-len"]) for where, args in places
-              if "max-model-len" in args]
-    values += [(f"engine_args.matrix.max-model-len[{n}]", v)
-               for n, v in enumerate(server.matrix.get("max-model-len", []))]
+        (f"engine_args.variants[{n}].args", v.args) for n, v in enumerate(server.variants)
+    ]
+    values = [
+        (f"{where}.max-model-len", args["max-model-len"])
+        for where, args in places
+        if "max-model-len" in args
+    ]
+    values += [
+        (f"engine_args.matrix.max-model-len[{n}]", v)
+        for n, v in enumerate(server.matrix.get("max-model-len", []))
+    ]
     for key, value in values:
         limit = token_count(value)
         if limit is not None and spec.sampling.max_tokens >= limit:
@@ -180,5 +196,6 @@ def check_json_schema(schema: Any, where: str) -> None:
         message = " ".join(exc.message.split())
         if len(message) > 160:
             message = message[:157] + "..."
-        raise SpecError(f"{where}: not a valid JSON Schema{f' at {at}' if at else ''}: "
-                        f"{message}") from None
+        raise SpecError(
+            f"{where}: not a valid JSON Schema{f' at {at}' if at else ''}: {message}"
+        ) from None

@@ -40,7 +40,9 @@ def _read_prompts(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
+def run_vllm(
+    job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]
+) -> list[dict]:
     started = time.monotonic()
     import vllm
     from vllm import LLM, SamplingParams
@@ -76,17 +78,23 @@ def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[st
         structured = StructuredOutputsParams(json=so["json_schema"], disable_any_whitespace=True)
     elif so.get("choice") is not None:
         structured = StructuredOutputsParams(choice=list(so["choice"]))
-    params = SamplingParams(temperature=sampling["temperature"], top_p=sampling["top_p"],
-                            max_tokens=sampling["max_tokens"], seed=sampling.get("seed"),
-                            ignore_eos=bool(sampling.get("ignore_eos")),
-                            structured_outputs=structured)
+    params = SamplingParams(
+        temperature=sampling["temperature"],
+        top_p=sampling["top_p"],
+        max_tokens=sampling["max_tokens"],
+        seed=sampling.get("seed"),
+        ignore_eos=bool(sampling.get("ignore_eos")),
+        structured_outputs=structured,
+    )
     texts = [p["prompt"] for p in prompts]
     started = time.monotonic()
     phases["generate_start"] = time.time()
     if job["mode"] == "chat":
         conversations = [
             ([{"role": "system", "content": job["system"]}] if job.get("system") else [])
-            + [{"role": "user", "content": text}] for text in texts]
+            + [{"role": "user", "content": text}]
+            for text in texts
+        ]
         results = llm.chat(conversations, params, use_tqdm=False)
     else:
         results = llm.generate(texts, params, use_tqdm=False)
@@ -95,10 +103,15 @@ def run_vllm(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[st
     out = []
     for prompt, result in zip(prompts, results):
         completion = result.outputs[0]
-        out.append({"id": prompt["id"], "output": completion.text,
-                    "prompt_tokens": len(result.prompt_token_ids or []),
-                    "output_tokens": len(completion.token_ids),
-                    "finish_reason": completion.finish_reason})
+        out.append(
+            {
+                "id": prompt["id"],
+                "output": completion.text,
+                "prompt_tokens": len(result.prompt_token_ids or []),
+                "output_tokens": len(completion.token_ids),
+                "finish_reason": completion.finish_reason,
+            }
+        )
     return out
 
 
@@ -106,13 +119,19 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
     """vLLMEngineProcessorConfig kwargs and the pre/postprocess functions of a Ray job."""
     sampling = job["sampling"]
     sampling_params: dict[str, Any] = {
-        "temperature": sampling["temperature"], "top_p": sampling["top_p"],
-        "max_tokens": sampling["max_tokens"], "ignore_eos": bool(sampling.get("ignore_eos"))}
+        "temperature": sampling["temperature"],
+        "top_p": sampling["top_p"],
+        "max_tokens": sampling["max_tokens"],
+        "ignore_eos": bool(sampling.get("ignore_eos")),
+    }
     if sampling.get("seed") is not None:
         sampling_params["seed"] = sampling["seed"]
     so = job.get("structured_output") or {}
     if so.get("json_schema") is not None:
-        sampling_params["structured_outputs"] = {"json": so["json_schema"], "disable_any_whitespace": True}
+        sampling_params["structured_outputs"] = {
+            "json": so["json_schema"],
+            "disable_any_whitespace": True,
+        }
     elif so.get("choice") is not None:
         sampling_params["structured_outputs"] = {"choice": list(so["choice"])}
     chat = job["mode"] == "chat"
@@ -121,21 +140,26 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
     def preprocess(row: dict[str, Any]) -> dict[str, Any]:
         if chat:
             messages = ([{"role": "system", "content": system}] if system else []) + [
-                {"role": "user", "content": row["prompt"]}]
+                {"role": "user", "content": row["prompt"]}
+            ]
             return {"messages": messages, "sampling_params": sampling_params}
         return {"prompt": row["prompt"], "sampling_params": sampling_params}
 
     def postprocess(row: dict[str, Any]) -> dict[str, Any]:
-        return {"id": row["id"], "output": row["generated_text"],
-                "prompt_tokens": int(row.get("num_input_tokens") or 0),
-                "output_tokens": int(row.get("num_generated_tokens") or 0),
-                "finish_reason": row.get("finish_reason") or ""}
+        return {
+            "id": row["id"],
+            "output": row["generated_text"],
+            "prompt_tokens": int(row.get("num_input_tokens") or 0),
+            "output_tokens": int(row.get("num_generated_tokens") or 0),
+            "finish_reason": row.get("finish_reason") or "",
+        }
 
     ray_settings = job["ray"]
     engine_kwargs = {k.replace("-", "_"): v for k, v in job["engine_args"].items()}
     if so.get("json_schema") is not None:  # as in run_vllm: no free whitespace in JSON
-        engine_kwargs.setdefault("structured_outputs_config",
-                                 {"backend": "xgrammar", "disable_any_whitespace": True})
+        engine_kwargs.setdefault(
+            "structured_outputs_config", {"backend": "xgrammar", "disable_any_whitespace": True}
+        )
     config = {
         "model_source": job["model"],
         "engine_kwargs": engine_kwargs,
@@ -154,7 +178,9 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
     return config, preprocess, postprocess
 
 
-def run_ray(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
+def run_ray(
+    job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]
+) -> list[dict]:
     """Ray Data LLM: the same prompts through a vLLM engine actor pool (local or a cluster).
 
     Model load and engine start happen inside Ray's actors, so they are part of the
@@ -173,8 +199,12 @@ def run_ray(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str
         # A local instance: Ray Data LLM runs tokenizer, engine and detokenizer stages as
         # separate actors of one CPU each; on a small machine that deadlocks on logical
         # CPUs, so the local instance announces a few more than the cores it has.
-        ray.init(num_cpus=max(4, 2 * (os.cpu_count() or 1)), ignore_reinit_error=True,
-                 include_dashboard=False, log_to_driver=False)
+        ray.init(
+            num_cpus=max(4, 2 * (os.cpu_count() or 1)),
+            ignore_reinit_error=True,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
     phases["load_s"] = 0.0
     phases["init_s"] = time.monotonic() - started
     config_kwargs, preprocess, postprocess = ray_processor_parts(job)
@@ -191,7 +221,9 @@ def run_ray(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str
     return sorted(rows, key=lambda r: order[r["id"]])
 
 
-def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]) -> list[dict]:
+def run_transformers(
+    job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]
+) -> list[dict]:
     started = time.monotonic()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -199,8 +231,12 @@ def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases:
     phases["import_s"] = time.monotonic() - started
     started = time.monotonic()
     settings = job["transformers"]
-    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
-             "float16": torch.float16}[settings["dtype"]]
+    dtype = {
+        "auto": "auto",
+        "float32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "float16": torch.float16,
+    }[settings["dtype"]]
     tokenizer = AutoTokenizer.from_pretrained(job.get("tokenizer") or job["model"])
     tokenizer.padding_side = "left"  # decoder-only generation needs prompts aligned on the right
     if tokenizer.pad_token is None:
@@ -212,10 +248,15 @@ def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases:
     sampling = job["sampling"]
     texts = [p["prompt"] for p in prompts]
     if job["mode"] == "chat":
-        texts = [tokenizer.apply_chat_template(
-            ([{"role": "system", "content": job["system"]}] if job.get("system") else [])
-            + [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
-            for t in texts]
+        texts = [
+            tokenizer.apply_chat_template(
+                ([{"role": "system", "content": job["system"]}] if job.get("system") else [])
+                + [{"role": "user", "content": t}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            for t in texts
+        ]
     if sampling.get("seed") is not None:
         torch.manual_seed(sampling["seed"])
     out = []
@@ -224,15 +265,18 @@ def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases:
     size = settings["batch_size"]
     with torch.inference_mode():
         for first in range(0, len(texts), size):
-            batch = tokenizer(texts[first:first + size], return_tensors="pt", padding=True)
+            batch = tokenizer(texts[first : first + size], return_tensors="pt", padding=True)
             generated = model.generate(
-                **batch, max_new_tokens=sampling["max_tokens"],
+                **batch,
+                max_new_tokens=sampling["max_tokens"],
                 min_new_tokens=sampling["max_tokens"] if sampling.get("ignore_eos") else None,
                 do_sample=sampling["temperature"] > 0,
-                temperature=sampling["temperature"] or None, top_p=sampling["top_p"],
-                pad_token_id=tokenizer.pad_token_id)
+                temperature=sampling["temperature"] or None,
+                top_p=sampling["top_p"],
+                pad_token_id=tokenizer.pad_token_id,
+            )
             width = batch["input_ids"].shape[1]
-            for row, prompt in enumerate(prompts[first:first + size]):
+            for row, prompt in enumerate(prompts[first : first + size]):
                 new = generated[row, width:]
                 if tokenizer.eos_token_id is not None:
                     ends = (new == tokenizer.eos_token_id).nonzero()
@@ -240,9 +284,15 @@ def run_transformers(job: dict[str, Any], prompts: list[dict[str, Any]], phases:
                     new = new[: int(ends[0])] if len(ends) else new
                 else:
                     finish = "length"
-                out.append({"id": prompt["id"], "output": tokenizer.decode(new, skip_special_tokens=True),
-                            "prompt_tokens": int(batch["attention_mask"][row].sum()),
-                            "output_tokens": int(len(new)), "finish_reason": finish})
+                out.append(
+                    {
+                        "id": prompt["id"],
+                        "output": tokenizer.decode(new, skip_special_tokens=True),
+                        "prompt_tokens": int(batch["attention_mask"][row].sum()),
+                        "output_tokens": int(len(new)),
+                        "finish_reason": finish,
+                    }
+                )
     phases["generate_s"] = time.monotonic() - started
     phases["generate_end"] = time.time()
     return out
@@ -257,7 +307,9 @@ def main() -> None:
     engines = {"vllm": run_vllm, "transformers": run_transformers, "ray": run_ray}
     outputs = engines[job["engine"]](job, prompts, phases)
     started = time.monotonic()
-    write_atomic(Path(job["outputs"]), "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outputs))
+    write_atomic(
+        Path(job["outputs"]), "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in outputs)
+    )
     phases["write_s"] = time.monotonic() - started
     phases["requests"] = len(outputs)
     phases["prompt_tokens"] = sum(o["prompt_tokens"] for o in outputs)

@@ -7,19 +7,32 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import (live_progress, root_of, root_option,
-                                  write_report_keeping_the_run)
+from tunebench.cli.common import live_progress, root_of, root_option, write_report_keeping_the_run
 
 
 def register(app: typer.Typer) -> None:
     @app.command("batch")
     def batch(
-        spec_path: Path = typer.Argument(..., metavar="SPEC", help="A batch file, e.g. sweeps/batch-recipes.yaml."),
-        shards: Optional[int] = typer.Option(None, "--shards", min=1, help="Data-parallel worker processes (overrides the spec)."),
-        root: Optional[Path] = root_option("Where the run is stored (overrides the spec's `output`, default reports/)."),
-        slurm: Optional[Path] = typer.Option(None, "--slurm", help="Write an sbatch script to this path instead of running."),
-        report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Check the spec, dataset and prompts and print the plan; start nothing."),
+        spec_path: Path = typer.Argument(
+            ..., metavar="SPEC", help="A batch file, e.g. sweeps/batch-recipes.yaml."
+        ),
+        shards: Optional[int] = typer.Option(
+            None, "--shards", min=1, help="Data-parallel worker processes (overrides the spec)."
+        ),
+        root: Optional[Path] = root_option(
+            "Where the run is stored (overrides the spec's `output`, default reports/)."
+        ),
+        slurm: Optional[Path] = typer.Option(
+            None, "--slurm", help="Write an sbatch script to this path instead of running."
+        ),
+        report: bool = typer.Option(
+            True, "--report/--no-report", help="Write report.html at the end."
+        ),
+        dry_run: bool = typer.Option(
+            False,
+            "--dry-run",
+            help="Check the spec, dataset and prompts and print the plan; start nothing.",
+        ),
     ) -> None:
         """Run the dataset through each engine configuration; phases and tok/s per configuration.
 
@@ -38,25 +51,44 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             prompts = render_prompts(spec, spec_path)
             json_schema_of(spec, spec_path)
-            out.print(batch_plan(spec, plan_configs(spec, spec_path), prompts,
-                                 shards or spec.shards))
+            out.print(
+                batch_plan(spec, plan_configs(spec, spec_path), prompts, shards or spec.shards)
+            )
             return
         if slurm is not None:
             from tunebench.batch.slurm import write_sbatch
 
-            out.print(f"sbatch script: {write_sbatch(spec, spec_path, slurm, shards or spec.shards)}")
+            out.print(
+                f"sbatch script: {write_sbatch(spec, spec_path, slurm, shards or spec.shards)}"
+            )
             return
         stores: list = []
-        where = lambda: (f"interrupted; finished configurations are in {stores[0].path}"  # noqa: E731
-                         if stores else None)
+        where = lambda: (
+            f"interrupted; finished configurations are in {stores[0].path}"  # noqa: E731
+            if stores
+            else None
+        )
         with live_progress(where) as reporter:
-            store, outcomes = run_batch(spec, spec_path, data, root_of(root, spec.output),
-                                        reporter, shards=shards, on_store=stores.append)
+            store, outcomes = run_batch(
+                spec,
+                spec_path,
+                data,
+                root_of(root, spec.output),
+                reporter,
+                shards=shards,
+                on_store=stores.append,
+            )
         if report and store.rows:
             write_report_keeping_the_run(out, store.path)
         manifest = store.manifest
-        out.print(batch_summary(store.run_id, getattr(manifest, "records", None),
-                                getattr(manifest, "shards", None), store.rows))
+        out.print(
+            batch_summary(
+                store.run_id,
+                getattr(manifest, "records", None),
+                getattr(manifest, "shards", None),
+                store.rows,
+            )
+        )
         failed = [o for o in outcomes if o.status != "complete"]
         for outcome in failed:
             out.print(f"[red]{outcome.config_id} failed:[/] {outcome.error}")

@@ -50,5 +50,7 @@ def write_report_keeping_the_run(out, run_path: Path) -> None:
 
         out.print(f"report: {write_report(run_path)}")
     except Exception as exc:  # noqa: BLE001 - the measured run must not be lost to a plot
-        out.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
-                  f"retry with: tunebench report {run_path}[/]")
+        out.print(
+            f"[yellow]report not written ({type(exc).__name__}: {exc}); "
+            f"retry with: tunebench report {run_path}[/]"
+        )

@@ -23,17 +23,48 @@ class Format(str, Enum):
 def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare(
-        runs: List[str] = typer.Argument(..., metavar="RUN...", help="Baseline run first, then the runs to compare with it."),
-        by: Optional[str] = typer.Option(None, "--by", help="Compare the configurations inside one run by this server arg."),
-        baseline: Optional[str] = typer.Option(None, "--baseline", help="With --by: the arg value to compare against (default: the first)."),
-        metric: Optional[List[str]] = typer.Option(None, "--metric", "-m", help="Metric to compare (repeatable): ttft_p50 ttft_p95 ttft_p99 itl_p50 itl_p95 tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps."),
-        format: Format = typer.Option(Format.table, "--format", "-f", help="table | markdown | json | csv"),
-        fail_on_regression: Optional[float] = typer.Option(None, "--fail-on-regression", metavar="PCT", help="Exit 1 when a metric is significantly worse by more than PCT percent."),
-        plot: Optional[Path] = typer.Option(None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."),
-        confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999, help="Confidence level of the intervals."),
-        min_change: float = typer.Option(1.0, "--min-change", help="Changes smaller than this percent are never significant."),
+        runs: List[str] = typer.Argument(
+            ..., metavar="RUN...", help="Baseline run first, then the runs to compare with it."
+        ),
+        by: Optional[str] = typer.Option(
+            None, "--by", help="Compare the configurations inside one run by this server arg."
+        ),
+        baseline: Optional[str] = typer.Option(
+            None,
+            "--baseline",
+            help="With --by: the arg value to compare against (default: the first).",
+        ),
+        metric: Optional[List[str]] = typer.Option(
+            None,
+            "--metric",
+            "-m",
+            help="Metric to compare (repeatable): ttft_p50 ttft_p95 ttft_p99 itl_p50 itl_p95 tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps.",
+        ),
+        format: Format = typer.Option(
+            Format.table, "--format", "-f", help="table | markdown | json | csv"
+        ),
+        fail_on_regression: Optional[float] = typer.Option(
+            None,
+            "--fail-on-regression",
+            metavar="PCT",
+            help="Exit 1 when a metric is significantly worse by more than PCT percent.",
+        ),
+        plot: Optional[Path] = typer.Option(
+            None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."
+        ),
+        confidence: float = typer.Option(
+            0.95, "--confidence", min=0.5, max=0.999, help="Confidence level of the intervals."
+        ),
+        min_change: float = typer.Option(
+            1.0, "--min-change", help="Changes smaller than this percent are never significant."
+        ),
         root: Optional[Path] = root_option(),
-        json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Also write the comparison as JSON to FILE, with the --fail-on-regression verdict (read by `tunebench results --compare-json`)."),
+        json_file: Optional[Path] = typer.Option(
+            None,
+            "--json",
+            metavar="FILE",
+            help="Also write the comparison as JSON to FILE, with the --fail-on-regression verdict (read by `tunebench results --compare-json`).",
+        ),
     ) -> None:
         """Compare runs point by point: A, B, change and a verdict from a bootstrap interval.
 
@@ -55,11 +86,23 @@ def register(app: typer.Typer) -> None:
         where = root_of(root)
         if len(runs) == 2 and by is None and _offline_vs_online(list(runs), where, format):
             return
-        result = run_compare(list(runs), by=by, metrics=metric, root=where,
-                             confidence=confidence, min_change_pct=min_change, baseline=baseline)
-        gate = regression_gate(result, fail_on_regression) if fail_on_regression is not None else None
-        data = {**result.to_dict(), "runs": [resolve_run(r, where).name for r in runs],
-                **({"gate": gate} if gate else {})}
+        result = run_compare(
+            list(runs),
+            by=by,
+            metrics=metric,
+            root=where,
+            confidence=confidence,
+            min_change_pct=min_change,
+            baseline=baseline,
+        )
+        gate = (
+            regression_gate(result, fail_on_regression) if fail_on_regression is not None else None
+        )
+        data = {
+            **result.to_dict(),
+            "runs": [resolve_run(r, where).name for r in runs],
+            **({"gate": gate} if gate else {}),
+        }
         if json_file is not None:
             write_atomic(json_file, json.dumps(data, indent=2, default=str))
         if format is Format.json:

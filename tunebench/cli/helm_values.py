@@ -12,8 +12,17 @@ from tunebench.errors import UsageError
 def register(app: typer.Typer) -> None:
     @app.command("helm-values")
     def helm_values(
-        spec_path: Path = typer.Argument(..., metavar="SPEC", help="A sweep file with deployment kind helm."),
-        output: Path = typer.Option(Path("helm-values/generated"), "--to", "--output", "-o", metavar="DIR", help="Directory for <sweep>-<config>.yaml (not a run root)."),
+        spec_path: Path = typer.Argument(
+            ..., metavar="SPEC", help="A sweep file with deployment kind helm."
+        ),
+        output: Path = typer.Option(
+            Path("helm-values/generated"),
+            "--to",
+            "--output",
+            "-o",
+            metavar="DIR",
+            help="Directory for <sweep>-<config>.yaml (not a run root).",
+        ),
     ) -> None:
         """Write the complete vllm-kserve values file of every configuration of a helm sweep.
 
@@ -30,23 +39,36 @@ def register(app: typer.Typer) -> None:
 
         spec = load_spec(spec_path)
         if spec.deployment.kind != "helm":
-            raise UsageError(f"{spec_path}: deployment.kind is {spec.deployment.kind}; "
-                             "helm-values needs deployment kind helm")
+            raise UsageError(
+                f"{spec_path}: deployment.kind is {spec.deployment.kind}; "
+                "helm-values needs deployment kind helm"
+            )
         plan = kinds.plan(spec, spec_path)
         output.mkdir(parents=True, exist_ok=True)
         settings = spec.deployment
         release = release_name(settings, spec.name)
-        repo = (f" --repo {settings.repo}" if settings.repo
-                and not settings.chart.startswith(("oci://", "/", ".", "~")) else "")
-        install = (f"helm upgrade --install {release} {settings.chart}{repo} "
-                   f"--version {settings.chart_version} -n {settings.namespace}")
+        repo = (
+            f" --repo {settings.repo}"
+            if settings.repo and not settings.chart.startswith(("oci://", "/", ".", "~"))
+            else ""
+        )
+        install = (
+            f"helm upgrade --install {release} {settings.chart}{repo} "
+            f"--version {settings.chart_version} -n {settings.namespace}"
+        )
         for config in plan.configs:
-            values = chart_values(settings, config, spec.name, spec.served_model_name,
-                                  spec_path.parent, spec_path)
+            values = chart_values(
+                settings, config, spec.name, spec.served_model_name, spec_path.parent, spec_path
+            )
             path = output / f"{spec.name}-{config.config_id}.yaml"
-            path.write_text(render_values_file(values, [
-                f"vllm-kserve {settings.chart_version} values of {spec.name} {config.config_id} "
-                f"({config.label}), written by tunebench",
-                f"{install} -f {path}",
-            ]))
+            path.write_text(
+                render_values_file(
+                    values,
+                    [
+                        f"vllm-kserve {settings.chart_version} values of {spec.name} {config.config_id} "
+                        f"({config.label}), written by tunebench",
+                        f"{install} -f {path}",
+                    ],
+                )
+            )
             typer.echo(f"{path}  {config.label}")

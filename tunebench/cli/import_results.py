@@ -13,8 +13,14 @@ from tunebench.cli.common import root_of, root_option
 def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_(
-        files: List[Path] = typer.Argument(..., metavar="FILE...", help="GuideLLM report(s) (0.3-0.8, JSON/YAML) or vllm bench serve result JSON."),
-        name: Optional[str] = typer.Option(None, "--name", help="Run name (default: the first file's name)."),
+        files: List[Path] = typer.Argument(
+            ...,
+            metavar="FILE...",
+            help="GuideLLM report(s) (0.3-0.8, JSON/YAML) or vllm bench serve result JSON.",
+        ),
+        name: Optional[str] = typer.Option(
+            None, "--name", help="Run name (default: the first file's name)."
+        ),
         root: Optional[Path] = root_option("Where the imported run is stored (default: reports/)."),
     ) -> None:
         """Turn existing benchmark results into a run that compare and report accept.

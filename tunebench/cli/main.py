@@ -39,8 +39,19 @@ def _register_commands() -> None:
     global _registered
     if _registered:
         return
-    from tunebench.cli import (batch, compare, demo_model, helm_values, import_results, report,
-                               results, runs, sweep, tune, upload)
+    from tunebench.cli import (
+        batch,
+        compare,
+        demo_model,
+        helm_values,
+        import_results,
+        report,
+        results,
+        runs,
+        sweep,
+        tune,
+        upload,
+    )
 
     sweep.register(app)
     tune.register(app)
@@ -68,9 +79,8 @@ def _crash_log(exc: BaseException) -> str:
     directory = cache_root() / "crash"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    text = (
-        f"argv: {sys.argv}\nversions: {versions()}\n\n"
-        + "".join(traceback.format_exception(exc))
+    text = f"argv: {sys.argv}\nversions: {versions()}\n\n" + "".join(
+        traceback.format_exception(exc)
     )
     path.write_text(redact_text(text))
     return str(path)
@@ -96,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     except TunebenchError as exc:
         from tunebench.redact import redact_text
 
-        err_console.print(Text("error: ", style="bold red") + Text(redact_text(str(exc))),
-                          soft_wrap=True)
+        err_console.print(
+            Text("error: ", style="bold red") + Text(redact_text(str(exc))), soft_wrap=True
+        )
         return exc.exit_code
     except KeyboardInterrupt:
         err_console.print("interrupted", style="yellow")
@@ -114,8 +125,12 @@ def main(argv: list[str] | None = None) -> int:
 
         path = _crash_log(exc)
         err_console.print(
-            Text(one_line(redact_text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}")),
-                 style="red"),
+            Text(
+                one_line(
+                    redact_text(f"internal error: {type(exc).__name__}: {exc}; crash log: {path}")
+                ),
+                style="red",
+            ),
             soft_wrap=True,
         )
         return 3

@@ -26,4 +26,3 @@ def register(app: typer.Typer) -> None:
         from tunebench.store.run import resolve_run
 
         typer.echo(f"report: {write_report(resolve_run(run, root_of(root)))}")
-

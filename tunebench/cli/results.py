@@ -19,8 +19,18 @@ def register(app: typer.Typer) -> None:
     def results(
         run: str = typer.Argument(..., metavar="RUN", help="Run path, id or unique part of it."),
         root: Optional[Path] = root_option(),
-        to: Optional[Path] = typer.Option(None, "--to", metavar="DIR", help="Write the files run-id, best-config and verdict into DIR (Tekton: /tekton/results)."),
-        compare_json: Optional[Path] = typer.Option(None, "--compare-json", metavar="FILE", help="The verdict comes from this `tunebench compare --json FILE` output instead of the run's status."),
+        to: Optional[Path] = typer.Option(
+            None,
+            "--to",
+            metavar="DIR",
+            help="Write the files run-id, best-config and verdict into DIR (Tekton: /tekton/results).",
+        ),
+        compare_json: Optional[Path] = typer.Option(
+            None,
+            "--compare-json",
+            metavar="FILE",
+            help="The verdict comes from this `tunebench compare --json FILE` output instead of the run's status.",
+        ),
     ) -> None:
         """Print (and with --to, write) three small results of a run: id, best config, verdict.
 
@@ -53,9 +63,13 @@ def register(app: typer.Typer) -> None:
             try:
                 comparison = json.loads(compare_json.read_text())
             except FileNotFoundError:
-                raise UsageError(f"--compare-json {compare_json}: no such file (did the comparison fail?)") from None
+                raise UsageError(
+                    f"--compare-json {compare_json}: no such file (did the comparison fail?)"
+                ) from None
             except json.JSONDecodeError as exc:
-                raise UsageError(f"--compare-json {compare_json}: not JSON ({exc.msg} at line {exc.lineno})") from None
+                raise UsageError(
+                    f"--compare-json {compare_json}: not JSON ({exc.msg} at line {exc.lineno})"
+                ) from None
             values["verdict"] = compare_verdict(comparison)
         if to is not None:
             try:

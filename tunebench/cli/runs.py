@@ -86,8 +86,14 @@ def register(app: typer.Typer) -> None:
         console = Console(highlight=False)
         width = console.width if console.is_terminal else 200
         console = console if console.is_terminal else Console(highlight=False, width=width)
-        console.print(points_table(store.rows, {c.config_id: c.varied for c in manifest.configs},
-                                   title=f"{store.run_id} ({manifest.status.value})", width=width))
+        console.print(
+            points_table(
+                store.rows,
+                {c.config_id: c.varied for c in manifest.configs},
+                title=f"{store.run_id} ({manifest.status.value})",
+                width=width,
+            )
+        )
         for line in capacity_lines(manifest.configs):
             console.print(line)
         for text in failure_lines(manifest.configs):

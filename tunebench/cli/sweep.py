@@ -7,20 +7,38 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import (live_progress, root_of, root_option,
-                                  write_report_keeping_the_run)
+from tunebench.cli.common import live_progress, root_of, root_option, write_report_keeping_the_run
 from tunebench.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
-        spec_path: Optional[Path] = typer.Argument(None, metavar="[SPEC]", help="A sweep file, e.g. sweeps/cpu-demo.yaml (not with --resume)."),
-        root: Optional[Path] = root_option("Where the run is stored (overrides the spec's `output`, default reports/)."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and a time estimate; start nothing."),
-        report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
-        keep: bool = typer.Option(False, "--keep", help="deployment kind helm: leave the last configuration's release installed."),
-        resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted or failed run (id, unique part of it, or path): stored points are kept, the rest measured."),
+        spec_path: Optional[Path] = typer.Argument(
+            None,
+            metavar="[SPEC]",
+            help="A sweep file, e.g. sweeps/cpu-demo.yaml (not with --resume).",
+        ),
+        root: Optional[Path] = root_option(
+            "Where the run is stored (overrides the spec's `output`, default reports/)."
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Print the plan and a time estimate; start nothing."
+        ),
+        report: bool = typer.Option(
+            True, "--report/--no-report", help="Write report.html at the end."
+        ),
+        keep: bool = typer.Option(
+            False,
+            "--keep",
+            help="deployment kind helm: leave the last configuration's release installed.",
+        ),
+        resume: Optional[str] = typer.Option(
+            None,
+            "--resume",
+            metavar="RUN",
+            help="Finish an interrupted or failed run (id, unique part of it, or path): stored points are kept, the rest measured.",
+        ),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.
 
@@ -39,8 +57,9 @@ def register(app: typer.Typer) -> None:
         out = wide_console()
         if resume is not None:
             if spec_path is not None or dry_run:
-                raise UsageError("--resume RUN takes the sweep from the run; give no SPEC and "
-                                 "no --dry-run")
+                raise UsageError(
+                    "--resume RUN takes the sweep from the run; give no SPEC and no --dry-run"
+                )
             _resume(out, resume, root, report, keep)
             return
         if spec_path is None:
@@ -54,8 +73,16 @@ def register(app: typer.Typer) -> None:
         stores: list = []
         where = lambda: f"interrupted; finished points are in {stores[0].path}" if stores else None  # noqa: E731
         with live_progress(where) as reporter:
-            result = run_sweep(spec, spec_path, spec_data, plan, root_of(root, spec.output),
-                               reporter, on_store=stores.append, keep=keep)
+            result = run_sweep(
+                spec,
+                spec_path,
+                spec_data,
+                plan,
+                root_of(root, spec.output),
+                reporter,
+                on_store=stores.append,
+                keep=keep,
+            )
         _finish(out, result, report)
 
 
@@ -80,8 +107,14 @@ def _finish(out, result, report: bool) -> None:
     if report and store.rows:
         write_report_keeping_the_run(out, store.path)
     manifest = store.manifest
-    out.print(points_table(store.rows, {c.config_id: c.varied for c in manifest.configs},
-                           title=f"run {store.run_id}", width=out.width))
+    out.print(
+        points_table(
+            store.rows,
+            {c.config_id: c.varied for c in manifest.configs},
+            title=f"run {store.run_id}",
+            width=out.width,
+        )
+    )
     for line in capacity_lines(manifest.configs):
         out.print(line)
     failed = {o.config_id for o in result.failed}

@@ -7,21 +7,39 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import (live_progress, root_of, root_option,
-                                  write_report_keeping_the_run)
+from tunebench.cli.common import live_progress, root_of, root_option, write_report_keeping_the_run
 from tunebench.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune(
-        spec_path: Optional[Path] = typer.Argument(None, metavar="SPEC", help="A sweep file with a `tune` section, e.g. sweeps/tune-cpu.yaml (not with --resume)."),
-        resume: Optional[str] = typer.Option(None, "--resume", help="Continue the study of this run (path, id or unique part of it)."),
-        trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Deployments in total, baseline included (overrides tune.trials)."),
-        root: Optional[Path] = root_option("Where the run is stored (overrides the spec's `output`, default reports/)."),
-        helm_dir: Path = typer.Option(Path("helm-values"), "--helm-dir", help="Where helm-values/<name>.yaml is written."),
-        report: bool = typer.Option(True, "--report/--no-report", help="Write report.html at the end."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the search space and a time estimate; start nothing."),
+        spec_path: Optional[Path] = typer.Argument(
+            None,
+            metavar="SPEC",
+            help="A sweep file with a `tune` section, e.g. sweeps/tune-cpu.yaml (not with --resume).",
+        ),
+        resume: Optional[str] = typer.Option(
+            None, "--resume", help="Continue the study of this run (path, id or unique part of it)."
+        ),
+        trials: Optional[int] = typer.Option(
+            None,
+            "--trials",
+            min=1,
+            help="Deployments in total, baseline included (overrides tune.trials).",
+        ),
+        root: Optional[Path] = root_option(
+            "Where the run is stored (overrides the spec's `output`, default reports/)."
+        ),
+        helm_dir: Path = typer.Option(
+            Path("helm-values"), "--helm-dir", help="Where helm-values/<name>.yaml is written."
+        ),
+        report: bool = typer.Option(
+            True, "--report/--no-report", help="Write report.html at the end."
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Print the search space and a time estimate; start nothing."
+        ),
     ) -> None:
         """Find the engine args that serve the most traffic within the SLO (or the most tok/s).
 
@@ -47,8 +65,9 @@ def register(app: typer.Typer) -> None:
         store = None
         if resume:
             if spec_path is not None or dry_run:
-                raise UsageError("--resume RUN takes the spec from the run; give no SPEC and "
-                                 "no --dry-run")
+                raise UsageError(
+                    "--resume RUN takes the spec from the run; give no SPEC and no --dry-run"
+                )
             store = RunStore.open(resolve_run(resume, root_of(root)))
             job = job_of_run(store)
         elif spec_path is None:
@@ -67,11 +86,21 @@ def register(app: typer.Typer) -> None:
         output = store.path.parent if store is not None else root_of(root, job.spec.output)
         kinds.resolve_settings(job.spec, job.spec_path, output)  # a bad replay run fails here
         stores: list = [store] if store is not None else []
-        where = lambda: (f"interrupted; continue with: tunebench tune --resume {stores[0].path}"  # noqa: E731
-                         if stores else None)
+        where = lambda: (
+            f"interrupted; continue with: tunebench tune --resume {stores[0].path}"  # noqa: E731
+            if stores
+            else None
+        )
         with live_progress(where) as reporter:
-            result = run_tune(job, output, helm_dir, reporter, resume=store, trials=trials,
-                              on_store=lambda s: stores.append(s) if not stores else None)
+            result = run_tune(
+                job,
+                output,
+                helm_dir,
+                reporter,
+                resume=store,
+                trials=trials,
+                on_store=lambda s: stores.append(s) if not stores else None,
+            )
         if report and result.store.rows:
             write_report_keeping_the_run(out, result.store.path)
         out.print(tune_summary(result.summary, result.exports))

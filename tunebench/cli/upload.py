@@ -14,14 +14,42 @@ from tunebench.errors import UsageError
 def register(app: typer.Typer) -> None:
     @app.command("upload")
     def upload(
-        items: List[str] = typer.Argument(..., metavar="[RUN...] s3://BUCKET/PREFIX", help="Runs (path, id or unique part), then the destination."),
-        all_runs: bool = typer.Option(False, "--all", help="Upload everything under --root (every run, comparison JSON, helm values) instead of named runs."),
-        root: Optional[Path] = root_option("Where runs are stored; with --all, everything under it is uploaded (default: reports/)."),
-        endpoint_url: Optional[str] = typer.Option(None, "--endpoint-url", metavar="URL", help="S3-compatible endpoint, e.g. https://minio.example.com (default: $AWS_ENDPOINT_URL, else AWS)."),
-        region: Optional[str] = typer.Option(None, "--region", help="Region (default: $AWS_DEFAULT_REGION, else us-east-1)."),
-        ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", metavar="FILE", help="CA certificate(s) for the endpoint's TLS, e.g. MinIO with a self-signed cert (default: $AWS_CA_BUNDLE, else the system CAs)."),
-        verify_tls: bool = typer.Option(True, "--verify-tls/--no-verify-tls", help="--no-verify-tls skips TLS verification (test setups only)."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per file; only the summary."),
+        items: List[str] = typer.Argument(
+            ...,
+            metavar="[RUN...] s3://BUCKET/PREFIX",
+            help="Runs (path, id or unique part), then the destination.",
+        ),
+        all_runs: bool = typer.Option(
+            False,
+            "--all",
+            help="Upload everything under --root (every run, comparison JSON, helm values) instead of named runs.",
+        ),
+        root: Optional[Path] = root_option(
+            "Where runs are stored; with --all, everything under it is uploaded (default: reports/)."
+        ),
+        endpoint_url: Optional[str] = typer.Option(
+            None,
+            "--endpoint-url",
+            metavar="URL",
+            help="S3-compatible endpoint, e.g. https://minio.example.com (default: $AWS_ENDPOINT_URL, else AWS).",
+        ),
+        region: Optional[str] = typer.Option(
+            None, "--region", help="Region (default: $AWS_DEFAULT_REGION, else us-east-1)."
+        ),
+        ca_bundle: Optional[Path] = typer.Option(
+            None,
+            "--ca-bundle",
+            metavar="FILE",
+            help="CA certificate(s) for the endpoint's TLS, e.g. MinIO with a self-signed cert (default: $AWS_CA_BUNDLE, else the system CAs).",
+        ),
+        verify_tls: bool = typer.Option(
+            True,
+            "--verify-tls/--no-verify-tls",
+            help="--no-verify-tls skips TLS verification (test setups only).",
+        ),
+        quiet: bool = typer.Option(
+            False, "--quiet", "-q", help="No line per file; only the summary."
+        ),
     ) -> None:
         """Upload runs to s3://BUCKET/PREFIX/<run-id>/..., from the AWS environment's credentials.
 
@@ -35,8 +63,14 @@ def register(app: typer.Typer) -> None:
           AWS_ENDPOINT_URL=http://127.0.0.1:9000 tunebench upload RUN_A RUN_B s3://runs
         """
         from tunebench.store.run import resolve_run
-        from tunebench.upload import (collect_root, collect_runs, endpoint_from_env, human_size,
-                                      make_client, parse_destination)
+        from tunebench.upload import (
+            collect_root,
+            collect_runs,
+            endpoint_from_env,
+            human_size,
+            make_client,
+            parse_destination,
+        )
         from tunebench.upload import upload as put_all
 
         *runs, destination = items
@@ -56,8 +90,11 @@ def register(app: typer.Typer) -> None:
             found = collect_runs(paths)
             target = dest.url(paths[0].name) if len(paths) == 1 else dest.url()
         if not found:
-            typer.echo(f"nothing to upload: {root} holds no files" if root.is_dir()
-                       else f"nothing to upload: no directory {root}")
+            typer.echo(
+                f"nothing to upload: {root} holds no files"
+                if root.is_dir()
+                else f"nothing to upload: no directory {root}"
+            )
             return
         endpoint = endpoint_url or endpoint_from_env()
         where = endpoint or "AWS S3"

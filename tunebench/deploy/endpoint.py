@@ -60,9 +60,14 @@ class EndpointServer:
         headers = self._headers()
         url = self.settings.url.removesuffix("/v1")
         served = wait_for_models(
-            url, headers, self.settings.verify_tls, self.settings.ready_timeout_s,
-            self.served_model_name, self.on_status,
-            self.settings.api_key_env or "deployment.api_key_env", "ready_timeout_s",
+            url,
+            headers,
+            self.settings.verify_tls,
+            self.settings.ready_timeout_s,
+            self.served_model_name,
+            self.on_status,
+            self.settings.api_key_env or "deployment.api_key_env",
+            "ready_timeout_s",
         )
         return ServerHandle(
             base_url=url,

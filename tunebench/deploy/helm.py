@@ -35,8 +35,13 @@ VLLM_PORT = 8080  # the chart's ServingRuntime runs vLLM with --port=8080
 CONTAINER = "kserve-container"
 POLL_S = 5.0
 # Pod states that do not recover by waiting: fail the configuration at once.
-FATAL_WAITING = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName",
-                 "CreateContainerConfigError", "CreateContainerError"}
+FATAL_WAITING = {
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+}
 CRASH_RESTARTS = 2
 
 
@@ -57,8 +62,13 @@ class HelmDeployment:
         self.layout = layout
         self.served_model_name = served_model_name
         self.on_status = on_status or (lambda message: None)
-        self.kube = KubeCli(settings.helm, settings.oc, settings.namespace,
-                            settings.kube_context, layout.helm_commands)
+        self.kube = KubeCli(
+            settings.helm,
+            settings.oc,
+            settings.namespace,
+            settings.kube_context,
+            layout.helm_commands,
+        )
         self._forwards: list[ManagedProcess] = []
         self._log_path: Path | None = None
         self._config: ServerConfig | None = None
@@ -84,8 +94,10 @@ class HelmDeployment:
         for forward in self._forwards:
             code = forward.poll()
             if code is not None:
-                return (f"oc port-forward to pod/{self._pod} exited (code {code}) while load was "
-                        f"running: {first_line(_read(forward.log_path))}")
+                return (
+                    f"oc port-forward to pod/{self._pod} exited (code {code}) while load was "
+                    f"running: {first_line(_read(forward.log_path))}"
+                )
         return None
 
     def log_text(self) -> str:
@@ -112,10 +124,15 @@ class HelmDeployment:
             metrics_url = f"{self._port_forward(self._pod)}/metrics"
         token_hint = self.settings.token_env or f"Secret {self.settings.token_secret}"
         served = wait_for_models(
-            base_url, headers, tls_verify(verify, self.settings.ca_bundle),
+            base_url,
+            headers,
+            tls_verify(verify, self.settings.ca_bundle),
             self.settings.health_timeout_s,
-            self.served_model_name, self.on_status, token_hint,
-            "deployment.health_timeout_s", check_health=True,
+            self.served_model_name,
+            self.on_status,
+            token_hint,
+            "deployment.health_timeout_s",
+            check_health=True,
         )
         self._save_pod_log()  # now with vLLM's start-up lines (engine config, KV cache size)
         return ServerHandle(
@@ -146,24 +163,47 @@ class HelmDeployment:
     # -- steps ------------------------------------------------------------------------------
     def write_values(self, config: ServerConfig) -> Path:
         try:
-            values = chart_values(self.settings, config, self.release, self.served_model_name,
-                                  Path("."), Path("deployment"))
+            values = chart_values(
+                self.settings,
+                config,
+                self.release,
+                self.served_model_name,
+                Path("."),
+                Path("deployment"),
+            )
             tokenizer_for(config.model, config.tokenizer, config.label)
         except SpecError as exc:
             raise DeploymentError(str(exc)) from None
         path = self.layout.helm_values(config.config_id)
-        path.write_text(render_values_file(values, [
-            f"vllm-kserve {self.settings.chart_version} values of {config.config_id} "
-            f"({config.label}), written by tunebench",
-        ]))
+        path.write_text(
+            render_values_file(
+                values,
+                [
+                    f"vllm-kserve {self.settings.chart_version} values of {config.config_id} "
+                    f"({config.label}), written by tunebench",
+                ],
+            )
+        )
         return path
 
     def install_args(self, values_path: Path) -> list[str]:
         chart = self.settings.chart
-        repo = [] if chart.startswith(("oci://", "/")) or not self.settings.repo else [
-            "--repo", self.settings.repo]
-        return ["upgrade", "--install", self.release, chart, *repo,
-                "--version", self.settings.chart_version, "--values", str(values_path)]
+        repo = (
+            []
+            if chart.startswith(("oci://", "/")) or not self.settings.repo
+            else ["--repo", self.settings.repo]
+        )
+        return [
+            "upgrade",
+            "--install",
+            self.release,
+            chart,
+            *repo,
+            "--version",
+            self.settings.chart_version,
+            "--values",
+            str(values_path),
+        ]
 
     def _headers(self) -> dict[str, str]:
         settings = self.settings
@@ -191,8 +231,15 @@ class HelmDeployment:
     def _uninstall(self) -> None:
         timeout = self.settings.uninstall_timeout_s
         try:
-            result = self.kube.helm("uninstall", self.release, "--wait", "--timeout",
-                                    f"{timeout:.0f}s", timeout=timeout + 30, check=False)
+            result = self.kube.helm(
+                "uninstall",
+                self.release,
+                "--wait",
+                "--timeout",
+                f"{timeout:.0f}s",
+                timeout=timeout + 30,
+                check=False,
+            )
         except DeploymentError as exc:
             result = None
             problem = str(exc)
@@ -201,8 +248,11 @@ class HelmDeployment:
         if result is not None and (result.returncode == 0 or "not found" in result.stderr):
             return
         # Teardown must not hide the configuration's own outcome; say what is left behind.
-        print(f"warning: helm uninstall {self.release} failed ({problem}); remove it with: "
-              f"helm uninstall {self.release} -n {self.settings.namespace}", file=sys.stderr)
+        print(
+            f"warning: helm uninstall {self.release} failed ({problem}); remove it with: "
+            f"helm uninstall {self.release} -n {self.settings.namespace}",
+            file=sys.stderr,
+        )
 
     def _wait_ready(self, launched: float) -> str:
         """The name of the ready predictor pod; DeploymentError with events and log tail."""
@@ -211,8 +261,12 @@ class HelmDeployment:
         while True:
             isvc = self.kube.oc_json("inferenceservice", self.release) or {}
             ready, reason = _condition(isvc, "Ready", reason)
-            pods = self.kube.oc_json(
-                "pods", "-l", f"serving.kserve.io/inferenceservice={self.release}") or {}
+            pods = (
+                self.kube.oc_json(
+                    "pods", "-l", f"serving.kserve.io/inferenceservice={self.release}"
+                )
+                or {}
+            )
             pod, state, fatal = _pod_state(pods.get("items") or [])
             if fatal:
                 self._fail(f"InferenceService {self.release}: pod {pod} {fatal}", pod)
@@ -220,16 +274,22 @@ class HelmDeployment:
                 return pod
             elapsed = time.monotonic() - launched
             if time.monotonic() > deadline:
-                self._fail(f"InferenceService {self.release} not Ready after {elapsed:.0f} s "
-                           f"(deployment.ready_timeout_s): {reason}; pod: {state}", pod)
-            self.on_status(f"waiting for InferenceService {self.release}: {state} … {elapsed:.0f} s")
+                self._fail(
+                    f"InferenceService {self.release} not Ready after {elapsed:.0f} s "
+                    f"(deployment.ready_timeout_s): {reason}; pod: {state}",
+                    pod,
+                )
+            self.on_status(
+                f"waiting for InferenceService {self.release}: {state} … {elapsed:.0f} s"
+            )
             time.sleep(POLL_S)
 
     def _fail(self, message: str, pod: str | None) -> None:
         details: list[str] = []
         if pod:
-            events = self.kube.oc_json("events", "--field-selector",
-                                       f"involvedObject.name={pod}") or {}
+            events = (
+                self.kube.oc_json("events", "--field-selector", f"involvedObject.name={pod}") or {}
+            )
             for event in (events.get("items") or [])[-10:]:
                 details.append(f"event {event.get('reason', '')}: {event.get('message', '')}")
             log = self._save_pod_log(pod)
@@ -242,8 +302,16 @@ class HelmDeployment:
         pod = pod or self._pod
         if not pod or self._log_path is None:
             return ""
-        result = self.kube.oc("logs", f"pod/{pod}", "-c", CONTAINER, "--tail=5000",
-                              check=False, quiet=True, timeout=60)
+        result = self.kube.oc(
+            "logs",
+            f"pod/{pod}",
+            "-c",
+            CONTAINER,
+            "--tail=5000",
+            check=False,
+            quiet=True,
+            timeout=60,
+        )
         if result.returncode == 0 and result.stdout:
             self._log_path.write_text(result.stdout)
         return self.log_text()
@@ -260,14 +328,16 @@ class HelmDeployment:
             if not url.startswith("https://"):
                 raise DeploymentError(
                     f"no Route {self.release} in {self.settings.namespace} and no https "
-                    "status.url; enable endpoint.externalRoute or use access: port-forward")
+                    "status.url; enable endpoint.externalRoute or use access: port-forward"
+                )
             return url.rstrip("/"), not self.settings.insecure_skip_tls_verify
         return f"https://{host}", not self.settings.insecure_skip_tls_verify
 
     def _port_forward(self, pod: str | None) -> str:
         port = free_port()
-        argv = self.kube.executable_argv("port-forward", f"pod/{pod}", f"{port}:{VLLM_PORT}",
-                                         "--address", "127.0.0.1")
+        argv = self.kube.executable_argv(
+            "port-forward", f"pod/{pod}", f"{port}:{VLLM_PORT}", "--address", "127.0.0.1"
+        )
         forward = ManagedProcess(argv, log_path=self.layout.logs / "port-forward.log")
         self._forwards.append(forward)
         if len(self._forwards) == 1:
@@ -275,14 +345,16 @@ class HelmDeployment:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if forward.poll() is not None:
-                raise DeploymentError(f"oc port-forward to pod/{pod} exited: "
-                                      f"{first_line(_read(forward.log_path))}")
+                raise DeploymentError(
+                    f"oc port-forward to pod/{pod} exited: {first_line(_read(forward.log_path))}"
+                )
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 return f"http://127.0.0.1:{port}"
             except OSError:
                 time.sleep(0.2)
         raise DeploymentError(f"oc port-forward to pod/{pod} did not listen within 30 s")
+
 
 def _read(path: Path | None) -> str:
     return path.read_text(errors="replace") if path and path.exists() else ""
@@ -305,7 +377,11 @@ def _pod_state(pods: list[dict[str, Any]]) -> tuple[str | None, str, str | None]
     status = pod.get("status") or {}
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            return name, f"Pending ({condition.get('reason')}: {condition.get('message', '')})", None
+            return (
+                name,
+                f"Pending ({condition.get('reason')}: {condition.get('message', '')})",
+                None,
+            )
     for container in status.get("containerStatuses") or []:
         if container.get("name") != CONTAINER:
             continue
@@ -315,10 +391,16 @@ def _pod_state(pods: list[dict[str, Any]]) -> tuple[str | None, str, str | None]
         if waiting.get("reason") in FATAL_WAITING:
             return name, waiting["reason"], f"{waiting['reason']}: {waiting.get('message', '')}"
         if waiting.get("reason") == "CrashLoopBackOff" and restarts >= CRASH_RESTARTS:
-            last = ((container.get("lastState") or {}).get("terminated") or {})
+            last = (container.get("lastState") or {}).get("terminated") or {}
             why = last.get("reason") or "Error"
-            return name, "CrashLoopBackOff", (f"CrashLoopBackOff after {restarts} restarts "
-                                              f"(last exit: {why}, code {last.get('exitCode')})")
+            return (
+                name,
+                "CrashLoopBackOff",
+                (
+                    f"CrashLoopBackOff after {restarts} restarts "
+                    f"(last exit: {why}, code {last.get('exitCode')})"
+                ),
+            )
         if container.get("ready"):
             return name, "ready", None
         if state.get("running"):

@@ -23,24 +23,29 @@ from tunebench.redact import redact_text
 
 
 class KubeCli:
-    def __init__(self, helm: str, oc: str, namespace: str, kube_context: str | None,
-                 transcript: Path):
+    def __init__(
+        self, helm: str, oc: str, namespace: str, kube_context: str | None, transcript: Path
+    ):
         self.helm_exe, self.oc_exe = helm, oc
         self.namespace = namespace
         self.kube_context = kube_context
         self.transcript = transcript
 
-    def helm(self, *args: str, timeout: float = 120, check: bool = True,
-             quiet: bool = False) -> subprocess.CompletedProcess:
+    def helm(
+        self, *args: str, timeout: float = 120, check: bool = True, quiet: bool = False
+    ) -> subprocess.CompletedProcess:
         context = ["--kube-context", self.kube_context] if self.kube_context else []
-        return self._run([self.helm_exe, *args, "--namespace", self.namespace, *context],
-                         timeout, check, quiet)
+        return self._run(
+            [self.helm_exe, *args, "--namespace", self.namespace, *context], timeout, check, quiet
+        )
 
-    def oc(self, *args: str, timeout: float = 60, check: bool = True,
-           quiet: bool = False) -> subprocess.CompletedProcess:
+    def oc(
+        self, *args: str, timeout: float = 60, check: bool = True, quiet: bool = False
+    ) -> subprocess.CompletedProcess:
         context = ["--context", self.kube_context] if self.kube_context else []
-        return self._run([self.oc_exe, *args, "-n", self.namespace, *context],
-                         timeout, check, quiet)
+        return self._run(
+            [self.oc_exe, *args, "-n", self.namespace, *context], timeout, check, quiet
+        )
 
     def oc_json(self, *args: str, timeout: float = 60) -> dict[str, Any] | None:
         """`oc get ... -o json`, or None when the object does not exist (yet)."""
@@ -55,8 +60,9 @@ class KubeCli:
             raise DeploymentError(f"oc get {' '.join(args)}: output is not JSON") from None
 
     def secret_value(self, name: str, key: str) -> str:
-        result = self.oc("get", "secret", name, "-o", f"jsonpath={{.data.{key}}}",
-                         check=False, quiet=True)
+        result = self.oc(
+            "get", "secret", name, "-o", f"jsonpath={{.data.{key}}}", check=False, quiet=True
+        )
         if result.returncode != 0 or not result.stdout.strip():
             raise DeploymentError(
                 f"deployment.token_secret: cannot read key {key!r} of Secret {name} in "
@@ -77,33 +83,47 @@ class KubeCli:
             raise DeploymentError(f"{exe}: not found on PATH; install it or set {what}")
         return found
 
-    def _run(self, argv: list[str], timeout: float, check: bool,
-             quiet: bool) -> subprocess.CompletedProcess:
+    def _run(
+        self, argv: list[str], timeout: float, check: bool, quiet: bool
+    ) -> subprocess.CompletedProcess:
         argv = [self._resolve(argv[0]), *argv[1:]]
         started = time.monotonic()
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process)
             self._note(argv, None, "", f"timed out after {timeout:g} s", started)
-            raise DeploymentError(f"{Path(argv[0]).name} {argv[1]}: no answer within "
-                                  f"{timeout:g} s; check the cluster connection") from None
+            raise DeploymentError(
+                f"{Path(argv[0]).name} {argv[1]}: no answer within "
+                f"{timeout:g} s; check the cluster connection"
+            ) from None
         except BaseException:
             _kill_group(process)  # Ctrl-C: never leave a helm or oc call behind
             raise
         result = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
         self._note(argv, result.returncode, "" if quiet else stdout, stderr, started)
         if check and result.returncode != 0:
-            raise DeploymentError(f"{Path(argv[0]).name} {argv[1]} failed: "
-                                  f"{first_line(stderr) or f'exit code {result.returncode}'}")
+            raise DeploymentError(
+                f"{Path(argv[0]).name} {argv[1]} failed: "
+                f"{first_line(stderr) or f'exit code {result.returncode}'}"
+            )
         return result
 
-    def _note(self, argv: list[str], code: int | None, stdout: str, stderr: str,
-              started: float) -> None:
-        lines = [f"$ {' '.join([Path(argv[0]).name, *argv[1:]])}  "
-                 f"# exit {code}, {time.monotonic() - started:.1f} s"]
+    def _note(
+        self, argv: list[str], code: int | None, stdout: str, stderr: str, started: float
+    ) -> None:
+        lines = [
+            f"$ {' '.join([Path(argv[0]).name, *argv[1:]])}  "
+            f"# exit {code}, {time.monotonic() - started:.1f} s"
+        ]
         lines += [f"  {line}" for line in (stdout + stderr).splitlines()[:20]]
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
         with open(self.transcript, "a", encoding="utf-8") as handle:

@@ -60,9 +60,14 @@ def server_error_line(log: str) -> str:
     return lines[-1][:400] if lines else "(the server wrote nothing)"
 
 
-def vllm_environment(model_path: str, cpu: bool, kv_cache_space_gib: float = 1.0,
-                     python: str | None = None, extra: dict[str, str] | None = None,
-                     threads_bind: str = "auto") -> dict[str, str]:
+def vllm_environment(
+    model_path: str,
+    cpu: bool,
+    kv_cache_space_gib: float = 1.0,
+    python: str | None = None,
+    extra: dict[str, str] | None = None,
+    threads_bind: str = "auto",
+) -> dict[str, str]:
     """The environment a vLLM process (server or offline engine) runs with."""
     env = dict(os.environ)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -125,8 +130,13 @@ class LocalVllmServer:
 
     def environment(self, model_path: str) -> dict[str, str]:
         cpu = self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible())
-        return vllm_environment(model_path, cpu, self.settings.kv_cache_space_gib,
-                                self.settings.python, self.settings.env)
+        return vllm_environment(
+            model_path,
+            cpu,
+            self.settings.kv_cache_space_gib,
+            self.settings.python,
+            self.settings.env,
+        )
 
     def start(self, config: ServerConfig) -> ServerHandle:
         self.stop()

@@ -64,4 +64,6 @@ def wait_for_models(
 
 def _refuse_auth(response: httpx.Response, url: str, token_hint: str) -> None:
     if response.status_code in (401, 403):
-        raise DeploymentError(f"{url}: HTTP {response.status_code}; check the token in {token_hint}")
+        raise DeploymentError(
+            f"{url}: HTTP {response.status_code}; check the token in {token_hint}"
+        )

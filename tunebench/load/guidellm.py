@@ -20,7 +20,10 @@ from typing import Any, Callable
 
 from tunebench.errors import LoadError
 from tunebench.load.guidellm_report import (
-    client_columns, measured_window, request_samples, strategy_of,
+    client_columns,
+    measured_window,
+    request_samples,
+    strategy_of,
 )
 from tunebench.processes import ManagedProcess
 from tunebench.seams.deployment import ServerHandle
@@ -29,8 +32,12 @@ from tunebench.spec.models import FileData, SyntheticData
 from tunebench.spec.plan import LoadPoint
 
 DEFAULT_SWEEP_POINTS = 10
-_PROFILE_TARGET_FIELD = {"concurrent": "streams", "throughput": "max_concurrency",
-                         "poisson": "rate", "constant": "rate"}
+_PROFILE_TARGET_FIELD = {
+    "concurrent": "streams",
+    "throughput": "max_concurrency",
+    "poisson": "rate",
+    "constant": "rate",
+}
 
 
 def data_args(data: SyntheticData | FileData, spec_dir: Path) -> dict[str, Any]:
@@ -60,7 +67,11 @@ def build_groups(points: list[LoadPoint]) -> list[dict[str, Any]]:
     groups: list[dict[str, Any]] = []
     key_of = lambda p: (p.kind, p.warmup, p.max_seconds is None, p.max_requests is None)  # noqa: E731
     for point in points:
-        if groups and groups[-1]["_key"] == key_of(point) and point.kind not in ("synchronous", "sweep"):
+        if (
+            groups
+            and groups[-1]["_key"] == key_of(point)
+            and point.kind not in ("synchronous", "sweep")
+        ):
             groups[-1]["_points"].append(point)
         else:
             groups.append({"_key": key_of(point), "_points": [point]})
@@ -180,9 +191,15 @@ class GuideLLMDriver:
 
     def _send_go(self, handle: ServerHandle) -> None:
         # Sent through the pipe, so the API key never touches a file or an environment.
-        self._send({"target": handle.base_url, "model": handle.served_model,
-                    "verify_tls": handle.verify_tls,
-                    "ca_bundle": handle.ca_bundle, "api_key": handle.api_key})
+        self._send(
+            {
+                "target": handle.base_url,
+                "model": handle.served_model,
+                "verify_tls": handle.verify_tls,
+                "ca_bundle": handle.ca_bundle,
+                "api_key": handle.api_key,
+            }
+        )
 
     def _send(self, message: dict[str, Any], last: bool = False) -> None:
         try:
@@ -247,7 +264,9 @@ class GuideLLMDriver:
         process, events = self._process, self._events
         slots = self._slots()
         # the first point also pays for backend validation and data preparation
-        first_budget = point_budget_s(slots[done][0], self.stall_margin_s) if done < len(slots) else 0
+        first_budget = (
+            point_budget_s(slots[done][0], self.stall_margin_s) if done < len(slots) else 0
+        )
         deadline = time.monotonic() + first_budget + 2 * self.stall_margin_s
         finished = False
         while True:
@@ -257,7 +276,8 @@ class GuideLLMDriver:
                 if time.monotonic() > deadline:
                     point = slots[min(done, len(slots) - 1)][0]
                     raise _WorkerLost(
-                        f"GuideLLM made no progress on {point.point_id}; stopped it", done) from None
+                        f"GuideLLM made no progress on {point.point_id}; stopped it", done
+                    ) from None
                 continue
             if line is None:
                 break
@@ -310,5 +330,6 @@ class GuideLLMDriver:
         columns = client_columns(benchmark)
         columns["target"] = target if point.kind == "sweep" else point.target
         columns["strategy"] = kind
-        return ClientResult(point, point_id, columns, start, end, path, warnings,
-                            request_samples(benchmark))
+        return ClientResult(
+            point, point_id, columns, start, end, path, warnings, request_samples(benchmark)
+        )

@@ -11,7 +11,6 @@ from typing import Any
 
 from tunebench.points.columns import CLIENT_COLUMNS  # noqa: F401  (re-exported: what this fills)
 
-
 _DISTRIBUTIONS = {
     "ttft": ("time_to_first_token_ms", "ms", ("mean", "p50", "p90", "p95", "p99")),
     "itl": ("inter_token_latency_ms", "ms", ("mean", "p50", "p95", "p99")),
@@ -40,8 +39,11 @@ def _stat(dist: dict[str, Any] | None, which: str) -> float | None:
 def strategy_of(benchmark: dict[str, Any]) -> tuple[str, float | None]:
     """(kind, target) of a benchmark: streams for concurrent/throughput, rate for async."""
     # GuideLLM 0.4+: config.strategy; 0.2-0.3: args.strategy
-    strategy = ((benchmark.get("config") or {}).get("strategy")
-                or (benchmark.get("args") or {}).get("strategy") or {})
+    strategy = (
+        (benchmark.get("config") or {}).get("strategy")
+        or (benchmark.get("args") or {}).get("strategy")
+        or {}
+    )
     kind = strategy.get("type_") or strategy.get("type") or "unknown"
     if kind == "concurrent":
         return kind, strategy.get("streams")
@@ -54,10 +56,18 @@ def strategy_of(benchmark: dict[str, Any]) -> tuple[str, float | None]:
 
 def measured_window(benchmark: dict[str, Any]) -> tuple[float, float]:
     scheduler = benchmark.get("scheduler_metrics") or benchmark.get("run_stats") or {}
-    start = (scheduler.get("measure_start_time") or benchmark.get("start_time")
-             or scheduler.get("start_time") or 0.0)
-    end = (scheduler.get("measure_end_time") or benchmark.get("end_time")
-           or scheduler.get("end_time") or start)
+    start = (
+        scheduler.get("measure_start_time")
+        or benchmark.get("start_time")
+        or scheduler.get("start_time")
+        or 0.0
+    )
+    end = (
+        scheduler.get("measure_end_time")
+        or benchmark.get("end_time")
+        or scheduler.get("end_time")
+        or start
+    )
     return float(start), float(end)
 
 

@@ -37,8 +37,14 @@ _VERSION = re.compile(r"version (\d+\.\d+\.\d+\S*)")
 def parse_startup_log(log: str) -> dict[str, Any]:
     """Effective settings that only the start-up log tells."""
     out: dict[str, Any] = {}
-    engine_line = next((l for l in log.splitlines() if "Initializing a V1 LLM engine" in l
-                        or "Initializing an LLM engine" in l), "")
+    engine_line = next(
+        (
+            l
+            for l in log.splitlines()
+            if "Initializing a V1 LLM engine" in l or "Initializing an LLM engine" in l
+        ),
+        "",
+    )
     for key, pattern in _ENGINE_FIELDS.items():
         match = re.search(pattern, engine_line)
         if match:

@@ -19,7 +19,6 @@ from tunebench.metrics.parse import Snapshot
 from tunebench.points.columns import SERVER_COLUMNS
 
 
-
 def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dict[str, Any]:
     """Server statistics for [start, end]; every value is None when there is no data."""
     out: dict[str, Any] = {column: None for column in SERVER_COLUMNS}
@@ -47,8 +46,10 @@ def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dic
 
     span = last.time - first.time
     if span > 0:
-        for column, key in (("queue_depth_mean", "queue_time_sum"),
-                            ("running_depth_mean", "inference_time_sum")):
+        for column, key in (
+            ("queue_depth_mean", "queue_time_sum"),
+            ("running_depth_mean", "inference_time_sum"),
+        ):
             total = delta(key)
             out[column] = total / span if total is not None else None
     out["queue_time_mean_s"] = ratio("queue_time_sum", "queue_time_count")
@@ -57,7 +58,9 @@ def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dic
     out["preemptions"] = delta("preemptions")
     out["prefix_hit_rate"] = ratio("prefix_hits", "prefix_queries")
     if out["prefix_hit_rate"] is None:
-        rates = [s.values["prefix_hit_rate_gauge"] for s in inside if "prefix_hit_rate_gauge" in s.values]
+        rates = [
+            s.values["prefix_hit_rate_gauge"] for s in inside if "prefix_hit_rate_gauge" in s.values
+        ]
         out["prefix_hit_rate"] = sum(rates) / len(rates) if rates else None
     out["spec_acceptance_rate"] = ratio("spec_accepted_tokens", "spec_draft_tokens")
     per_draft = ratio("spec_accepted_tokens", "spec_drafts")

@@ -89,15 +89,22 @@ class CapacitySearch:
     def capped(self) -> bool:
         """The SLO held at `max_rate`: the capacity is at least that."""
         lower = self.lower
-        return self.max_rate is not None and lower is not None and lower.rate >= self.max_rate * (1 - 1e-9)
+        return (
+            self.max_rate is not None
+            and lower is not None
+            and lower.rate >= self.max_rate * (1 - 1e-9)
+        )
 
     @property
     def converged(self) -> bool:
         """The bracket is within `tolerance`: the capacity is known to that precision (or,
         when the client was the limit, that the server holds up to what the client drives)."""
         lower, bound = self.lower, self.bound
-        return (lower is not None and bound is not None
-                and bound.rate - lower.rate <= self.tolerance * bound.rate)
+        return (
+            lower is not None
+            and bound is not None
+            and bound.rate - lower.rate <= self.tolerance * bound.rate
+        )
 
     @property
     def client_bound(self) -> bool:
@@ -105,8 +112,9 @@ class CapacitySearch:
         bound = self.bound
         return self.converged and bound is not None and bound is self.late
 
-    def tell(self, rate: float, slo_met: bool, client_limited: bool = False,
-             ratio: float | None = None) -> None:
+    def tell(
+        self, rate: float, slo_met: bool, client_limited: bool = False, ratio: float | None = None
+    ) -> None:
         self.probes.append(Probe(rate, bool(slo_met), bool(client_limited), ratio))
 
     @property
@@ -126,7 +134,9 @@ class CapacitySearch:
             step = lower.rate * self._step()
             knee = self._projected_knee()
             if knee is not None and knee > lower.rate:
-                step = min(step, max(knee * (1 + self.tolerance), lower.rate * (1 + 2 * self.tolerance)))
+                step = min(
+                    step, max(knee * (1 + self.tolerance), lower.rate * (1 + 2 * self.tolerance))
+                )
             return self._clamp(step)
         if lower is None:  # nothing met below the bound: shrink, further the worse the miss
             factor = self._step()
@@ -157,8 +167,13 @@ class CapacitySearch:
         low, high = lower.rate, upper.rate
         last_two = self._measured()[-2:]
         one_sided = len(last_two) == 2 and last_two[0].slo_met == last_two[1].slo_met
-        if (lower.ratio and upper.ratio and upper.ratio > lower.ratio and not one_sided
-                and not upper.slo_met):
+        if (
+            lower.ratio
+            and upper.ratio
+            and upper.ratio > lower.ratio
+            and not one_sided
+            and not upper.slo_met
+        ):
             estimate = min(high, max(low, _crossing(lower, upper)))
         else:
             # no margins, or interpolation keeps landing on one side (a convex latency

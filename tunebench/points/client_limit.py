@@ -24,6 +24,7 @@ DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
 REPLAY_BEYOND = "replay_extrapolated"  # a replayed point past the recording: not evidence
 
+
 def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     reasons = []
     kind, target = row.get("load_kind"), to_float(row.get("target"))
@@ -47,7 +48,9 @@ def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[s
 def sent_rate(row: dict[str, Any]) -> float | None:
     """Requests the client sent per second in the window; the completed rate as a fallback."""
     duration = to_float(row.get("duration_s"))
-    counts = [to_float(row.get(c)) for c in ("requests_ok", "requests_failed", "requests_incomplete")]
+    counts = [
+        to_float(row.get(c)) for c in ("requests_ok", "requests_failed", "requests_incomplete")
+    ]
     if duration and counts[0] is not None:
         return sum(c or 0 for c in counts) / duration
     return to_float(row.get("achieved_rps"))

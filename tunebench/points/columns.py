@@ -62,18 +62,41 @@ SERVER_COLUMNS = (
 SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
 STATUS_COLUMNS = (
-    "server_metrics", "server_metrics_note", "valid", "invalid_reason", "start_time", "end_time",
+    "server_metrics",
+    "server_metrics_note",
+    "valid",
+    "invalid_reason",
+    "start_time",
+    "end_time",
     "raw_report",
 )
 
 # requests/<config>.csv: one row per successful request of every point of a configuration.
-REQUEST_COLUMNS = ("point_id", "ttft_ms", "itl_ms", "tpot_ms", "e2e_s", "prompt_tokens",
-                   "output_tokens")
+REQUEST_COLUMNS = (
+    "point_id",
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2e_s",
+    "prompt_tokens",
+    "output_tokens",
+)
 
 # Text columns (everything else in points.csv is a number or a boolean).
-TEXT_COLUMNS = frozenset({*ID_COLUMNS, "variant", "server_metrics", "server_metrics_note",
-                          "invalid_reason", "client_warnings", "raw_report", "slo_violations",
-                          "client_limited_reason"} - {"target"})
+TEXT_COLUMNS = frozenset(
+    {
+        *ID_COLUMNS,
+        "variant",
+        "server_metrics",
+        "server_metrics_note",
+        "invalid_reason",
+        "client_warnings",
+        "raw_report",
+        "slo_violations",
+        "client_limited_reason",
+    }
+    - {"target"}
+)
 BOOL_COLUMNS = ("valid", "client_limited", "slo_met")
 
 

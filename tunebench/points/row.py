@@ -60,7 +60,9 @@ def build_row(
     row["server_metrics"] = "present" if server.get("server_samples") else "absent"
     if not server.get("server_samples"):
         # The client's measurements stand; say why the server side is missing.
-        row["server_metrics_note"] = f"no server metrics: {server_note or 'no scrape in the window'}"[:300]
+        row["server_metrics_note"] = (
+            f"no server metrics: {server_note or 'no scrape in the window'}"[:300]
+        )
     row.update(slo.evaluate(row, samples, slo_spec))
     row.update(client_limit.verdict(row, client_tolerance))
     problems = list(config_problems or [])

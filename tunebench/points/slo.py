@@ -48,7 +48,9 @@ def thresholds_of(slo: dict[str, Any] | None) -> list[Threshold]:
     return out
 
 
-def _point_value(row: dict[str, Any], samples: list[dict[str, Any]], threshold: Threshold) -> float | None:
+def _point_value(
+    row: dict[str, Any], samples: list[dict[str, Any]], threshold: Threshold
+) -> float | None:
     prefix, unit, sample = SLO_METRICS[threshold.metric]
     column = f"{prefix}_p{threshold.percentile}_{unit}"
     value = row.get(column)
@@ -58,7 +60,9 @@ def _point_value(row: dict[str, Any], samples: list[dict[str, Any]], threshold: 
     return float(np.percentile(values, threshold.percentile)) if values else None
 
 
-def evaluate(row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, Any] | None) -> dict[str, Any]:
+def evaluate(
+    row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, Any] | None
+) -> dict[str, Any]:
     """SLO columns for one point; all None when the sweep sets no SLO."""
     thresholds = thresholds_of(slo)
     max_error_rate = (slo or {}).get("max_error_rate")
@@ -79,9 +83,14 @@ def evaluate(row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, 
         rate = failed / (ok + failed) if ok + failed else 1.0
         if rate > max_error_rate:
             violations.append(f"error rate {rate:.3g} > {max_error_rate:g}")
-    good = [s for s in samples if all(
-        s.get(SLO_METRICS[t.metric][2]) is not None and s[SLO_METRICS[t.metric][2]] <= t.limit
-        for t in thresholds)]
+    good = [
+        s
+        for s in samples
+        if all(
+            s.get(SLO_METRICS[t.metric][2]) is not None and s[SLO_METRICS[t.metric][2]] <= t.limit
+            for t in thresholds
+        )
+    ]
     fraction = len(good) / len(samples) if samples else None
     # GuideLLM's request list and its success count can differ by a request or two at the
     # window's edges; scale its achieved rate rather than recounting records.

@@ -28,17 +28,23 @@ class ReplayDeployment:
     def start(self, config: ServerConfig) -> ServerHandle:
         recorded = self.recorded.find(config.args)
         if recorded is None:
-            wanted = " ".join(f"{k}={format_value(v)}" for k, v in redact(config.args).items()
-                              if v is not None)
+            wanted = " ".join(
+                f"{k}={format_value(v)}" for k, v in redact(config.args).items() if v is not None
+            )
             raise DeploymentError(
                 f"replay: {self.recorded.name} recorded no configuration with args {wanted or '(defaults)'}; "
-                f"recorded: {self.recorded.describe_choices()}")
+                f"recorded: {self.recorded.describe_choices()}"
+            )
         if recorded.status != "complete" and not recorded.rows:
             raise DeploymentError(f"replay: {recorded.error or 'failed when recorded'}")
         self.current = recorded
-        return ServerHandle(base_url=f"replay:{self.recorded.path.name}/{recorded.config_id}",
-                            metrics_url="", served_model=recorded.label, started_s=0.0,
-                            effective=dict(recorded.effective))
+        return ServerHandle(
+            base_url=f"replay:{self.recorded.path.name}/{recorded.config_id}",
+            metrics_url="",
+            served_model=recorded.label,
+            started_s=0.0,
+            effective=dict(recorded.effective),
+        )
 
     def stop(self) -> None:
         self.current = None

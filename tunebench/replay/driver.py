@@ -48,8 +48,10 @@ class ReplayDriver:
         if recorded is None:
             raise LoadError("replay: no configuration is deployed")
         if point.target is None:
-            raise LoadError(f"replay: {point.point_id} has no target to interpolate at; "
-                            "replay concurrent, throughput, poisson, constant or capacity points")
+            raise LoadError(
+                f"replay: {point.point_id} has no target to interpolate at; "
+                "replay concurrent, throughput, poisson, constant or capacity points"
+            )
         try:
             columns = recorded.point_at(point.kind, float(point.target))
         except StoreError as exc:

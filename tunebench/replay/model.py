@@ -28,10 +28,13 @@ RATE_COLUMNS = ("achieved_rps", "achieved_concurrency", "output_tok_s", "total_t
 COUNT_COLUMNS = ("requests_ok", "requests_failed", "requests_incomplete")
 # Columns carried into an interpolated point; the rest (server gauges, SLO verdicts) are
 # recomputed by whoever evaluates the point.
-INTERPOLATED = (*RATE_COLUMNS, *COUNT_COLUMNS, "duration_s", "prompt_tokens_mean",
-                "output_tokens_mean")
-
-
+INTERPOLATED = (
+    *RATE_COLUMNS,
+    *COUNT_COLUMNS,
+    "duration_s",
+    "prompt_tokens_mean",
+    "output_tokens_mean",
+)
 
 
 @dataclass
@@ -46,8 +49,10 @@ class RecordedConfig:
 
     def point_at(self, kind: str, target: float) -> dict[str, Any]:
         """The columns a `kind` point at `target` would have measured (see module doc)."""
-        rows = sorted((r for r in self.rows if r["load_kind"] == kind and to_float(r["target"])),
-                      key=lambda r: float(r["target"]))
+        rows = sorted(
+            (r for r in self.rows if r["load_kind"] == kind and to_float(r["target"])),
+            key=lambda r: float(r["target"]),
+        )
         if not rows:
             raise StoreError(f"replay: configuration {self.label} recorded no {kind} points")
         targets = [float(r["target"]) for r in rows]
@@ -62,8 +67,15 @@ class RecordedConfig:
                 out[column] = monotone[nearest][column]
             for column in INTERPOLATED:
                 value = to_float(rows[nearest].get(column))
-                out[column] = None if value is None else (
-                    value * scale if column in RATE_COLUMNS or column in COUNT_COLUMNS else value)
+                out[column] = (
+                    None
+                    if value is None
+                    else (
+                        value * scale
+                        if column in RATE_COLUMNS or column in COUNT_COLUMNS
+                        else value
+                    )
+                )
             warnings = _warnings(rows[nearest])
             if target > targets[-1]:
                 warnings.append("replay_extrapolated")
@@ -74,8 +86,9 @@ class RecordedConfig:
             for column in latency:
                 out[column] = _mix_reciprocal(monotone[a][column], monotone[b][column], share)
             for column in INTERPOLATED:
-                out[column] = _mix(to_float(rows[a].get(column)), to_float(rows[b].get(column)),
-                                   share, floor=False)
+                out[column] = _mix(
+                    to_float(rows[a].get(column)), to_float(rows[b].get(column)), share, floor=False
+                )
             warnings = _warnings(rows[a if share < 0.5 else b])
             if share > 1:
                 warnings.append("replay_extrapolated")
@@ -143,8 +156,12 @@ class RecordedRun:
         self.slo = (manifest.spec or {}).get("slo")
         self.configs = [
             RecordedConfig(
-                config_id=c.config_id, label=c.label or c.config_id, args=c.args,
-                status=c.status.value, error=c.error, effective=c.effective or {},
+                config_id=c.config_id,
+                label=c.label or c.config_id,
+                args=c.args,
+                status=c.status.value,
+                error=c.error,
+                effective=c.effective or {},
                 rows=[r for r in store.rows if r["config_id"] == c.config_id],
             )
             for c in manifest.configs
@@ -162,9 +179,14 @@ class RecordedRun:
         return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
-def true_capacity(config: RecordedConfig, slo: dict, kind: str = "poisson",
-                  min_rate: float = 0.05, client_tolerance: float = 0.10,
-                  relative: float = 1e-4) -> float | None:
+def true_capacity(
+    config: RecordedConfig,
+    slo: dict,
+    kind: str = "poisson",
+    min_rate: float = 0.05,
+    client_tolerance: float = 0.10,
+    relative: float = 1e-4,
+) -> float | None:
     """The highest `kind` rate at which the replayed SLO holds (None: not even `min_rate`).
 
     The exact answer a capacity search over this replay should approach: latencies are
@@ -172,12 +194,15 @@ def true_capacity(config: RecordedConfig, slo: dict, kind: str = "poisson",
     recorded targets, then bisecting the interpolated segment. Rates the recording calls
     client-limited, or beyond its highest target, are not claimed.
     """
+
     def holds(rate: float) -> bool:
         row = config.point_at(kind, rate)
         if "replay_extrapolated" in row["client_warnings"]:
             return False
-        return bool(evaluate(row, [], slo)["slo_met"]) and not client_limit.verdict(
-            row, client_tolerance)["client_limited"]
+        return (
+            bool(evaluate(row, [], slo)["slo_met"])
+            and not client_limit.verdict(row, client_tolerance)["client_limited"]
+        )
 
     targets = sorted({float(r["target"]) for r in config.rows if r["load_kind"] == kind})
     if not targets or not holds(min_rate):

@@ -11,8 +11,12 @@ from rich.text import Text
 
 from tunebench.report.formats import number
 
-VERDICT_STYLE = {"better": "green", "worse": "bold red", "no significant change": "dim",
-                 "n/a": "dim"}
+VERDICT_STYLE = {
+    "better": "green",
+    "worse": "bold red",
+    "no significant change": "dim",
+    "n/a": "dim",
+}
 HEADERS = ["candidate", "point", "metric", "A", "B", "change", "95% CI %", "verdict"]
 
 
@@ -34,10 +38,19 @@ def _ci(row: dict) -> str:
 
 def lines(result: Any) -> list[list[str]]:
     rows = result.to_dict()["rows"]
-    return [[r["candidate"], _point(r, list(result.key)), r["label"], number(r["a"], 2),
-             number(r["b"], 2), "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
-             _ci(r), r["verdict"]]
-            for r in rows]
+    return [
+        [
+            r["candidate"],
+            _point(r, list(result.key)),
+            r["label"],
+            number(r["a"], 2),
+            number(r["b"], 2),
+            "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
+            _ci(r),
+            r["verdict"],
+        ]
+        for r in rows
+    ]
 
 
 def _args_line(args_differ: dict[str, list[Any]], code: str = "") -> str:
@@ -47,8 +60,10 @@ def _args_line(args_differ: dict[str, list[Any]], code: str = "") -> str:
 def compare_table(result: Any) -> Group:
     parts: list[Any] = []
     if result.args_differ:
-        parts.append(Text("args that differ (baseline first): ", style="bold")
-                     + Text(_args_line(result.args_differ)))
+        parts.append(
+            Text("args that differ (baseline first): ", style="bold")
+            + Text(_args_line(result.args_differ))
+        )
     table = Table(title=f"baseline: {result.baseline}", header_style="bold")
     for header in HEADERS:
         table.add_column(header, justify="right" if header in ("A", "B", "change") else "left")
@@ -56,9 +71,13 @@ def compare_table(result: Any) -> Group:
         table.add_row(*line[:-1], Text(line[-1], style=VERDICT_STYLE.get(line[-1], "")))
     parts.append(table)
     for x in result.crossovers:
-        parts.append(Text(f"crossover: {x['metric']} ({x['load_kind']}) {x['baseline']} vs "
-                          f"{x['candidate']} cross at target ≈ {x['target']:.2f}; lower below: "
-                          f"{x['better_below']}, above: {x['better_above']}"))
+        parts.append(
+            Text(
+                f"crossover: {x['metric']} ({x['load_kind']}) {x['baseline']} vs "
+                f"{x['candidate']} cross at target ≈ {x['target']:.2f}; lower below: "
+                f"{x['better_below']}, above: {x['better_above']}"
+            )
+        )
     return Group(*parts)
 
 
@@ -81,8 +100,10 @@ def serving_overhead_table(batch: str, sweep: str, rows: list[dict[str, Any]]) -
         table.add_column(header)
     for row in rows:
         ratio = row["ratio"]
-        table.add_row(row["config"], number(row["offline_tok_s"], 1),
-                      f"{number(row['online_tok_s'], 1)} ({row['online_point']})",
-                      "-" if ratio is None else
-                      f"{ratio:.2f}x ({(1 - ratio) * 100:+.0f}% serving overhead)")
+        table.add_row(
+            row["config"],
+            number(row["offline_tok_s"], 1),
+            f"{number(row['online_tok_s'], 1)} ({row['online_point']})",
+            "-" if ratio is None else f"{ratio:.2f}x ({(1 - ratio) * 100:+.0f}% serving overhead)",
+        )
     return table

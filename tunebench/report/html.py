@@ -19,13 +19,22 @@ from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout
 
 SUMMARY = [
-    ("config", "config_label", None), ("point", "point_id", None), ("target", "target", 2),
-    ("req/s", "achieved_rps", 2), ("concurrency", "achieved_concurrency", 1),
-    ("TTFT p50 ms", "ttft_p50_ms", 1), ("TTFT p95 ms", "ttft_p95_ms", 1),
-    ("ITL p50 ms", "itl_p50_ms", 2), ("ITL p95 ms", "itl_p95_ms", 2),
-    ("e2e p95 s", "e2e_p95_s", 3), ("out tok/s", "output_tok_s", 0),
-    ("KV max %", "kv_usage_max", 2), ("queue depth", "queue_depth_mean", 2),
-    ("queue ms", "queue_time_mean_s", 1), ("ok", "requests_ok", 0), ("failed", "requests_failed", 0),
+    ("config", "config_label", None),
+    ("point", "point_id", None),
+    ("target", "target", 2),
+    ("req/s", "achieved_rps", 2),
+    ("concurrency", "achieved_concurrency", 1),
+    ("TTFT p50 ms", "ttft_p50_ms", 1),
+    ("TTFT p95 ms", "ttft_p95_ms", 1),
+    ("ITL p50 ms", "itl_p50_ms", 2),
+    ("ITL p95 ms", "itl_p95_ms", 2),
+    ("e2e p95 s", "e2e_p95_s", 3),
+    ("out tok/s", "output_tok_s", 0),
+    ("KV max %", "kv_usage_max", 2),
+    ("queue depth", "queue_depth_mean", 2),
+    ("queue ms", "queue_time_mean_s", 1),
+    ("ok", "requests_ok", 0),
+    ("failed", "requests_failed", 0),
 ]
 
 TEMPLATE = jinja2.Template(
@@ -101,9 +110,14 @@ code{font-size:.8rem}
 
 def _capacity_row(config: dict) -> dict:
     capacity = config["capacity"]
-    return {"config_id": config["config_id"], "label": config.get("label", ""),
-            "rate": sig(capacity.get("rate")), "upper": sig(capacity.get("upper")),
-            "probes": capacity.get("probes"), "note": describe_capacity(capacity)}
+    return {
+        "config_id": config["config_id"],
+        "label": config.get("label", ""),
+        "rate": sig(capacity.get("rate")),
+        "upper": sig(capacity.get("upper")),
+        "probes": capacity.get("probes"),
+        "note": describe_capacity(capacity),
+    }
 
 
 def _tune_section(run_path: Path) -> dict | None:
@@ -116,8 +130,9 @@ def _tune_section(run_path: Path) -> dict | None:
         return None
     best = result.get("best")
     if best:
-        result["best_text"] = ", ".join(f"{n} {v:.4g}" for n, v in
-                                        zip(result.get("objective_names", []), best["values"]))
+        result["best_text"] = ", ".join(
+            f"{n} {v:.4g}" for n, v in zip(result.get("objective_names", []), best["values"])
+        )
     result.setdefault("exports", {})
     for trial in result.get("trials", []):
         trial["params_text"] = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
@@ -133,40 +148,74 @@ def report_context(run_path: Path) -> dict:
     if "queue_time_mean_s" in points:
         points = points.assign(queue_time_mean_s=points["queue_time_mean_s"] * 1000)
     rows = [
-        {"cells": [format_cell(r.get(col), d) for _, col, d in SUMMARY], "valid": bool(r.get("valid")),
-         "reason": r.get("invalid_reason") or "",
-         "client_limited": r.get("client_limited") is True or r.get("client_limited") == 1,
-         "client_reason": r.get("client_limited_reason") or "",
-         "slo": {True: "met", False: "missed"}.get(r.get("slo_met"), "")}
+        {
+            "cells": [format_cell(r.get(col), d) for _, col, d in SUMMARY],
+            "valid": bool(r.get("valid")),
+            "reason": r.get("invalid_reason") or "",
+            "client_limited": r.get("client_limited") is True or r.get("client_limited") == 1,
+            "client_reason": r.get("client_limited_reason") or "",
+            "slo": {True: "met", False: "missed"}.get(r.get("slo_met"), ""),
+        }
         for r in points.to_dict(orient="records")
     ]
     configs = [
-        {**c, "command": " ".join(c.get("command_args") or []),
-         "effective": {k: v for k, v in (c.get("effective") or {}).items() if v is not None}}
+        {
+            **c,
+            "command": " ".join(c.get("command_args") or []),
+            "effective": {k: v for k, v in (c.get("effective") or {}).items() if v is not None},
+        }
         for c in manifest.get("configs", [])
     ]
-    sides = [Side(label, group, pd.DataFrame()) for label, group in points.groupby("config_label", sort=False)] if not points.empty else []
+    sides = (
+        [
+            Side(label, group, pd.DataFrame())
+            for label, group in points.groupby("config_label", sort=False)
+        ]
+        if not points.empty
+        else []
+    )
     crossovers = crossovers_between(sides, LOAD_KEY) if len(sides) > 1 else []
     figures = run_figures(raw, run_path) if not raw.empty else []
     tune = _tune_section(run_path)
     batch = None
     if manifest.get("kind") == "batch":
-        columns = [("load s", "load_s", 1), ("init s", "init_s", 1), ("compile s", "compile_s", 1),
-                   ("generate s", "generate_s", 1), ("write s", "write_s", 2), ("req/s", "achieved_rps", 2),
-                   ("input tok/s", "input_tok_s", 0), ("output tok/s", "output_tok_s", 0),
-                   ("schema valid", "schema_valid_fraction", 3)]
-        batch = {"headers": [c[0] for c in columns], "records": manifest.get("records"),
-                 "shards": manifest.get("shards"),
-                 "rows": [{"label": r.get("config_label"),
-                           "cells": [format_cell(r.get(key), digits) for _, key, digits in columns]}
-                          for r in raw.to_dict(orient="records")]}
+        columns = [
+            ("load s", "load_s", 1),
+            ("init s", "init_s", 1),
+            ("compile s", "compile_s", 1),
+            ("generate s", "generate_s", 1),
+            ("write s", "write_s", 2),
+            ("req/s", "achieved_rps", 2),
+            ("input tok/s", "input_tok_s", 0),
+            ("output tok/s", "output_tok_s", 0),
+            ("schema valid", "schema_valid_fraction", 3),
+        ]
+        batch = {
+            "headers": [c[0] for c in columns],
+            "records": manifest.get("records"),
+            "shards": manifest.get("shards"),
+            "rows": [
+                {
+                    "label": r.get("config_label"),
+                    "cells": [format_cell(r.get(key), digits) for _, key, digits in columns],
+                }
+                for r in raw.to_dict(orient="records")
+            ],
+        }
     return {
         "batch": batch,
         "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
         "tune": tune,
-        "m": {**manifest, "versions": manifest.get("versions", {}), "host": manifest.get("host", {})},
-        "headers": [h for h, _, _ in SUMMARY], "rows": rows, "configs": configs,
-        "failures": [c for c in configs if c.get("error")], "crossovers": crossovers,
+        "m": {
+            **manifest,
+            "versions": manifest.get("versions", {}),
+            "host": manifest.get("host", {}),
+        },
+        "headers": [h for h, _, _ in SUMMARY],
+        "rows": rows,
+        "configs": configs,
+        "failures": [c for c in configs if c.get("error")],
+        "crossovers": crossovers,
         "figures": [(title, base64.b64encode(png).decode()) for title, png in figures],
     }
 

@@ -52,7 +52,9 @@ class ConsoleReporter:
     def point_starting(self, config, point):
         self._point_started = time.monotonic()
         target = "" if point.target is None else f" target {point.target:g}"
-        limit = f"{point.max_seconds:g} s" if point.max_seconds else f"{point.max_requests} requests"
+        limit = (
+            f"{point.max_seconds:g} s" if point.max_seconds else f"{point.max_requests} requests"
+        )
         self._spin(f"  load {point.point_id}{target} ({limit}) …")
 
     def point_done(self, config, row):

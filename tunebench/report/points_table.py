@@ -20,10 +20,19 @@ from tunebench.report.formats import as_number, cell, sig
 
 # Short names of the args sweeps vary most; any other arg gets the initials of its words.
 SHORT_ARGS = {
-    "max-num-seqs": "mns", "max-num-batched-tokens": "mnbt", "max-model-len": "mml",
-    "kv-cache-dtype": "kv", "enable-prefix-caching": "prefix", "enforce-eager": "eager",
-    "gpu-memory-utilization": "gmu", "speculative-config": "spec", "quantization": "quant",
-    "tensor-parallel-size": "tp", "block-size": "bs", "dtype": "dtype", "model": "model",
+    "max-num-seqs": "mns",
+    "max-num-batched-tokens": "mnbt",
+    "max-model-len": "mml",
+    "kv-cache-dtype": "kv",
+    "enable-prefix-caching": "prefix",
+    "enforce-eager": "eager",
+    "gpu-memory-utilization": "gmu",
+    "speculative-config": "spec",
+    "quantization": "quant",
+    "tensor-parallel-size": "tp",
+    "block-size": "bs",
+    "dtype": "dtype",
+    "model": "model",
 }
 VALUE_WIDTH = 14  # a varied value longer than this (a JSON config, a path) is shortened
 
@@ -39,7 +48,7 @@ def short_value(value: Any) -> str:
     text = str(value)
     if "/" in text and not text.startswith("{"):
         text = text.rstrip("/").rsplit("/", 1)[-1]  # a model path or hub id: its last part
-    return text if len(text) <= VALUE_WIDTH else text[:VALUE_WIDTH - 1] + "…"
+    return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 1] + "…"
 
 
 def short_label(config_id: str, varied: dict[str, Any]) -> tuple[str, dict[str, str]]:
@@ -69,8 +78,11 @@ def _load(row: dict[str, Any]) -> str:
     target = as_number(row.get("target"))
     if target is None:
         return "-"
-    unit = "streams" if row.get("load_kind") in ("concurrent", "throughput") else (
-        "records" if row.get("load_kind") == "batch" else "req/s")
+    unit = (
+        "streams"
+        if row.get("load_kind") in ("concurrent", "throughput")
+        else ("records" if row.get("load_kind") == "batch" else "req/s")
+    )
     return f"{sig(target, 3)} {unit}"
 
 
@@ -123,6 +135,7 @@ COLUMNS = (  # in display order
 
 def _fit(columns: list[Column], cells: dict[str, list[str]], width: int) -> list[Column]:
     """Columns by priority while the table fits `width` (headers may wrap at spaces)."""
+
     def need(column: Column) -> int:
         longest_word = max(len(w) for w in column.header.split())
         return max([longest_word, *(len(c) for c in cells[column.header])]) + 3
@@ -136,8 +149,13 @@ def _fit(columns: list[Column], cells: dict[str, list[str]], width: int) -> list
     return [c for c in columns if c.header in chosen]
 
 
-def points_table(rows: Iterable[dict[str, Any]], varied: dict[str, dict[str, Any]],
-                 title: str | None = None, width: int = 100, notes_limit: int = 12) -> Group:
+def points_table(
+    rows: Iterable[dict[str, Any]],
+    varied: dict[str, dict[str, Any]],
+    title: str | None = None,
+    width: int = 100,
+    notes_limit: int = 12,
+) -> Group:
     """The table, its legend and the reasons behind every "no" and "*" in `valid`.
 
     `varied` maps each config_id to its varied values (manifest configs[].varied).
@@ -154,30 +172,46 @@ def points_table(rows: Iterable[dict[str, Any]], varied: dict[str, dict[str, Any
         return labels.get(config_id) or config_id or str(row.get("config_label", ""))
 
     columns = list(COLUMNS)
-    cells = {c.header: [config_cell(r) if c.render is None else c.render(r) for r in rows]
-             for c in columns}
+    cells = {
+        c.header: [config_cell(r) if c.render is None else c.render(r) for r in rows]
+        for c in columns
+    }
     shown = _fit(columns, cells, width)
     table = Table(title=title, header_style="bold", show_lines=False)
     for column in shown:
         left = column.header in ("config", "point", "valid", "load")
-        table.add_column(column.header, justify="left" if left else "right",
-                         no_wrap=column.header in ("config", "point"))
+        table.add_column(
+            column.header,
+            justify="left" if left else "right",
+            no_wrap=column.header in ("config", "point"),
+        )
     for index in range(len(rows)):
         table.add_row(*(cells[c.header][index] for c in shown))
     parts: list[Any] = [table]
     if legend:
-        parts.append(Text("config: " + "; ".join(f"{k} = {v}" for k, v in legend.items()),
-                          style="dim"))
+        parts.append(
+            Text("config: " + "; ".join(f"{k} = {v}" for k, v in legend.items()), style="dim")
+        )
     hidden = [c.header for c in columns if c not in shown]
     if hidden:
-        parts.append(Text(f"not shown at this width: {', '.join(hidden)} "
-                          "(--format json or csv has every column)", style="dim"))
+        parts.append(
+            Text(
+                f"not shown at this width: {', '.join(hidden)} "
+                "(--format json or csv has every column)",
+                style="dim",
+            )
+        )
     notes = _notes(rows, config_cell)
     for line in notes[:notes_limit]:
         parts.append(Text(line[:width]))
     if len(notes) > notes_limit:
-        parts.append(Text(f"... {len(notes) - notes_limit} more points with notes "
-                          "(tunebench show RUN --format json)", style="dim"))
+        parts.append(
+            Text(
+                f"... {len(notes) - notes_limit} more points with notes "
+                "(tunebench show RUN --format json)",
+                style="dim",
+            )
+        )
     return Group(*parts)
 
 

@@ -28,60 +28,98 @@ def runs_table(entries: list[tuple[str, Any]]) -> Table:
             table.add_row(name, "", f"unreadable: {entry}", "", "", "")
             continue
         manifest, points = entry
-        table.add_row(name, manifest.kind.value, manifest.status.value,
-                      str(len(manifest.configs)), str(points), manifest.started_at)
+        table.add_row(
+            name,
+            manifest.kind.value,
+            manifest.status.value,
+            str(len(manifest.configs)),
+            str(points),
+            manifest.started_at,
+        )
     return table
 
 
 def capacity_lines(configs: list[Any]) -> list[str]:
-    return [f"{c.config_id} ({c.label}): {describe_capacity(c.capacity)}"
-            for c in configs if c.capacity]
+    return [
+        f"{c.config_id} ({c.label}): {describe_capacity(c.capacity)}" for c in configs if c.capacity
+    ]
 
 
 def failure_lines(configs: list[Any]) -> list[Text]:
-    return [Text(f"{c.config_id} failed: ", style="red") + Text(str(c.error))
-            for c in configs if c.error]
+    return [
+        Text(f"{c.config_id} failed: ", style="red") + Text(str(c.error))
+        for c in configs
+        if c.error
+    ]
 
 
 def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
-    configs = Table(title=f"plan for {spec.name}: {len(plan.configs)} configurations x "
-                          f"{len(plan.points)} points")
+    configs = Table(
+        title=f"plan for {spec.name}: {len(plan.configs)} configurations x "
+        f"{len(plan.points)} points"
+    )
     for header in ("config", "model", "engine args"):
         configs.add_column(header)
     for config in plan.configs:
-        configs.add_row(f"{config.config_id}: {config.label}", config.model,
-                        " ".join(config.command_args()))
+        configs.add_row(
+            f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args())
+        )
     points = Table(title="load points (each configuration)")
     for header in ("point", "kind", "target (streams or req/s)", "limit", "warmup (s or share)"):
         points.add_column(header)
     for point in plan.points:
-        limit = ", ".join(x for x in (
-            f"{point.max_seconds:g} s" if point.max_seconds else "",
-            f"{point.max_requests} requests" if point.max_requests else "") if x)
+        limit = ", ".join(
+            x
+            for x in (
+                f"{point.max_seconds:g} s" if point.max_seconds else "",
+                f"{point.max_requests} requests" if point.max_requests else "",
+            )
+            if x
+        )
         points.add_row(point.point_id, point.kind, sig(point.target), limit, sig(point.warmup))
-    return Group(configs, points, Text(
-        f"deployment: {spec.deployment.kind}; estimated time: about {seconds / 60:.0f} min "
-        f"({seconds:.0f} s)"))
+    return Group(
+        configs,
+        points,
+        Text(
+            f"deployment: {spec.deployment.kind}; estimated time: about {seconds / 60:.0f} min "
+            f"({seconds:.0f} s)"
+        ),
+    )
 
 
 def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) -> Group:
-    table = Table(title=f"plan for {spec.name}: {len(configs)} configurations x {len(prompts)} "
-                        f"records, engine {spec.engine}, {shards} shard(s)")
+    table = Table(
+        title=f"plan for {spec.name}: {len(configs)} configurations x {len(prompts)} "
+        f"records, engine {spec.engine}, {shards} shard(s)"
+    )
     for column in ("config", "model", "engine args"):
         table.add_column(column)
     for config in configs:
-        table.add_row(f"{config.config_id}: {config.label}", config.model,
-                      " ".join(config.command_args()))
+        table.add_row(
+            f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args())
+        )
     longest = max(len(p["prompt"]) for p in prompts)
-    return Group(table, Text(f"prompts: {len(prompts)} rendered (longest {longest} characters);"
-                             f" max_tokens {spec.sampling.max_tokens}; dry run: nothing started"))
+    return Group(
+        table,
+        Text(
+            f"prompts: {len(prompts)} rendered (longest {longest} characters);"
+            f" max_tokens {spec.sampling.max_tokens}; dry run: nothing started"
+        ),
+    )
 
 
-BATCH_COLUMNS = (("config", "config_label", None), ("load s", "load_s", 1),
-                 ("init s", "init_s", 1), ("compile s", "compile_s", 1),
-                 ("generate s", "generate_s", 1), ("write s", "write_s", 2),
-                 ("req/s", "achieved_rps", 2), ("in tok/s", "input_tok_s", 0),
-                 ("out tok/s", "output_tok_s", 0), ("schema ok (share)", "schema_valid_fraction", 3))
+BATCH_COLUMNS = (
+    ("config", "config_label", None),
+    ("load s", "load_s", 1),
+    ("init s", "init_s", 1),
+    ("compile s", "compile_s", 1),
+    ("generate s", "generate_s", 1),
+    ("write s", "write_s", 2),
+    ("req/s", "achieved_rps", 2),
+    ("in tok/s", "input_tok_s", 0),
+    ("out tok/s", "output_tok_s", 0),
+    ("schema ok (share)", "schema_valid_fraction", 3),
+)
 
 
 def batch_summary(run_id: str, records: Any, shards: Any, rows: list[dict]) -> Table:
@@ -97,8 +135,10 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
     from tunebench.spec.plan import format_value
 
     names = summary["objective_names"]
-    table = Table(title=f"trials ({summary['deployments']} deployments, {summary['failed']} "
-                        f"failed, {summary['pruned']} pruned)")
+    table = Table(
+        title=f"trials ({summary['deployments']} deployments, {summary['failed']} "
+        f"failed, {summary['pruned']} pruned)"
+    )
     for column in ("trial", "state", "params", *names, "note"):
         table.add_column(column)
     repeats = [r for r in summary["trials"] if r["note"].startswith("same args as trial")]
@@ -107,12 +147,21 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
             continue
         params = ", ".join(f"{k}={format_value(v)}" for k, v in row["params"].items())
         values = row["values"] or [None] * len(names)
-        table.add_row(str(row["trial"]), row["state"], "baseline" if row["baseline"] else params,
-                      *(sig(v, 4) for v in values), row["note"][:70])
+        table.add_row(
+            str(row["trial"]),
+            row["state"],
+            "baseline" if row["baseline"] else params,
+            *(sig(v, 4) for v in values),
+            row["note"][:70],
+        )
     parts: list[Any] = [table]
     if repeats:
-        parts.append(Text(f"{len(repeats)} proposal(s) repeated measured args and were not "
-                          "deployed again", style="dim"))
+        parts.append(
+            Text(
+                f"{len(repeats)} proposal(s) repeated measured args and were not deployed again",
+                style="dim",
+            )
+        )
     best = summary["best"]
     if best is None:
         parts.append(Text("no trial completed", style="red"))
@@ -121,15 +170,28 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
     parts.append(Text(f"best: trial {best['trial']} ({value})", style="bold"))
     if summary.get("improvement_pct") is not None:
         base = summary["baseline"]["values"][0]
-        parts.append(Text(f"  vs baseline (vLLM defaults, {sig(base, 4)}): "
-                          f"{summary['improvement_pct']:+.1f}%"))
+        parts.append(
+            Text(
+                f"  vs baseline (vLLM defaults, {sig(base, 4)}): {summary['improvement_pct']:+.1f}%"
+            )
+        )
     if summary.get("pareto"):
-        parts.append(Text("  Pareto front: " + "; ".join(
-            f"trial {p['trial']} ({', '.join(sig(v, 4) for v in p['values'])})"
-            for p in summary["pareto"])))
+        parts.append(
+            Text(
+                "  Pareto front: "
+                + "; ".join(
+                    f"trial {p['trial']} ({', '.join(sig(v, 4) for v in p['values'])})"
+                    for p in summary["pareto"]
+                )
+            )
+        )
     if summary["importances"]:
-        parts.append(Text("  importance: " + ", ".join(
-            f"{k} {v:.2f}" for k, v in summary["importances"].items())))
+        parts.append(
+            Text(
+                "  importance: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in summary["importances"].items())
+            )
+        )
     if exports.get("helm_values"):
         parts.append(Text(f"  helm values: {exports['helm_values']}"))
     if exports.get("serve_command"):
@@ -139,17 +201,27 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
 
 def tune_space(spec: Any, plan: Any, trials: int, seconds: float) -> Group:
     baseline = " ".join(plan.configs[0].command_args()) or "vLLM defaults"
-    table = Table(title=f"tune {spec.name}: objective {spec.tune.objective}, {trials} "
-                        f"deployments (baseline: {baseline})")
+    table = Table(
+        title=f"tune {spec.name}: objective {spec.tune.objective}, {trials} "
+        f"deployments (baseline: {baseline})"
+    )
     for column in ("param", "kind", "range / choices", "when"):
         table.add_column(column)
     for name, param in spec.tune.space.items():
         if param.kind == "categorical":
             values = ", ".join("default" if c is None else str(c) for c in param.choices)
         else:
-            values = (f"{param.low:g} .. {param.high:g}" + (" (log)" if param.log else "")
-                      + (f" step {param.step:g}" if param.step else ""))
+            values = (
+                f"{param.low:g} .. {param.high:g}"
+                + (" (log)" if param.log else "")
+                + (f" step {param.step:g}" if param.step else "")
+            )
         when = ", ".join(f"{k}={v}" for k, v in (param.when or {}).items())
         table.add_row(name, param.kind, values, when or "-")
-    return Group(table, Text(f"deployment: {spec.deployment.kind}; estimated time: about "
-                             f"{seconds / 60:.0f} min ({seconds:.0f} s) for {trials} deployments"))
+    return Group(
+        table,
+        Text(
+            f"deployment: {spec.deployment.kind}; estimated time: about "
+            f"{seconds / 60:.0f} min ({seconds:.0f} s) for {trials} deployments"
+        ),
+    )

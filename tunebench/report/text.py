@@ -10,8 +10,10 @@ def describe_capacity(summary: dict[str, Any]) -> str:
     probes = f"{summary['probes']} probe{'s' if summary['probes'] != 1 else ''}"
     rate, upper = summary.get("rate"), summary.get("upper")
     if rate is None and summary.get("client_bound"):
-        return (f"capacity: unknown: the client could not drive {summary['probe_rates'][-1]:.3g} req/s "
-                f"and no lower rate was proven ({probes}); see client_limited_reason")
+        return (
+            f"capacity: unknown: the client could not drive {summary['probe_rates'][-1]:.3g} req/s "
+            f"and no lower rate was proven ({probes}); see client_limited_reason"
+        )
     if rate is None:
         return f"capacity: no rate met the SLO ({probes}, lowest tried {min(summary['probe_rates']):.3g} req/s)"
     text = f"capacity: {rate:.3g} req/s at SLO"

@@ -30,6 +30,7 @@ from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.store.manifest import ConfigStatus
 from tunebench.store.run import RunStore
 
+
 @dataclass
 class ConfigOutcome:
     config_id: str
@@ -76,15 +77,27 @@ class ConfigRunner:
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
-    def run(self, config: ServerConfig, points: list[LoadPoint], attempt: int = 1,
-            earlier_rows: list[dict[str, Any]] | None = None) -> ConfigOutcome:
+    def run(
+        self,
+        config: ServerConfig,
+        points: list[LoadPoint],
+        attempt: int = 1,
+        earlier_rows: list[dict[str, Any]] | None = None,
+    ) -> ConfigOutcome:
         """Deploy `config` and measure `points`; `earlier_rows` are this configuration's
         points stored by an earlier attempt of a resumed run (kept, and seeding a search)."""
         store, layout = self.store, self.store.layout
         earlier_rows = earlier_rows or []
-        store.update_config(config.config_id, label=config.label, model=config.model,
-                            args=config.args, command_args=config.command_args(),
-                            varied=config.varied, status=ConfigStatus.STARTING, attempts=attempt)
+        store.update_config(
+            config.config_id,
+            label=config.label,
+            model=config.model,
+            args=config.args,
+            command_args=config.command_args(),
+            varied=config.varied,
+            status=ConfigStatus.STARTING,
+            attempts=attempt,
+        )
         driver = self.make_driver(config)
         fixed = [p for p in points if p.search is None]
         searches = [p for p in points if p.search is not None]
@@ -102,12 +115,14 @@ class ConfigRunner:
             driver.prepare(fixed, layout.load_dir(config.config_id, attempt))
             handle = self._start(config, driver)
             if handle is None:
-                return ConfigOutcome(config.config_id, "failed", 0,
-                                     store.manifest.config(config.config_id).error)
+                return ConfigOutcome(
+                    config.config_id, "failed", 0, store.manifest.config(config.config_id).error
+                )
             self._verify(state, handle, driver)
             if self.metrics.enabled and handle.metrics_url:
-                state.scraper = MetricsScraper(handle.metrics_url, self.metrics.interval_s,
-                                               handle.headers, handle.tls).start()
+                state.scraper = MetricsScraper(
+                    handle.metrics_url, self.metrics.interval_s, handle.headers, handle.tls
+                ).start()
             watch = ServerWatch(self.deployment, driver).start()
             return self._measure(state, handle, driver)
         finally:
@@ -127,33 +142,51 @@ class ConfigRunner:
         try:
             handle = self.deployment.start(config)
         except DeploymentError as exc:
-            self.store.update_config(config.config_id, status=ConfigStatus.FAILED,
-                                     error=str(exc), log_tail=redact_text(exc.log_tail),
-                                     start_s=round(time.monotonic() - launched, 1),
-                                     server_pgid=self.deployment.last_pgid,
-                                     load_pgid=driver.pgid)
+            self.store.update_config(
+                config.config_id,
+                status=ConfigStatus.FAILED,
+                error=str(exc),
+                log_tail=redact_text(exc.log_tail),
+                start_s=round(time.monotonic() - launched, 1),
+                server_pgid=self.deployment.last_pgid,
+                load_pgid=driver.pgid,
+            )
             self.reporter.config_failed(config, str(exc), redact_text(exc.log_tail))
             return None
         self.reporter.server_ready(config, handle.started_s)
-        self.store.update_config(config.config_id, status=ConfigStatus.RUNNING,
-                                 start_s=round(handle.started_s or (time.monotonic() - launched), 1),
-                                 server_pgid=self.deployment.pgid, load_pgid=driver.pgid)
+        self.store.update_config(
+            config.config_id,
+            status=ConfigStatus.RUNNING,
+            start_s=round(handle.started_s or (time.monotonic() - launched), 1),
+            server_pgid=self.deployment.pgid,
+            load_pgid=driver.pgid,
+        )
         return handle
 
     def _verify(self, state: _Measuring, handle: ServerHandle, driver: LoadDriver) -> None:
         """Read what the server runs with; args that did not take effect make it invalid."""
-        effective = handle.effective if handle.effective is not None else read_effective(
-            handle.base_url, handle.metrics_url, self.deployment.log_text(), handle.headers,
-            handle.tls)
+        effective = (
+            handle.effective
+            if handle.effective is not None
+            else read_effective(
+                handle.base_url,
+                handle.metrics_url,
+                self.deployment.log_text(),
+                handle.headers,
+                handle.tls,
+            )
+        )
         state.effective = effective
         state.reasons = ineffective_args(state.config.args, effective)
-        self.store.update_config(state.config.config_id, effective=effective,
-                                 invalid_reasons=state.reasons)
+        self.store.update_config(
+            state.config.config_id, effective=effective, invalid_reasons=state.reasons
+        )
         if state.reasons:
             self.reporter.note(f"  [yellow]not in effect:[/] {'; '.join(state.reasons)}")
 
-    def _measure(self, state: _Measuring, handle: ServerHandle,
-                 driver: LoadDriver) -> ConfigOutcome:
+    def _measure(
+        self, state: _Measuring, handle: ServerHandle, driver: LoadDriver
+    ) -> ConfigOutcome:
         config, store, probing = state.config, self.store, state.probing
 
         def on_start(point: LoadPoint) -> None:
@@ -178,43 +211,81 @@ class ConfigRunner:
             self.reporter.point_done(config, row)
 
         try:
-            driver.run(handle, on_result, on_start,
-                       next_points=probing.next_points if probing else None)
+            driver.run(
+                handle, on_result, on_start, next_points=probing.next_points if probing else None
+            )
         except LoadError as exc:
             capacity = self._record_capacity(config, probing)
             failed = state.in_flight
             error = str(exc) + (f" (point {failed} not measured)" if failed else "")
-            store.update_config(config.config_id, status=ConfigStatus.FAILED, error=error,
-                                failed_point=failed, points_done=state.done,
-                                load_retries=driver.retried,
-                                log_tail=redact_text(tail(self.deployment.log_text())))
+            store.update_config(
+                config.config_id,
+                status=ConfigStatus.FAILED,
+                error=error,
+                failed_point=failed,
+                points_done=state.done,
+                load_retries=driver.retried,
+                log_tail=redact_text(tail(self.deployment.log_text())),
+            )
             self.reporter.config_failed(config, error)
-            return ConfigOutcome(config.config_id, "failed", state.done, error, capacity,
-                                 state.effective, state.reasons)
+            return ConfigOutcome(
+                config.config_id,
+                "failed",
+                state.done,
+                error,
+                capacity,
+                state.effective,
+                state.reasons,
+            )
         capacity = self._record_capacity(config, probing)
-        store.update_config(config.config_id, status=ConfigStatus.COMPLETE,
-                            points_done=state.done, failed_point=None, error=None,
-                            load_retries=driver.retried)
-        return ConfigOutcome(config.config_id, "complete", state.done, None, capacity,
-                             state.effective, state.reasons)
+        store.update_config(
+            config.config_id,
+            status=ConfigStatus.COMPLETE,
+            points_done=state.done,
+            failed_point=None,
+            error=None,
+            load_retries=driver.retried,
+        )
+        return ConfigOutcome(
+            config.config_id, "complete", state.done, None, capacity, state.effective, state.reasons
+        )
 
     def _row(self, state: _Measuring, result: ClientResult) -> dict[str, Any]:
         config, scraper = state.config, state.scraper
-        server = summarize_window(scraper.snapshots() if scraper else [], result.start_time,
-                                  result.end_time)
-        note = (scraper.last_error if scraper and scraper.last_error
-                else "metrics disabled" if not self.metrics.enabled else "")
+        server = summarize_window(
+            scraper.snapshots() if scraper else [], result.start_time, result.end_time
+        )
+        note = (
+            scraper.last_error
+            if scraper and scraper.last_error
+            else "metrics disabled"
+            if not self.metrics.enabled
+            else ""
+        )
         raw = self.store.layout.relative(result.raw_report) if result.raw_report else None
         return build_row(
-            PointId(self.store.run_id, config.config_id, config.label, result.point_id,
-                    result.point.kind),
-            config.varied, {**result.columns}, result.samples, server, server_note=note,
-            slo_spec=self.slo, client_tolerance=self.client_tolerance,
-            config_problems=state.reasons, raw_report=raw,
-            window=(result.start_time, result.end_time))
+            PointId(
+                self.store.run_id,
+                config.config_id,
+                config.label,
+                result.point_id,
+                result.point.kind,
+            ),
+            config.varied,
+            {**result.columns},
+            result.samples,
+            server,
+            server_note=note,
+            slo_spec=self.slo,
+            client_tolerance=self.client_tolerance,
+            config_problems=state.reasons,
+            raw_report=raw,
+            window=(result.start_time, result.end_time),
+        )
 
-    def _record_capacity(self, config: ServerConfig,
-                         probing: CapacityProbing | None) -> dict[str, Any] | None:
+    def _record_capacity(
+        self, config: ServerConfig, probing: CapacityProbing | None
+    ) -> dict[str, Any] | None:
         if probing is None or not probing.search.probes:
             return None
         summary = probing.summary()
@@ -226,5 +297,7 @@ class ConfigRunner:
 
     def _write_series(self, state: _Measuring) -> None:
         assert state.scraper is not None
-        self.store.write_text(self.store.layout.series(state.config.config_id),
-                              series_csv(state.scraper.snapshots(), state.earlier_series))
+        self.store.write_text(
+            self.store.layout.series(state.config.config_id),
+            series_csv(state.scraper.snapshots(), state.earlier_series),
+        )

@@ -26,7 +26,8 @@ class CapacityProbing:
         self.search = CapacitySearch(
             start_rate=start_rate or settings.start_rate or 1.0,
             warm=start_rate is not None,
-            tolerance=settings.tolerance, max_probes=settings.max_probes,
+            tolerance=settings.tolerance,
+            max_probes=settings.max_probes,
             max_rate=settings.max_rate,
         )
         self._pending: dict[str, float] = {}
@@ -46,14 +47,22 @@ class CapacityProbing:
         """Probes an earlier attempt of this configuration stored (a resumed run)."""
         for row in rows:
             if str(row.get("point_id", "")).startswith("capacity-") and row.get("target"):
-                self.search.tell(float(row["target"]), _true(row.get("slo_met")),
-                                 _true(row.get("client_limited")), to_float(row.get("slo_ratio")))
+                self.search.tell(
+                    float(row["target"]),
+                    _true(row.get("slo_met")),
+                    _true(row.get("client_limited")),
+                    to_float(row.get("slo_ratio")),
+                )
 
     def observe(self, point_id: str, row: dict[str, Any]) -> None:
         rate = self._pending.pop(point_id, None)
         if rate is not None:
-            self.search.tell(rate, bool(row.get("slo_met")), bool(row.get("client_limited")),
-                             row.get("slo_ratio"))
+            self.search.tell(
+                rate,
+                bool(row.get("slo_met")),
+                bool(row.get("client_limited")),
+                row.get("slo_ratio"),
+            )
 
     def summary(self) -> dict[str, Any]:
         search = self.search

@@ -48,9 +48,13 @@ class LoadDriver(Protocol):
 
     def prepare(self, points: list[LoadPoint], work_dir: Path) -> None: ...
 
-    def run(self, handle: ServerHandle, on_result: ResultCallback,
-            on_start: StartCallback | None = None,
-            next_points: MorePoints | None = None) -> None: ...
+    def run(
+        self,
+        handle: ServerHandle,
+        on_result: ResultCallback,
+        on_start: StartCallback | None = None,
+        next_points: MorePoints | None = None,
+    ) -> None: ...
 
     def abort(self, reason: str) -> None: ...
 

@@ -50,7 +50,9 @@ class ReplaySettings(Strict):
     """Answer every point from an earlier run's recorded points (interpolated); no server."""
 
     kind: Literal["replay"]
-    run: str = Field(min_length=1, description="run directory (relative to the sweep file) or run id")
+    run: str = Field(
+        min_length=1, description="run directory (relative to the sweep file) or run id"
+    )
 
 
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -65,25 +67,41 @@ class HelmSettings(Strict):
     """
 
     kind: Literal["helm"]
-    chart: str = Field("vllm-kserve", min_length=1,
-                       description="chart name in `repo`, an oci:// reference or a local directory")
-    repo: str | None = Field("https://redhat-ai-services.github.io/helm-charts/",
-                             description="chart repository URL; null for oci:// or a directory")
-    chart_version: str = Field(pattern=r"^\d+\.\d+\.\d+([-+].*)?$",
-                               description="e.g. 0.5.11 (RHOAI 2.2x) or 0.7.0 (RHOAI 3.3)")
+    chart: str = Field(
+        "vllm-kserve",
+        min_length=1,
+        description="chart name in `repo`, an oci:// reference or a local directory",
+    )
+    repo: str | None = Field(
+        "https://redhat-ai-services.github.io/helm-charts/",
+        description="chart repository URL; null for oci:// or a directory",
+    )
+    chart_version: str = Field(
+        pattern=r"^\d+\.\d+\.\d+([-+].*)?$",
+        description="e.g. 0.5.11 (RHOAI 2.2x) or 0.7.0 (RHOAI 3.3)",
+    )
     namespace: str = Field(pattern=_DNS_LABEL, max_length=63)
-    release: str | None = Field(None, pattern=_DNS_LABEL, max_length=40,
-                                description="release and InferenceService name; default tb-<sweep>")
-    values: list[str] = Field(default_factory=list,
-                              description="values files (relative to the sweep file), merged in order")
-    overrides: dict[str, Any] = Field(default_factory=dict,
-                                      description="chart values merged over the files")
+    release: str | None = Field(
+        None,
+        pattern=_DNS_LABEL,
+        max_length=40,
+        description="release and InferenceService name; default tb-<sweep>",
+    )
+    values: list[str] = Field(
+        default_factory=list,
+        description="values files (relative to the sweep file), merged in order",
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="chart values merged over the files"
+    )
     env: dict[str, str] = Field(default_factory=dict, description="extra model.env entries")
     resources: dict[str, Any] | None = Field(None, description="vLLM container requests/limits")
     access: Literal["route", "port-forward"] = Field(
-        "route", description="reach vLLM through its Route (HTTPS) or an `oc port-forward`")
+        "route", description="reach vLLM through its Route (HTTPS) or an `oc port-forward`"
+    )
     scrape: Literal["pod", "route"] = Field(
-        "pod", description="/metrics from the pod (port-forward) or through the access URL")
+        "pod", description="/metrics from the pod (port-forward) or through the access URL"
+    )
     ca_bundle: str | None = Field(None, description="CA file for the Route's certificate")
     insecure_skip_tls_verify: bool = False
     token_env: str | None = Field(None, description="env var holding the bearer token")
@@ -101,8 +119,10 @@ class HelmSettings(Strict):
         if self.token_env and self.token_secret:
             raise ValueError("token_env and token_secret: give one source of the bearer token")
         if self.ca_bundle and self.insecure_skip_tls_verify:
-            raise ValueError("ca_bundle and insecure_skip_tls_verify: give one; a CA bundle "
-                             "verifies the Route, insecure skips verification")
+            raise ValueError(
+                "ca_bundle and insecure_skip_tls_verify: give one; a CA bundle "
+                "verifies the Route, insecure skips verification"
+            )
         return self
 
 

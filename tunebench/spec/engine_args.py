@@ -22,13 +22,27 @@ from typing import Any
 from tunebench.errors import SpecError
 
 #: Args whose vLLM type is a JSON object besides every `*-config` one.
-JSON_ARGS = frozenset({"hf-overrides", "model-class-overrides", "limit-mm-per-prompt",
-                       "media-io-kwargs", "mm-processor-kwargs"})
+JSON_ARGS = frozenset(
+    {
+        "hf-overrides",
+        "model-class-overrides",
+        "limit-mm-per-prompt",
+        "media-io-kwargs",
+        "mm-processor-kwargs",
+    }
+)
 #: `*-config` args that take text, not JSON.
 TEXT_CONFIG_ARGS = frozenset({"generation-config"})
 #: Counts vLLM parses with int(); "8k" style values are allowed where vLLM allows them.
-POSITIVE_INT_ARGS = frozenset({"max-num-seqs", "tensor-parallel-size", "pipeline-parallel-size",
-                               "data-parallel-size", "block-size"})
+POSITIVE_INT_ARGS = frozenset(
+    {
+        "max-num-seqs",
+        "tensor-parallel-size",
+        "pipeline-parallel-size",
+        "data-parallel-size",
+        "block-size",
+    }
+)
 TOKEN_ARGS = frozenset({"max-num-batched-tokens", "max-model-len"})
 FRACTION_ARGS = frozenset({"gpu-memory-utilization"})
 
@@ -129,24 +143,33 @@ def _check_value(path, key: str, name: str, value: Any) -> None:
 def _json_problem(value: Any, name: str) -> str | None:
     if isinstance(value, dict):
         return None
-    example = ("{method: ngram, num_speculative_tokens: 3}" if name == "speculative-config"
-               else "{key: value}")
+    example = (
+        "{method: ngram, num_speculative_tokens: 3}"
+        if name == "speculative-config"
+        else "{key: value}"
+    )
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
         except ValueError as exc:
-            return (f"not valid JSON ({exc.msg} at character {exc.pos}); write it as a YAML "
-                    f"mapping, e.g. {example}")
+            return (
+                f"not valid JSON ({exc.msg} at character {exc.pos}); write it as a YAML "
+                f"mapping, e.g. {example}"
+            )
         if isinstance(parsed, dict):
             return None
-    return (f"{_show(value)} is not allowed; give a mapping (or a JSON object in quotes), "
-            f"e.g. {example}")
+    return (
+        f"{_show(value)} is not allowed; give a mapping (or a JSON object in quotes), "
+        f"e.g. {example}"
+    )
 
 
 def _count_problem(name: str, value: Any) -> str | None:
     if name == "max-model-len" and isinstance(value, str) and value.strip().lower() == "auto":
         return None
-    if isinstance(value, (bool, dict, list)) or (isinstance(value, float) and not value.is_integer()):
+    if isinstance(value, (bool, dict, list)) or (
+        isinstance(value, float) and not value.is_integer()
+    ):
         return f"{_show(value)} is not allowed; give a whole number"
     count = parse_count(value, human=name in TOKEN_ARGS)
     if count is None:
@@ -196,5 +219,7 @@ def _check_batched_tokens(path, fixed: dict, matrix: dict, origin: dict) -> None
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else repr(value)
+    text = (
+        json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else repr(value)
+    )
     return text if len(text) <= 60 else text[:57] + "..."

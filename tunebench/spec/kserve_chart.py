@@ -60,8 +60,13 @@ def quirks_for(version: str) -> ChartQuirks:
     if version in KNOWN_CHARTS:
         return KNOWN_CHARTS[version]
     newest = KNOWN_CHARTS[max(KNOWN_CHARTS, key=lambda v: tuple(int(x) for x in v.split(".")))]
-    return ChartQuirks(version, newest.renders_resources, newest.serverless,
-                       newest.auth_always_on, newest.default_args)
+    return ChartQuirks(
+        version,
+        newest.renders_resources,
+        newest.serverless,
+        newest.auth_always_on,
+        newest.default_args,
+    )
 
 
 def release_name(settings, sweep_name: str) -> str:
@@ -105,8 +110,10 @@ def _parse_chart_args(items: list[Any], where: str) -> dict[str, list[str]]:
         elif current is not None:
             parsed[current].append(text)
         else:
-            raise SpecError(f"{where}: model.args item {text!r} does not follow a --flag; "
-                            "write each arg as --flag=value")
+            raise SpecError(
+                f"{where}: model.args item {text!r} does not follow a --flag; "
+                "write each arg as --flag=value"
+            )
     return parsed
 
 
@@ -129,8 +136,10 @@ def read_values_files(settings, spec_dir: Path, spec_path: Path) -> dict[str, An
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise SpecError(f"{spec_path}: {key}: values file {path} does not exist; "
-                            "paths are relative to the sweep file") from None
+            raise SpecError(
+                f"{spec_path}: {key}: values file {path} does not exist; "
+                "paths are relative to the sweep file"
+            ) from None
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             line = " ".join(str(exc).split())[:200]
             raise SpecError(f"{path}: not a valid values file ({line}); fix the YAML") from None
@@ -145,7 +154,11 @@ def read_values_files(settings, spec_dir: Path, spec_path: Path) -> dict[str, An
 
 def _check_env_secrets(env: Any, where: str) -> None:
     for entry in env or []:
-        if isinstance(entry, dict) and is_secret_name(str(entry.get("name", ""))) and "value" in entry:
+        if (
+            isinstance(entry, dict)
+            and is_secret_name(str(entry.get("name", "")))
+            and "value" in entry
+        ):
             raise SpecError(
                 f"{where}: model.env {entry.get('name')} holds a literal secret; use "
                 "valueFrom: {secretKeyRef: {name: <secret>, key: <key>}} so it stays in the cluster"
@@ -157,12 +170,16 @@ def model_uri(model: str, where: str) -> str:
     if model.startswith(URI_SCHEMES):
         return model
     if model.startswith("builtin:") or model.startswith(("/", ".", "~")):
-        raise SpecError(f"{where}: {model!r} is on this machine, which the cluster cannot read; "
-                        "use a hub id (org/name) or an oci://, pvc://, s3:// or hf:// URI")
+        raise SpecError(
+            f"{where}: {model!r} is on this machine, which the cluster cannot read; "
+            "use a hub id (org/name) or an oci://, pvc://, s3:// or hf:// URI"
+        )
     if re.fullmatch(r"[\w.-]+/[\w.-]+", model):
         return f"hf://{model}"
-    raise SpecError(f"{where}: {model!r} is neither a hub id (org/name) nor a storage URI "
-                    "(oci://, pvc://, s3://, hf://)")
+    raise SpecError(
+        f"{where}: {model!r} is neither a hub id (org/name) nor a storage URI "
+        "(oci://, pvc://, s3://, hf://)"
+    )
 
 
 def tokenizer_for(model: str, tokenizer: str | None, where: str) -> str:
@@ -173,12 +190,20 @@ def tokenizer_for(model: str, tokenizer: str | None, where: str) -> str:
         return model.removeprefix("hf://")
     if not model.startswith(URI_SCHEMES):
         return model
-    raise SpecError(f"{where}: model {model!r} is a storage URI; set tokenizer: to the hub id "
-                    "or a local directory of its tokenizer (GuideLLM counts tokens with it)")
+    raise SpecError(
+        f"{where}: model {model!r} is a storage URI; set tokenizer: to the hub id "
+        "or a local directory of its tokenizer (GuideLLM counts tokens with it)"
+    )
 
 
-def chart_values(settings, config, sweep_name: str, served_model_name: str | None,
-                 spec_dir: Path, spec_path: Path) -> dict[str, Any]:
+def chart_values(
+    settings,
+    config,
+    sweep_name: str,
+    served_model_name: str | None,
+    spec_dir: Path,
+    spec_path: Path,
+) -> dict[str, Any]:
     """Every chart value of one configuration; raises SpecError naming the key and the fix."""
     where = f"{spec_path}: {config.label}"
     quirks = quirks_for(settings.chart_version)
@@ -205,8 +230,9 @@ def chart_values(settings, config, sweep_name: str, served_model_name: str | Non
     merged.update(_parse_chart_args(model.get("args") or [], f"{where}: values"))
     for flag in _parse_chart_args(model.get("args") or [], where):
         if flag in CHART_OWNED_FLAGS:
-            raise SpecError(f"{where}: values model.args --{flag}: {CHART_OWNED_FLAGS[flag]}; "
-                            "remove it")
+            raise SpecError(
+                f"{where}: values model.args --{flag}: {CHART_OWNED_FLAGS[flag]}; remove it"
+            )
     for name, value in config.args.items():
         merged.pop(name, None)
         if value is not None:
@@ -230,8 +256,10 @@ def chart_values(settings, config, sweep_name: str, served_model_name: str | Non
     if not quirks.renders_resources:
         values.pop("resources", None)
     if values.get("deploymentMode") != "RawDeployment" and not quirks.serverless:
-        raise SpecError(f"{where}: deploymentMode: vllm-kserve {quirks.version} supports only "
-                        "RawDeployment; remove deploymentMode")
+        raise SpecError(
+            f"{where}: deploymentMode: vllm-kserve {quirks.version} supports only "
+            "RawDeployment; remove deploymentMode"
+        )
     if values.get("nodeSelector"):
         raise SpecError(
             f"{where}: nodeSelector: vllm-kserve {quirks.version} renders it under "
@@ -243,7 +271,8 @@ def chart_values(settings, config, sweep_name: str, served_model_name: str | Non
 def token_needed(settings, values: dict[str, Any]) -> bool:
     """Whether the endpoint will demand a bearer token."""
     return quirks_for(settings.chart_version).auth_always_on or bool(
-        values.get("endpoint", {}).get("auth", {}).get("enabled"))
+        values.get("endpoint", {}).get("auth", {}).get("enabled")
+    )
 
 
 def render_values_file(values: dict[str, Any], header: list[str]) -> str:
@@ -259,19 +288,26 @@ def check_helm_plan(spec, configs, spec_path: Path) -> None:
         chart_dir = (spec_dir / Path(settings.chart).expanduser()).resolve()
         chart_yaml = chart_dir / "Chart.yaml"
         if not chart_yaml.exists():
-            raise SpecError(f"{spec_path}: deployment.chart: {chart_dir} is not a chart "
-                            "directory (no Chart.yaml)")
+            raise SpecError(
+                f"{spec_path}: deployment.chart: {chart_dir} is not a chart "
+                "directory (no Chart.yaml)"
+            )
         found = str(yaml.safe_load(chart_yaml.read_text()).get("version"))
         if found != settings.chart_version:
-            raise SpecError(f"{spec_path}: deployment.chart_version {settings.chart_version} "
-                            f"but {chart_yaml} is version {found}; make them agree")
+            raise SpecError(
+                f"{spec_path}: deployment.chart_version {settings.chart_version} "
+                f"but {chart_yaml} is version {found}; make them agree"
+            )
     if settings.ca_bundle and not (spec_dir / Path(settings.ca_bundle).expanduser()).is_file():
-        raise SpecError(f"{spec_path}: deployment.ca_bundle: {settings.ca_bundle} does not exist "
-                        "(paths are relative to the sweep file); give the router's CA file")
+        raise SpecError(
+            f"{spec_path}: deployment.ca_bundle: {settings.ca_bundle} does not exist "
+            "(paths are relative to the sweep file); give the router's CA file"
+        )
     for config in configs:
         where = f"{spec_path}: {config.label}"
-        values = chart_values(settings, config, spec.name, spec.served_model_name, spec_dir,
-                              spec_path)
+        values = chart_values(
+            settings, config, spec.name, spec.served_model_name, spec_dir, spec_path
+        )
         tokenizer_for(config.model, config.tokenizer, where)
         if token_needed(settings, values) and not (settings.token_env or settings.token_secret):
             raise SpecError(

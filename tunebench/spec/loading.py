@@ -45,7 +45,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             tag = node.tag.replace("tag:yaml.org,2002:", "!!")
             value = node.value if isinstance(node.value, str) else ""
             raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read {value[:40]!r} as {tag}; remove the tag or fix the value",
+                None,
+                None,
+                f"cannot read {value[:40]!r} as {tag}; remove the tag or fix the value",
                 node.start_mark,
             ) from None
 
@@ -58,7 +60,9 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
             hash(key)
         except TypeError:
             raise yaml.constructor.ConstructorError(
-                None, None, "a key must be a plain value, not a list or mapping",
+                None,
+                None,
+                "a key must be a plain value, not a list or mapping",
                 key_node.start_mark,
             ) from None
         if key in seen:
@@ -70,9 +74,7 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
     return loader.construct_mapping(node, deep=deep)
 
 
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
-)
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def read_yaml_mapping(
@@ -132,7 +134,9 @@ def _read_limited(path: Path, what: str) -> bytes:
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_SPEC_BYTES:
-        amount = f"{size:,} bytes" if size > MAX_SPEC_BYTES else f"more than {MAX_SPEC_BYTES:,} bytes"
+        amount = (
+            f"{size:,} bytes" if size > MAX_SPEC_BYTES else f"more than {MAX_SPEC_BYTES:,} bytes"
+        )
         raise SpecError(
             f"{path}: {amount} is too large for a {what} (limit {MAX_SPEC_BYTES:,} bytes)"
         )
@@ -170,8 +174,13 @@ def check_plain_data(data: Any, path: Path) -> None:
         if isinstance(value, dict):
             for child_key, child in value.items():
                 if not isinstance(child_key, str):
-                    shown = "null" if child_key is None else str(child_key).lower() \
-                        if isinstance(child_key, bool) else repr(child_key)
+                    shown = (
+                        "null"
+                        if child_key is None
+                        else str(child_key).lower()
+                        if isinstance(child_key, bool)
+                        else repr(child_key)
+                    )
                     raise SpecError(
                         f"{path}: {_join(key, shown)}: a key must be text, YAML read it as "
                         f"{_type_name(child_key) if child_key is not None else 'null'}; "
@@ -181,15 +190,21 @@ def check_plain_data(data: Any, path: Path) -> None:
         elif isinstance(value, list):
             stack.extend((child, f"{key}[{n}]", depth + 1) for n, child in enumerate(value))
         elif isinstance(value, float) and not math.isfinite(value):
-            raise SpecError(f"{path}: {key or '(top level)'}: {value} is not allowed; give a finite number")
+            raise SpecError(
+                f"{path}: {key or '(top level)'}: {value} is not allowed; give a finite number"
+            )
         elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SPEC_INT:
             raise SpecError(
                 f"{path}: {key or '(top level)'}: {_abbreviate(value)} is too large "
                 f"(at most {MAX_SPEC_INT:,} in magnitude)"
             )
         elif not isinstance(value, _PLAIN):
-            kind = {datetime.date: "a date", datetime.datetime: "a timestamp", bytes: "binary data",
-                    set: "a set"}.get(type(value), type(value).__name__)
+            kind = {
+                datetime.date: "a date",
+                datetime.datetime: "a timestamp",
+                bytes: "binary data",
+                set: "a set",
+            }.get(type(value), type(value).__name__)
             raise SpecError(
                 f"{path}: {key or '(top level)'}: YAML read {kind} here; if you mean text, put it "
                 "in quotes"
@@ -232,16 +247,33 @@ def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
 
 
 _TYPE_MISMATCH = {
-    "int_type", "int_parsing", "float_type", "float_parsing", "string_type", "bool_type",
-    "bool_parsing", "list_type", "dict_type", "model_type", "none_required", "literal_error",
+    "int_type",
+    "int_parsing",
+    "float_type",
+    "float_parsing",
+    "string_type",
+    "bool_type",
+    "bool_parsing",
+    "list_type",
+    "dict_type",
+    "model_type",
+    "none_required",
+    "literal_error",
 }
 
 
 _WANTED = {
-    "int_type": "a whole number", "int_parsing": "a whole number", "float_type": "a number",
-    "float_parsing": "a number", "string_type": "text", "bool_type": "true/false",
-    "bool_parsing": "true/false", "list_type": "a list", "dict_type": "a mapping",
-    "model_type": "a mapping", "none_required": "null",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "string_type": "text",
+    "bool_type": "true/false",
+    "bool_parsing": "true/false",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "none_required": "null",
 }
 
 
@@ -263,13 +295,19 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
     key, model, annotation = _key_path(tuple(first["loc"]), root)
     kind = first["type"]
     ctx = first.get("ctx") or {}
-    alternatives = [e for e in same_key if e["type"] in _TYPE_MISMATCH - {"literal_error"}
-                    and _key_path(tuple(e["loc"]), root)[0] == key]
+    alternatives = [
+        e
+        for e in same_key
+        if e["type"] in _TYPE_MISMATCH - {"literal_error"}
+        and _key_path(tuple(e["loc"]), root)[0] == key
+    ]
     if kind in _TYPE_MISMATCH and len(alternatives) > 1:
         # a union (e.g. null, true/false, a number or text): say what it takes, not one member
         wanted = list(dict.fromkeys(_WANTED.get(e["type"], e["type"]) for e in alternatives))
-        message = (f"{_type_name(first.get('input'))} is not allowed here; give "
-                   f"{', '.join(wanted[:-1])} or {wanted[-1]}")
+        message = (
+            f"{_type_name(first.get('input'))} is not allowed here; give "
+            f"{', '.join(wanted[:-1])} or {wanted[-1]}"
+        )
     elif kind == "extra_forbidden":
         allowed = ", ".join(model.model_fields) if model else "see the documentation"
         message = f"unknown key; allowed here: {allowed}"
@@ -277,8 +315,10 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
         message = "required key is missing"
     elif kind == "literal_error":
         what = "as a key here" if first["loc"] and first["loc"][-1] == "[key]" else ""
-        message = (f"{_shown(first.get('input'))} is not allowed{' ' if what else ''}{what}; "
-                   f"use one of {ctx.get('expected', '')}")
+        message = (
+            f"{_shown(first.get('input'))} is not allowed{' ' if what else ''}{what}; "
+            f"use one of {ctx.get('expected', '')}"
+        )
     elif kind == "union_tag_invalid":
         message = f"{ctx.get('tag')!r} is not allowed; use one of {ctx.get('expected_tags', '')}"
     elif kind == "union_tag_not_found":
@@ -295,7 +335,9 @@ def describe_validation_error(exc: ValidationError, root: type[BaseModel]) -> st
             message += f" (got {first['input']!r})"
         elif kind in _TYPE_MISMATCH and "input" in first:
             message += f" (got {_type_name(first['input'])})"
-    others = {k for e in errors if not (k := _key_path(tuple(e["loc"]), root)[0]).startswith(first_key)}
+    others = {
+        k for e in errors if not (k := _key_path(tuple(e["loc"]), root)[0]).startswith(first_key)
+    }
     more = f" (+{len(others)} more)" if others else ""
     if not key and kind == "value_error":
         return f"{message}{more}"  # a check across sections; its message names the keys
@@ -369,7 +411,11 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
 def _kind_tags(annotation: Any) -> list[str]:
     tags: list[str] = []
     for member in _members(annotation):
-        if isinstance(member, type) and issubclass(member, BaseModel) and "kind" in member.model_fields:
+        if (
+            isinstance(member, type)
+            and issubclass(member, BaseModel)
+            and "kind" in member.model_fields
+        ):
             tags += list(typing.get_args(member.model_fields["kind"].annotation))
     return tags
 

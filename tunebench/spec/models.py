@@ -98,8 +98,9 @@ Streams = Annotated[int, Field(gt=0)]
 class Profile(Strict):
     """One load shape; a list of `streams` or `rate` gives one load point per value."""
 
-    kind: Literal["synchronous", "concurrent", "poisson", "constant", "throughput", "sweep",
-                  "capacity"]
+    kind: Literal[
+        "synchronous", "concurrent", "poisson", "constant", "throughput", "sweep", "capacity"
+    ]
     streams: Streams | list[Streams] | None = None
     rate: Number | list[Number] | None = None
     max_seconds: float | None = Field(None, gt=0)
@@ -110,9 +111,13 @@ class Profile(Strict):
     sweep_points: int | None = Field(None, ge=3, description="kind: sweep; GuideLLM default 10")
     # kind: capacity -- the highest rate meeting the spec's slo, see tunebench/tune/capacity.py
     arrival: Literal["poisson", "constant"] | None = None
-    start_rate: float | None = Field(None, gt=0, description="req/s of the first "
-                                     "configuration's first probe (default 1); later "
-                                     "configurations start from the previous capacity")
+    start_rate: float | None = Field(
+        None,
+        gt=0,
+        description="req/s of the first "
+        "configuration's first probe (default 1); later "
+        "configurations start from the previous capacity",
+    )
     tolerance: float | None = Field(None, gt=0, lt=1, description="relative; default 0.05")
     max_probes: int | None = Field(None, ge=2, le=30, description="default 8")
     max_rate: float | None = Field(None, gt=0, description="req/s the client can drive")
@@ -184,16 +189,21 @@ class TuneParam(Strict):
     """One dimension of a tune search space; see tunebench/tune/space.py."""
 
     type: Literal["int", "float", "categorical"] | None = Field(
-        None, description="default: categorical with choices, else int for int bounds, else float")
+        None, description="default: categorical with choices, else int for int bounds, else float"
+    )
     low: float | None = None
     high: float | None = None
     log: bool = False
     step: float | None = Field(None, gt=0)
     choices: list[ParamValue] | None = Field(None, min_length=1)
-    ordered: bool = Field(False, description="choices are ordered (e.g. [8, 16, 32, 64]): the "
-                          "sampler learns that neighbours behave alike")
+    ordered: bool = Field(
+        False,
+        description="choices are ordered (e.g. [8, 16, 32, 64]): the "
+        "sampler learns that neighbours behave alike",
+    )
     when: dict[str, ParamValue | list[ParamValue]] | None = Field(
-        None, description="only searched when these earlier params have these values")
+        None, description="only searched when these earlier params have these values"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> "TuneParam":
@@ -222,8 +232,11 @@ class TuneParam(Strict):
             return self.type
         if self.choices is not None:
             return "categorical"
-        ints = all(isinstance(v, int) or (isinstance(v, float) and v.is_integer())
-                   for v in (self.low, self.high) if v is not None)
+        ints = all(
+            isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+            for v in (self.low, self.high)
+            if v is not None
+        )
         return "int" if ints else "float"
 
 
@@ -233,16 +246,20 @@ class Tune(Strict):
     objective: Literal["capacity", "throughput", "throughput-latency"] = "capacity"
     trials: int = Field(12, ge=1, le=1000, description="deployments, the baseline included")
     sampler: Literal["tpe", "random"] = "tpe"
-    startup_trials: int = Field(3, ge=1, description="random trials (after the baseline) "
-                                "before TPE models the space")
+    startup_trials: int = Field(
+        3, ge=1, description="random trials (after the baseline) before TPE models the space"
+    )
     seed: int | None = 0
     baseline: bool = Field(True, description="first trial: server.args only (vLLM's defaults)")
-    kv_overcommit: float = Field(1.0, ge=1.0, description="allowed max-num-seqs x max-model-len "
-                                 "over the learned KV capacity")
+    kv_overcommit: float = Field(
+        1.0, ge=1.0, description="allowed max-num-seqs x max-model-len over the learned KV capacity"
+    )
     space: dict[str, TuneParam] = Field(min_length=1)
     enqueue: list[dict[str, ParamValue]] = Field(
-        default_factory=list, description="param sets to try right after the baseline, e.g. "
-        "the configuration in production today")
+        default_factory=list,
+        description="param sets to try right after the baseline, e.g. "
+        "the configuration in production today",
+    )
 
     @model_validator(mode="after")
     def _enqueued_params_exist(self) -> "Tune":
@@ -253,8 +270,9 @@ class Tune(Strict):
             for name, value in params.items():
                 choices = self.space[name].choices
                 if choices is not None and value not in choices:
-                    raise ValueError(f"enqueue[{number}].{name}: {value!r} is not one of its "
-                                     f"choices {choices}")
+                    raise ValueError(
+                        f"enqueue[{number}].{name}: {value!r} is not one of its choices {choices}"
+                    )
         return self
 
     @model_validator(mode="after")
@@ -263,8 +281,9 @@ class Tune(Strict):
         for name, param in self.space.items():
             for other in param.when or {}:
                 if other not in seen:
-                    raise ValueError(f"space.{name}.when: {other!r} must be a param listed "
-                                     f"before {name!r}")
+                    raise ValueError(
+                        f"space.{name}.when: {other!r} must be a param listed before {name!r}"
+                    )
             seen.append(name)
         return self
 
@@ -294,18 +313,26 @@ class SweepSpec(Strict):
         if self.tune is None:
             return self
         if self.server.matrix or self.server.variants:
-            raise ValueError("tune: server.matrix and server.variants are not used when tuning; "
-                             "move the values into tune.space")
+            raise ValueError(
+                "tune: server.matrix and server.variants are not used when tuning; "
+                "move the values into tune.space"
+            )
         if isinstance(self.deployment, EndpointSettings):
-            raise ValueError("tune: an endpoint deployment cannot change server args; use "
-                             "deployment kind local or replay")
+            raise ValueError(
+                "tune: an endpoint deployment cannot change server args; use "
+                "deployment kind local or replay"
+            )
         searches = [p for p in self.load.profiles if p.kind == "capacity"]
         if self.tune.objective == "capacity" and not searches:
-            raise ValueError("tune.objective capacity needs a load profile of kind capacity, "
-                             "e.g. {kind: capacity, max_seconds: 20}")
+            raise ValueError(
+                "tune.objective capacity needs a load profile of kind capacity, "
+                "e.g. {kind: capacity, max_seconds: 20}"
+            )
         if self.tune.objective != "capacity" and searches:
-            raise ValueError(f"tune.objective {self.tune.objective} measures fixed points; "
-                             "drop the capacity profile or use objective capacity")
+            raise ValueError(
+                f"tune.objective {self.tune.objective} measures fixed points; "
+                "drop the capacity profile or use objective capacity"
+            )
         return self
 
     @model_validator(mode="after")
@@ -313,10 +340,13 @@ class SweepSpec(Strict):
         searches = [p for p in self.load.profiles if p.kind == "capacity"]
         if len(searches) > 1:
             raise ValueError("load.profiles: list at most one profile of kind capacity")
-        if searches and not (self.slo and any(v for k, v in self.slo.as_dict().items()
-                                              if k != "max_error_rate")):
-            raise ValueError("load.profiles: kind capacity needs an slo section with a "
-                             "latency threshold, e.g. slo: {ttft_ms: {p95: 500}}")
+        if searches and not (
+            self.slo and any(v for k, v in self.slo.as_dict().items() if k != "max_error_rate")
+        ):
+            raise ValueError(
+                "load.profiles: kind capacity needs an slo section with a "
+                "latency threshold, e.g. slo: {ttft_ms: {p95: 500}}"
+            )
         return self
 
     @model_validator(mode="after")

@@ -56,9 +56,14 @@ class LoadPoint:
 
     def probe(self, number: int, rate: float) -> "LoadPoint":
         """Probe `number` of a capacity search, at `rate` req/s."""
-        return LoadPoint(point_id=f"capacity-{number}", kind=self.search.arrival,
-                         target=rate, max_seconds=self.max_seconds, max_requests=None,
-                         warmup=self.warmup)
+        return LoadPoint(
+            point_id=f"capacity-{number}",
+            kind=self.search.arrival,
+            target=rate,
+            max_seconds=self.max_seconds,
+            max_requests=None,
+            warmup=self.warmup,
+        )
 
 
 @dataclass(frozen=True)
@@ -221,8 +226,10 @@ def _expand_points(spec: SweepSpec, spec_path: Path) -> list[LoadPoint]:
 
 
 def _search_settings(profile) -> SearchSettings:
-    given = {k: getattr(profile, k) for k in ("arrival", "start_rate", "tolerance",
-                                               "max_probes", "max_rate")}
+    given = {
+        k: getattr(profile, k)
+        for k in ("arrival", "start_rate", "tolerance", "max_probes", "max_rate")
+    }
     return SearchSettings(**{k: v for k, v in given.items() if v is not None})
 
 

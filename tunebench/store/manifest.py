@@ -116,21 +116,36 @@ class Manifest(_Open):
     attempts: list[Attempt] = Field(default_factory=list)
 
     @classmethod
-    def new(cls, run_id: str, name: str, kind: RunKind | str, *, spec: dict | None = None,
-            spec_path: Path | str | None = None, deployment_kind: str | None = None,
-            varied_args: list[str] | tuple[str, ...] = (),
-            planned_points: list[str] | tuple[str, ...] = (),
-            versions: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
-            **extra: Any) -> "Manifest":
+    def new(
+        cls,
+        run_id: str,
+        name: str,
+        kind: RunKind | str,
+        *,
+        spec: dict | None = None,
+        spec_path: Path | str | None = None,
+        deployment_kind: str | None = None,
+        varied_args: list[str] | tuple[str, ...] = (),
+        planned_points: list[str] | tuple[str, ...] = (),
+        versions: dict[str, Any] | None = None,
+        host: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> "Manifest":
         """The one constructor: a running run of `kind`, with this machine's versions and
         host unless given (an imported run was measured elsewhere)."""
         return cls(
-            run_id=run_id, name=name, kind=RunKind(kind), started_at=now_iso(),
-            spec_path=str(spec_path) if spec_path is not None else None, spec=spec,
+            run_id=run_id,
+            name=name,
+            kind=RunKind(kind),
+            started_at=now_iso(),
+            spec_path=str(spec_path) if spec_path is not None else None,
+            spec=spec,
             versions=current_versions() if versions is None else versions,
             host=host_info() if host is None else host,
-            deployment_kind=deployment_kind, varied_args=list(varied_args),
-            planned_points=list(planned_points), **extra,
+            deployment_kind=deployment_kind,
+            varied_args=list(varied_args),
+            planned_points=list(planned_points),
+            **extra,
         )
 
     # -- reading and writing ------------------------------------------------------------
@@ -140,8 +155,10 @@ class Manifest(_Open):
             raise StoreError(f"{where}: not a tunebench manifest (not a JSON object)")
         version = data.get("schema_version", 0)
         if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise StoreError(f"{where}: schema_version {version} is newer than this tunebench "
-                             f"understands ({SCHEMA_VERSION}); upgrade tunebench")
+            raise StoreError(
+                f"{where}: schema_version {version} is newer than this tunebench "
+                f"understands ({SCHEMA_VERSION}); upgrade tunebench"
+            )
         if "kind" not in data or data.get("kind") not in {k.value for k in RunKind}:
             data = {**data, "kind": _kind_of_v1(data)}
         try:
@@ -187,8 +204,13 @@ class Manifest(_Open):
 
     # -- attempts and status ------------------------------------------------------------
     def begin_attempt(self, command: str, **details: Any) -> Attempt:
-        attempt = Attempt(attempt=len(self.attempts) + 1, pid=os.getpid(), command=command,
-                          started_at=now_iso(), **details)
+        attempt = Attempt(
+            attempt=len(self.attempts) + 1,
+            pid=os.getpid(),
+            command=command,
+            started_at=now_iso(),
+            **details,
+        )
         self.attempts.append(attempt)
         self.status, self.ended_at = Status.RUNNING, None
         return attempt
@@ -222,8 +244,9 @@ def spec_of(manifest: Manifest) -> tuple[dict[str, Any], Path]:
     spec_path = Path(manifest.spec_path or "")
     recorded = manifest.spec
     if not isinstance(recorded, dict):
-        raise StoreError(f"run {manifest.run_id}: manifest.json holds no spec; it cannot be "
-                         "resumed")
+        raise StoreError(
+            f"run {manifest.run_id}: manifest.json holds no spec; it cannot be resumed"
+        )
     masked = MASK in json.dumps(recorded, default=str)
     if manifest.spec_path and spec_path.is_file():
         current = read_yaml_mapping(spec_path)
@@ -233,5 +256,7 @@ def spec_of(manifest: Manifest) -> tuple[dict[str, Any], Path]:
             return recorded, spec_path  # the file changed since: resume what was run
     elif not masked:
         return recorded, spec_path
-    raise SpecError(f"{spec_path}: the run's spec holds a secret that was masked, and this file "
-                    "is gone or changed; restore the spec file the run was started with")
+    raise SpecError(
+        f"{spec_path}: the run's spec holds a secret that was masked, and this file "
+        "is gone or changed; restore the spec file the run was started with"
+    )

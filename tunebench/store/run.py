@@ -55,8 +55,10 @@ class RunLock:
             handle.seek(0)
             owner = handle.read().strip() or "another process"
             handle.close()
-            raise StoreError(f"{self.path.parent}: run is locked by PID {owner}; wait for it to "
-                             "finish or stop it (kill -TERM PID), then try again") from None
+            raise StoreError(
+                f"{self.path.parent}: run is locked by PID {owner}; wait for it to "
+                "finish or stop it (kill -TERM PID), then try again"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
@@ -182,8 +184,10 @@ class RunStore:
         if config_id not in self._requests:  # a resumed run: keep what earlier attempts stored
             self._requests[config_id] = read_csv(self.layout.requests(config_id))
         self._requests[config_id].extend({"point_id": point_id, **s} for s in samples)
-        write_atomic(self.layout.requests(config_id),
-                     csv_text(list(REQUEST_COLUMNS), self._requests[config_id]))
+        write_atomic(
+            self.layout.requests(config_id),
+            csv_text(list(REQUEST_COLUMNS), self._requests[config_id]),
+        )
 
     # -- other files --------------------------------------------------------------------
     def write_text(self, path: Path | str, text: str, secrets: list[str] | None = None) -> Path:

@@ -17,7 +17,10 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
     per_config = kinds.kind_of(spec).start_s + LOAD_PROCESS_S
     for point in plan.points:
         seconds = point.max_seconds or (point.max_requests or 100) * 0.5
-        count = (min(point.search.max_probes, TYPICAL_PROBES) if point.search
-                 else expected_benchmarks(point))
+        count = (
+            min(point.search.max_probes, TYPICAL_PROBES)
+            if point.search
+            else expected_benchmarks(point)
+        )
         per_config += count * (seconds + POINT_OVERHEAD_S)
     return per_config * len(plan.configs)

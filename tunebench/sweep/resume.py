@@ -29,15 +29,21 @@ def _measured(point: LoadPoint, ids: set[str]) -> bool:
     return point.point_id in ids
 
 
-def resume_sweep(run_path: Path, output_root: Path, reporter: Reporter,
-                 keep: bool = False) -> SweepResult | None:
+def resume_sweep(
+    run_path: Path, output_root: Path, reporter: Reporter, keep: bool = False
+) -> SweepResult | None:
     """None when the run is already complete (nothing to do)."""
     store = RunStore.open(run_path)
     manifest = store.manifest
     if manifest.kind is not RunKind.SWEEP:
-        raise StoreError(f"{run_path}: a {manifest.kind.value} run, not a sweep; "
-                         + ("resume it with `tunebench tune --resume RUN`"
-                            if manifest.kind is RunKind.TUNE else "run it again"))
+        raise StoreError(
+            f"{run_path}: a {manifest.kind.value} run, not a sweep; "
+            + (
+                "resume it with `tunebench tune --resume RUN`"
+                if manifest.kind is RunKind.TUNE
+                else "run it again"
+            )
+        )
     store.acquire_lock()
     if manifest.status is Status.COMPLETE:
         store.release_lock()
@@ -64,8 +70,20 @@ def resume_sweep(run_path: Path, output_root: Path, reporter: Reporter,
         else:
             kept.append(ConfigOutcome(config.config_id, "complete", len(rows)))
     to_measure = sum(len(points) for _, points, _ in work)
-    reporter.note(f"resuming {store.run_id}: {len(store.rows)} points kept, "
-                  f"{to_measure} to measure in {len(work)} configuration(s)")
-    return run_configs(spec, spec_path, store, output_root, reporter, work, keep,
-                       "sweep --resume", kept, points_kept=len(store.rows),
-                       points_to_measure=to_measure)
+    reporter.note(
+        f"resuming {store.run_id}: {len(store.rows)} points kept, "
+        f"{to_measure} to measure in {len(work)} configuration(s)"
+    )
+    return run_configs(
+        spec,
+        spec_path,
+        store,
+        output_root,
+        reporter,
+        work,
+        keep,
+        "sweep --resume",
+        kept,
+        points_kept=len(store.rows),
+        points_to_measure=to_measure,
+    )

@@ -49,19 +49,34 @@ def run_sweep(
 ) -> SweepResult:
     """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists."""
     reporter = reporter or SilentReporter()
-    store = RunStore.create(output_root, RunKind.SWEEP, spec.name, spec=spec_data,
-                            spec_path=spec_path, deployment_kind=spec.deployment.kind,
-                            varied_args=varied_args(plan),
-                            planned_points=[p.point_id for p in plan.points])
+    store = RunStore.create(
+        output_root,
+        RunKind.SWEEP,
+        spec.name,
+        spec=spec_data,
+        spec_path=spec_path,
+        deployment_kind=spec.deployment.kind,
+        varied_args=varied_args(plan),
+        planned_points=[p.point_id for p in plan.points],
+    )
     if on_store:
         on_store(store)
     work: Work = [(config, plan.points, []) for config in plan.configs]
     return run_configs(spec, spec_path, store, output_root, reporter, work, keep, "sweep")
 
 
-def run_configs(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: Path,
-                reporter: Reporter, work: Work, keep: bool, command: str,
-                kept: list[ConfigOutcome] | None = None, **attempt_details) -> SweepResult:
+def run_configs(
+    spec: SweepSpec,
+    spec_path: Path,
+    store: RunStore,
+    output_root: Path,
+    reporter: Reporter,
+    work: Work,
+    keep: bool,
+    command: str,
+    kept: list[ConfigOutcome] | None = None,
+    **attempt_details,
+) -> SweepResult:
     """Measure each (configuration, points, earlier rows) of `work`; the run is complete
     only when every configuration (`kept` ones included) is."""
     outcomes: list[ConfigOutcome] = list(kept or [])
@@ -70,8 +85,9 @@ def run_configs(spec: SweepSpec, spec_path: Path, store: RunStore, output_root: 
         try:
             for index, (config, points, earlier) in enumerate(work, start=1):
                 reporter.config_starting(config, index, len(work))
-                outcomes.append(runner.run(config, points, attempt=attempt.number,
-                                           earlier_rows=earlier))
+                outcomes.append(
+                    runner.run(config, points, attempt=attempt.number, earlier_rows=earlier)
+                )
         finally:
             runner.deployment.stop()
         if any(o.status != "complete" for o in outcomes):

@@ -11,8 +11,15 @@ from tunebench.tune.study import TrialOutcome
 
 
 class RunnerEvaluator:
-    def __init__(self, runner: ConfigRunner, points: list[LoadPoint], store: RunStore,
-                 objective: str, reporter: Reporter, total: int):
+    def __init__(
+        self,
+        runner: ConfigRunner,
+        points: list[LoadPoint],
+        store: RunStore,
+        objective: str,
+        reporter: Reporter,
+        total: int,
+    ):
         self.runner = runner
         self.points = points
         self.store = store
@@ -29,8 +36,9 @@ class RunnerEvaluator:
         if outcome.status != "complete":
             return TrialOutcome(None, outcome.error or "failed", effective=effective)
         if outcome.invalid_reasons:
-            return TrialOutcome(None, "not in effect: " + "; ".join(outcome.invalid_reasons),
-                                effective=effective)
+            return TrialOutcome(
+                None, "not in effect: " + "; ".join(outcome.invalid_reasons), effective=effective
+            )
         if self.objective == "capacity":
             return self._capacity(outcome.capacity, effective)
         return self._throughput(config, effective)
@@ -38,25 +46,45 @@ class RunnerEvaluator:
     def _capacity(self, capacity: dict | None, effective: dict) -> TrialOutcome:
         if not capacity:
             return TrialOutcome(None, "no capacity probe ran", effective=effective)
-        attrs = {"capacity_rps": capacity["rate"], "probes": capacity["probes"],
-                 "probe_rates": capacity["probe_rates"], "client_bound": capacity["client_bound"],
-                 "capped": capacity["capped"], "converged": capacity["converged"]}
+        attrs = {
+            "capacity_rps": capacity["rate"],
+            "probes": capacity["probes"],
+            "probe_rates": capacity["probe_rates"],
+            "client_bound": capacity["client_bound"],
+            "capped": capacity["capped"],
+            "converged": capacity["converged"],
+        }
         if capacity["rate"] is None and capacity["client_bound"]:
-            return TrialOutcome(None, "the client could not drive the first probe; no rate was "
-                                "proven (see client_limited_reason in points.csv)",
-                                attrs, effective)
+            return TrialOutcome(
+                None,
+                "the client could not drive the first probe; no rate was "
+                "proven (see client_limited_reason in points.csv)",
+                attrs,
+                effective,
+            )
         # No rate meeting the SLO is a measured capacity of 0, not a failure.
         return TrialOutcome([float(capacity["rate"] or 0.0)], None, attrs, effective)
 
     def _throughput(self, config: ServerConfig, effective: dict) -> TrialOutcome:
-        rows = [r for r in self.store.rows if r["config_id"] == config.config_id
-                and str(r.get("valid")) == "True" and to_float(r.get("output_tok_s")) is not None]
+        rows = [
+            r
+            for r in self.store.rows
+            if r["config_id"] == config.config_id
+            and str(r.get("valid")) == "True"
+            and to_float(r.get("output_tok_s")) is not None
+        ]
         if not rows:
             return TrialOutcome(None, "no valid point measured", effective=effective)
         best = max(rows, key=lambda r: to_float(r["output_tok_s"]))
         values = [to_float(best["output_tok_s"])]
         if self.objective == "throughput-latency":
             values.append(to_float(best.get("ttft_p95_ms")))
-        attrs = {"output_tok_s": values[0], "ttft_p95_ms": to_float(best.get("ttft_p95_ms")),
-                 "at_point": best["point_id"], "client_limited": str(best.get("client_limited")) == "True"}
-        return TrialOutcome(values, None if None not in values else "metric missing", attrs, effective)
+        attrs = {
+            "output_tok_s": values[0],
+            "ttft_p95_ms": to_float(best.get("ttft_p95_ms")),
+            "at_point": best["point_id"],
+            "client_limited": str(best.get("client_limited")) == "True",
+        }
+        return TrialOutcome(
+            values, None if None not in values else "metric missing", attrs, effective
+        )

@@ -9,8 +9,17 @@ effective configuration) and scaled by the cache dtype's size for other dtypes.
 from __future__ import annotations
 
 BYTES_PER_ELEMENT = {
-    "auto": 2, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "int8_per_token_head": 1,
+    "auto": 2,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
+    "float": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "int8_per_token_head": 1,
 }
 
 
@@ -34,7 +43,7 @@ def prune_reason(args: dict, kv_capacity_tokens: int | None, overcommit: float =
     """
     batched, seqs = _int(args.get("max-num-batched-tokens")), _int(args.get("max-num-seqs"))
     if batched is not None and seqs is not None and batched < seqs:
-        return (f"max-num-batched-tokens {batched} < max-num-seqs {seqs}: vLLM refuses to start")
+        return f"max-num-batched-tokens {batched} < max-num-seqs {seqs}: vLLM refuses to start"
     if kv_capacity_tokens is None:
         return None
     model_len = args.get("max-model-len")
@@ -46,6 +55,8 @@ def prune_reason(args: dict, kv_capacity_tokens: int | None, overcommit: float =
     if isinstance(seqs, int) and not isinstance(seqs, bool):
         needed = seqs * model_len
         if needed > kv_capacity_tokens * overcommit:
-            return (f"max-num-seqs x max-model-len = {needed} tokens exceeds the KV cache "
-                    f"({kv_capacity_tokens} tokens x overcommit {overcommit:g})")
+            return (
+                f"max-num-seqs x max-model-len = {needed} tokens exceeds the KV cache "
+                f"({kv_capacity_tokens} tokens x overcommit {overcommit:g})"
+            )
     return None

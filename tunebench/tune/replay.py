@@ -18,8 +18,13 @@ from tunebench.spec.plan import ServerConfig
 from tunebench.tune.study import TrialOutcome
 
 
-def replay_probe(config: RecordedConfig, kind: str, rate: float, slo: dict,
-                 client_tolerance: float = client_limit.DEFAULT_TOLERANCE) -> dict[str, Any]:
+def replay_probe(
+    config: RecordedConfig,
+    kind: str,
+    rate: float,
+    slo: dict,
+    client_tolerance: float = client_limit.DEFAULT_TOLERANCE,
+) -> dict[str, Any]:
     """The row a probe at `rate` would store: interpolated columns + SLO + client verdict."""
     row = config.point_at(kind, rate)
     row.update(evaluate(row, [], slo))
@@ -27,11 +32,18 @@ def replay_probe(config: RecordedConfig, kind: str, rate: float, slo: dict,
     return row
 
 
-def search_capacity(config: RecordedConfig, slo: dict, start_rate: float, warm: bool,
-                    kind: str = "poisson", tolerance: float = 0.05,
-                    max_probes: int = 12) -> CapacitySearch:
-    search = CapacitySearch(start_rate=start_rate, warm=warm, tolerance=tolerance,
-                            max_probes=max_probes)
+def search_capacity(
+    config: RecordedConfig,
+    slo: dict,
+    start_rate: float,
+    warm: bool,
+    kind: str = "poisson",
+    tolerance: float = 0.05,
+    max_probes: int = 12,
+) -> CapacitySearch:
+    search = CapacitySearch(
+        start_rate=start_rate, warm=warm, tolerance=tolerance, max_probes=max_probes
+    )
     while (rate := search.next_rate()) is not None:
         rate = float(f"{rate:.3g}")  # as the runner rounds probe rates
         row = replay_probe(config, kind, rate, slo)
@@ -59,12 +71,25 @@ class ReplayCapacityEvaluator:
         if recorded is None:
             return TrialOutcome(None, "replay: not recorded")
         if recorded.status != "complete":
-            return TrialOutcome(None, f"replay: {recorded.error or 'failed when recorded'}",
-                                effective=recorded.effective)
-        search = search_capacity(recorded, self.slo, self.hint or self.start_rate,
-                                 self.hint is not None, self.kind, self.tolerance, self.max_probes)
+            return TrialOutcome(
+                None,
+                f"replay: {recorded.error or 'failed when recorded'}",
+                effective=recorded.effective,
+            )
+        search = search_capacity(
+            recorded,
+            self.slo,
+            self.hint or self.start_rate,
+            self.hint is not None,
+            self.kind,
+            self.tolerance,
+            self.max_probes,
+        )
         self.probes += len(search.probes)
         if search.capacity:
             self.hint = search.capacity
-        return TrialOutcome([float(search.capacity or 0.0)], attrs={"probes": len(search.probes)},
-                            effective=recorded.effective)
+        return TrialOutcome(
+            [float(search.capacity or 0.0)],
+            attrs={"probes": len(search.probes)},
+            effective=recorded.effective,
+        )

@@ -22,8 +22,11 @@ COMPLETE = optuna.trial.TrialState.COMPLETE
 
 
 def _deployed_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False)
-            if t.state == COMPLETE and t.user_attrs.get("deployed")]
+    return [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.state == COMPLETE and t.user_attrs.get("deployed")
+    ]
 
 
 def trial_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
@@ -35,7 +38,8 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
         "baseline": bool(attrs.get(BASELINE_ATTR)),
         "params": dict(attrs.get("param_values", trial.params)),
         "values": list(trial.values) if trial.values else None,
-        "note": attrs.get("fail_reason") or attrs.get("pruned_reason")
+        "note": attrs.get("fail_reason")
+        or attrs.get("pruned_reason")
         or (f"same args as trial {attrs['repeat_of']}" if "repeat_of" in attrs else ""),
     }
 
@@ -48,9 +52,13 @@ def importances(study: optuna.Study) -> dict[str, float]:
     try:
         with warnings.catch_warnings():  # "may be inaccurate" with few trials: it is shown as is
             warnings.simplefilter("ignore")
-            return dict(optuna.importance.get_param_importances(
-                study, target=lambda t: t.values[0],
-                evaluator=optuna.importance.PedAnovaImportanceEvaluator()))
+            return dict(
+                optuna.importance.get_param_importances(
+                    study,
+                    target=lambda t: t.values[0],
+                    evaluator=optuna.importance.PedAnovaImportanceEvaluator(),
+                )
+            )
     except (RuntimeError, ValueError, ZeroDivisionError):
         return {}
 
@@ -65,8 +73,11 @@ def summarize(study: optuna.Study, objective: str) -> dict[str, Any]:
         "objective_names": names,
         "trials": [trial_row(t) for t in trials],
         "deployments": sum(1 for t in trials if t.user_attrs.get("deployed")),
-        "failed": sum(1 for t in trials if t.state == optuna.trial.TrialState.FAIL
-                      and t.user_attrs.get("deployed")),
+        "failed": sum(
+            1
+            for t in trials
+            if t.state == optuna.trial.TrialState.FAIL and t.user_attrs.get("deployed")
+        ),
         "pruned": sum(1 for t in trials if t.state == optuna.trial.TrialState.PRUNED),
         "baseline": trial_row(baseline) if baseline else None,
         "best": None,
@@ -84,8 +95,10 @@ def summarize(study: optuna.Study, objective: str) -> dict[str, Any]:
             out["improvement_pct"] = 100.0 * (best.values[0] / baseline.values[0] - 1)
     else:
         front = [t for t in study.best_trials if t.user_attrs.get("deployed")]
-        out["pareto"] = [{**trial_row(t), "args": t.user_attrs.get("args", {})}
-                         for t in sorted(front, key=lambda t: -t.values[0])]
+        out["pareto"] = [
+            {**trial_row(t), "args": t.user_attrs.get("args", {})}
+            for t in sorted(front, key=lambda t: -t.values[0])
+        ]
         out["best"] = out["pareto"][0] if out["pareto"] else None
     return out
 
@@ -102,19 +115,24 @@ def tuned_values_file(model: str, args: dict[str, Any], header: list[str]) -> st
         values["model"]["uri"] = f"hf://{model}"
     comments = [f"# {line}" for line in header]
     if not is_hub_id:
-        comments.append("# set model.uri to where the cluster finds this model (oci://, pvc://, s3://, hf://)")
+        comments.append(
+            "# set model.uri to where the cluster finds this model (oci://, pvc://, s3://, hf://)"
+        )
     return "\n".join(comments) + "\n" + yaml.safe_dump(values, sort_keys=False, width=1000)
 
 
-def write_exports(summary: dict[str, Any], model: str, store: RunStore, name: str,
-                  helm_dir: Path, slo_text: str) -> dict[str, str]:
+def write_exports(
+    summary: dict[str, Any], model: str, store: RunStore, name: str, helm_dir: Path, slo_text: str
+) -> dict[str, str]:
     """helm-values/<name>.yaml, <run>/serve-command.sh and <run>/tune-result.json."""
     run_id = store.run_id
     best = summary.get("best")
     files: dict[str, str] = {}
     if best is not None:
         args = best["args"]
-        value = ", ".join(f"{n} {v:.4g}" for n, v in zip(summary["objective_names"], best["values"]))
+        value = ", ".join(
+            f"{n} {v:.4g}" for n, v in zip(summary["objective_names"], best["values"])
+        )
         header = [f"tunebench tune {run_id}: best configuration, trial {best['trial']} ({value})"]
         if slo_text:
             header.append(f"SLO: {slo_text}")
@@ -128,6 +146,8 @@ def write_exports(summary: dict[str, Any], model: str, store: RunStore, name: st
         command = vllm_serve_command(model, args)
         store.write_text(store.layout.serve_command, f"#!/bin/sh\n# {header[0]}\n{command}\n")
         files["serve_command"] = command
-    store.write_text(store.layout.tune_result,
-                     json.dumps(redact({**summary, "exports": files}), indent=2, default=str))
+    store.write_text(
+        store.layout.tune_result,
+        json.dumps(redact({**summary, "exports": files}), indent=2, default=str),
+    )
     return files

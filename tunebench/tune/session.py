@@ -41,15 +41,18 @@ class TuneJob:
 
 def require_tune(spec: SweepSpec, spec_path: Path) -> None:
     if spec.tune is None:
-        raise UsageError(f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
-                         "{low: 8, high: 256, log: true}}}} (see docs/tuning.md)")
+        raise UsageError(
+            f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
+            "{low: 8, high: 256, log: true}}}} (see docs/tuning.md)"
+        )
 
 
 def job_of_run(store: RunStore) -> TuneJob:
     """The tune job a run was started with (the spec file again if secrets were masked)."""
     if store.kind is not RunKind.TUNE:
-        raise UsageError(f"{store.path}: not a tune run (no study); start one with "
-                         "tunebench tune SPEC")
+        raise UsageError(
+            f"{store.path}: not a tune run (no study); start one with tunebench tune SPEC"
+        )
     spec_data, spec_path = spec_of(store.manifest)
     spec = validate_spec(spec_data, spec_path)
     require_tune(spec, spec_path)
@@ -73,10 +76,16 @@ def run_tune(
     base = plan.configs[0]  # tune specs have no matrix: one base configuration
     if resume is None:
         store = RunStore.create(
-            output_root, RunKind.TUNE, spec.name, spec=job.spec_data, spec_path=spec_path,
-            deployment_kind=spec.deployment.kind, varied_args=["trial", *tune.space],
+            output_root,
+            RunKind.TUNE,
+            spec.name,
+            spec=job.spec_data,
+            spec_path=spec_path,
+            deployment_kind=spec.deployment.kind,
+            varied_args=["trial", *tune.space],
             planned_points=[p.point_id for p in plan.points],
-            tune={"objective": tune.objective, "study": "study.db", "study_name": spec.name})
+            tune={"objective": tune.objective, "study": "study.db", "study_name": spec.name},
+        )
         study = open_study(store.path, spec.name, tune, create=True)
         command = "tune"
     else:
@@ -86,15 +95,18 @@ def run_tune(
             study = open_study(store.path, study_name, tune, create=False)
         except KeyError:
             store.release_lock()
-            raise StoreError(f"{store.path}: no Optuna study in study.db; is it a tune run?") from None
+            raise StoreError(
+                f"{store.path}: no Optuna study in study.db; is it a tune run?"
+            ) from None
         command = "tune --resume"
     if on_store:
         on_store(store)
     with store.running(command):
         runner = kinds.build_runner(spec, spec_path, store, output_root, reporter)
         try:
-            evaluator = RunnerEvaluator(runner, plan.points, store, tune.objective, reporter,
-                                        tune.trials)
+            evaluator = RunnerEvaluator(
+                runner, plan.points, store, tune.objective, reporter, tune.trials
+            )
 
             def on_trial(trial: optuna.trial.FrozenTrial, note: str) -> None:
                 trials_seen = dict(getattr(store.manifest, "trials", None) or {})
@@ -105,8 +117,9 @@ def run_tune(
             tuner = Tuner(study, tune, base.args, base.model, base.tokenizer, evaluator, on_trial)
             interrupted = tuner.mark_interrupted()
             if interrupted:
-                reporter.note(f"{interrupted} trial(s) left running by an interrupted session "
-                              "marked FAIL")
+                reporter.note(
+                    f"{interrupted} trial(s) left running by an interrupted session marked FAIL"
+                )
             evaluator.count = tuner.deployments()
             tuner.run()
             if tuner.stopped_early:

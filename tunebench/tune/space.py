@@ -24,9 +24,12 @@ from tunebench.spec.models import TuneParam
 class Suggests(Protocol):
     """The part of optuna.trial.Trial that a space uses (a seam for tests)."""
 
-    def suggest_int(self, name: str, low: int, high: int, step: int = 1, log: bool = False) -> int: ...
-    def suggest_float(self, name: str, low: float, high: float, step: float | None = None,
-                      log: bool = False) -> float: ...
+    def suggest_int(
+        self, name: str, low: int, high: int, step: int = 1, log: bool = False
+    ) -> int: ...
+    def suggest_float(
+        self, name: str, low: float, high: float, step: float | None = None, log: bool = False
+    ) -> float: ...
     def suggest_categorical(self, name: str, choices: list) -> Any: ...
 
 
@@ -44,11 +47,13 @@ def suggest(space: dict[str, TuneParam], trial: Suggests) -> dict[str, Any]:
             values[name] = trial.suggest_categorical(name, list(param.choices))
         elif kind == "int":
             step = int(param.step) if param.step else 1
-            values[name] = trial.suggest_int(name, int(param.low), int(param.high), step=step,
-                                             log=param.log)
+            values[name] = trial.suggest_int(
+                name, int(param.low), int(param.high), step=step, log=param.log
+            )
         else:
-            values[name] = trial.suggest_float(name, float(param.low), float(param.high),
-                                               step=param.step, log=param.log)
+            values[name] = trial.suggest_float(
+                name, float(param.low), float(param.high), step=param.step, log=param.log
+            )
     return values
 
 

@@ -47,13 +47,19 @@ class TrialEvaluator(Protocol):
 
 
 def directions(objective: str) -> list[str]:
-    return {"capacity": ["maximize"], "throughput": ["maximize"],
-            "throughput-latency": ["maximize", "minimize"]}[objective]
+    return {
+        "capacity": ["maximize"],
+        "throughput": ["maximize"],
+        "throughput-latency": ["maximize", "minimize"],
+    }[objective]
 
 
 def objective_names(objective: str) -> list[str]:
-    return {"capacity": ["capacity_rps"], "throughput": ["output_tok_s"],
-            "throughput-latency": ["output_tok_s", "ttft_p95_ms"]}[objective]
+    return {
+        "capacity": ["capacity_rps"],
+        "throughput": ["output_tok_s"],
+        "throughput-latency": ["output_tok_s", "ttft_p95_ms"],
+    }[objective]
 
 
 def storage_url(run_dir: Path) -> str:
@@ -71,8 +77,12 @@ def open_study(run_dir: Path, name: str, tune: Tune, create: bool) -> optuna.Stu
         sampler = optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if create:
-        return optuna.create_study(storage=storage_url(run_dir), study_name=name,
-                                   directions=directions(tune.objective), sampler=sampler)
+        return optuna.create_study(
+            storage=storage_url(run_dir),
+            study_name=name,
+            directions=directions(tune.objective),
+            sampler=sampler,
+        )
     return optuna.load_study(storage=storage_url(run_dir), study_name=name, sampler=sampler)
 
 
@@ -100,15 +110,17 @@ class Tuner:
 
     # -- state kept in the study, so that a resumed study knows it -----------------------
     def deployments(self) -> int:
-        return sum(1 for t in self.study.get_trials(deepcopy=False)
-                   if t.user_attrs.get("deployed"))
+        return sum(1 for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get("deployed"))
 
     def _measured(self) -> dict[str, optuna.trial.FrozenTrial]:
         done = {}
         for trial in self.study.get_trials(deepcopy=False):
             key = trial.user_attrs.get("args_key")
-            if key and trial.user_attrs.get("deployed") and trial.state in (
-                    optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL):
+            if (
+                key
+                and trial.user_attrs.get("deployed")
+                and trial.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+            ):
                 done.setdefault(key, trial)
         return done
 
@@ -127,8 +139,9 @@ class Tuner:
     def mark_interrupted(self) -> int:
         """Trials left RUNNING by an interrupted process become FAIL; returns how many."""
         count = 0
-        for frozen in self.study.get_trials(deepcopy=False,
-                                            states=(optuna.trial.TrialState.RUNNING,)):
+        for frozen in self.study.get_trials(
+            deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+        ):
             live = optuna.trial.Trial(self.study, frozen._trial_id)
             live.set_user_attr("fail_reason", "interrupted")
             self.study.tell(live, state=optuna.trial.TrialState.FAIL)
@@ -137,8 +150,9 @@ class Tuner:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
-        if self.tune.baseline and not any(t.user_attrs.get(BASELINE_ATTR)
-                                          for t in self.study.get_trials(deepcopy=False)):
+        if self.tune.baseline and not any(
+            t.user_attrs.get(BASELINE_ATTR) for t in self.study.get_trials(deepcopy=False)
+        ):
             self._baseline()
         if self.tune.enqueue and not self.study.user_attrs.get("enqueued"):
             for params in self.tune.enqueue:  # asked next, in order, once per study
@@ -147,9 +161,11 @@ class Tuner:
         idle = 0  # consecutive proposals that deployed nothing (repeats, pruned)
         while self.deployments() < self.tune.trials:
             if idle >= MAX_IDLE_PROPOSALS or self._space_exhausted():
-                self.stopped_early = (f"stopped after {self.deployments()} deployments: the "
-                                      "search space is exhausted (every proposal was measured "
-                                      "or pruned already)")
+                self.stopped_early = (
+                    f"stopped after {self.deployments()} deployments: the "
+                    "search space is exhausted (every proposal was measured "
+                    "or pruned already)"
+                )
                 return
             before = self.deployments()
             self._one_trial()
@@ -162,8 +178,11 @@ class Tuner:
         size = 1
         for param in self.tune.space.values():
             size *= len(param.choices)
-        tried = {t.user_attrs.get("args_key") for t in self.study.get_trials(deepcopy=False)
-                 if t.user_attrs.get("args_key") and not t.user_attrs.get(BASELINE_ATTR)}
+        tried = {
+            t.user_attrs.get("args_key")
+            for t in self.study.get_trials(deepcopy=False)
+            if t.user_attrs.get("args_key") and not t.user_attrs.get(BASELINE_ATTR)
+        }
         return len(tried) >= size  # conditional params only make the space smaller
 
     def _baseline(self) -> None:
@@ -190,8 +209,11 @@ class Tuner:
             self.on_trial(self.study.trials[trial.number], f"same args as trial {earlier.number}")
             return
         known = self._kv_capacity()
-        tokens = None if known is None else kv_capacity_for(
-            known[0], known[1], str(args.get("kv-cache-dtype", "auto")))
+        tokens = (
+            None
+            if known is None
+            else kv_capacity_for(known[0], known[1], str(args.get("kv-cache-dtype", "auto")))
+        )
         reason = prune_reason(args, tokens, self.tune.kv_overcommit)
         if reason:
             trial.set_user_attr("args_key", key)
@@ -207,8 +229,11 @@ class Tuner:
         trial.set_user_attr("args", redact(args))  # study.db is a file in the run: no secrets
         trial.set_user_attr("deployed", True)
         config = ServerConfig(
-            config_id=f"t{trial.number}", label=search_space.label(params) if params else "baseline",
-            model=self.model, tokenizer=self.tokenizer, args=args,
+            config_id=f"t{trial.number}",
+            label=search_space.label(params) if params else "baseline",
+            model=self.model,
+            tokenizer=self.tokenizer,
+            args=args,
             varied={"trial": trial.number, **params},
         )
         trial.set_user_attr("config_id", config.config_id)
