@@ -109,7 +109,7 @@ class Profile(Strict):
         None, ge=0, description="<1: fraction of the point excluded; ≥1: seconds"
     )
     sweep_points: int | None = Field(None, ge=3, description="kind: sweep; GuideLLM default 10")
-    # kind: capacity -- the highest rate meeting the spec's slo, see tunebench/tune/capacity.py
+    # kind: capacity -- the highest rate meeting the spec's slo, see tunebench/points/capacity.py
     arrival: Literal["poisson", "constant"] | None = None
     start_rate: float | None = Field(
         None,
@@ -170,7 +170,7 @@ Limit = Annotated[float, Field(gt=0)]
 
 
 class Slo(Strict):
-    """Latency objectives at percentiles, e.g. ttft_ms: {p95: 500}; see tunebench/slo.py."""
+    """Latency objectives at percentiles, e.g. ttft_ms: {p95: 500}; see tunebench/points/slo.py."""
 
     ttft_ms: dict[Percentile, Limit] | None = None
     itl_ms: dict[Percentile, Limit] | None = None
