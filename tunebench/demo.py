@@ -159,7 +159,7 @@ def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
         tie_word_embeddings=False,
-        torch_dtype="float32",
+        dtype="float32",
     )
     torch.manual_seed(recipe.seed)
     model = LlamaForCausalLM(config)

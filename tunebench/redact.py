@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 MASK = "***"
 # A name is secret when it ends in one of these words (HF_TOKEN, api-key, AWS_SECRET_ACCESS_KEY,
@@ -27,9 +28,9 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name.strip()))
 
 
-def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
-    environ = os.environ if environ is None else environ
-    return [v for k, v in environ.items() if is_secret_name(k) and len(v) >= _MIN_SECRET_LEN]
+def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    return [v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_SECRET_LEN]
 
 
 # Secret values met while running (a spec's api-key, a token read from a Secret): every

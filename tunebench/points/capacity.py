@@ -131,6 +131,7 @@ class CapacitySearch:
             return self._clamp(self.start_rate)
         lower, bound = self.lower, self.bound
         if bound is None:  # everything met so far: grow, to just past the projected knee
+            assert lower is not None  # probes, none missed nor client-limited: one met
             step = lower.rate * self._step()
             knee = self._projected_knee()
             if knee is not None and knee > lower.rate:
@@ -158,6 +159,8 @@ class CapacitySearch:
         if len(met) < 2:
             return None
         a, b = sorted(met[-2:], key=lambda p: p.rate)
+        if a.ratio is None or b.ratio is None:  # filtered out above
+            return None
         return _crossing(a, b) if a.rate < b.rate and b.ratio > a.ratio else None
 
     def _clamp(self, rate: float) -> float:
@@ -194,6 +197,7 @@ def _crossing(a: Probe, b: Probe) -> float:
     the rate: interpolating 1/ratio finds the knee of a hockey-stick curve in one step,
     where interpolating the ratio itself creeps up on it from below.
     """
+    assert a.ratio and b.ratio  # callers pass probes with margins
     xa, xb = 1 / a.ratio, 1 / b.ratio
     if xa == xb:
         return (a.rate + b.rate) / 2

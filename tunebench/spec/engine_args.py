@@ -88,7 +88,7 @@ def check_server(server, path, where: str = "server", model_keys: bool = True) -
     vLLM would refuse; `where` is its key in the file (server, engine_args)."""
     for key, name, value in _all_values(server, where):
         _check_value(path, key, name, value)
-    variants = list(enumerate(server.variants)) or [(None, None)]
+    variants: list[tuple[int | None, Any]] = list(enumerate(server.variants)) or [(None, None)]
     for number, variant in variants:
         fixed = dict(server.args)
         origin = {name: f"{where}.args.{name}" for name in server.args}
@@ -151,7 +151,7 @@ def _json_problem(value: Any, name: str) -> str | None:
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             return (
                 f"not valid JSON ({exc.msg} at character {exc.pos}); write it as a YAML "
                 f"mapping, e.g. {example}"

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from tunebench.errors import SpecError
 from tunebench.redact import remember_secrets_in
@@ -277,7 +278,7 @@ _WANTED = {
 }
 
 
-def _most_specific(errors: list[dict]) -> dict:
+def _most_specific(errors: list[ErrorDetails]) -> ErrorDetails:
     """Among a union's alternatives, the error that says most (not 'wrong type' for each)."""
     informative = [e for e in errors if e["type"] not in _TYPE_MISMATCH]
     if informative:

@@ -290,7 +290,7 @@ class Tune(Strict):
 
 class Metrics(Strict):
     enabled: bool = True
-    interval_s: float = Field(1.0, ge=0.1, le=60)
+    interval_s: float = Field(default=1.0, ge=0.1, le=60)
 
 
 class SweepSpec(Strict):

@@ -56,6 +56,7 @@ class LoadPoint:
 
     def probe(self, number: int, rate: float) -> "LoadPoint":
         """Probe `number` of a capacity search, at `rate` req/s."""
+        assert self.search is not None, "only a capacity point is probed"
         return LoadPoint(
             point_id=f"capacity-{number}",
             kind=self.search.arrival,
