@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -280,14 +279,14 @@ def _wait_all(processes: list[ManagedProcess], timeout_s: float) -> list[str]:
     return errors
 
 
-_ERROR = re.compile(r"^\s*([\w.]+(Error|Exception)\b.*|Value error,.*)")
-
-
 def worker_error_line(log: str) -> str:
-    """The most telling line of a failed worker: its last exception line."""
-    for line in reversed(log.splitlines()):
-        if _ERROR.match(line):
-            return line.strip()[:400]
+    """The root cause of a failed worker, one line: the server's rule (`server_error_line`).
+
+    A worker's log is the offline engine's, with the same layers as a server's: the engine
+    core and its workers log the exception that was raised first, and the worker's own
+    uncaught traceback ends with a wrapper ("Engine core initialization failed. See root
+    cause above."), so its last exception line is the least telling one.
+    """
     return server_error_line(log)
 
 

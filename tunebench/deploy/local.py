@@ -25,10 +25,31 @@ from tunebench.store.layout import RunLayout
 
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 _ERROR_LINE = re.compile(
-    r"(error|exception|invalid|unrecognized|not supported|out of memory|Address already in use)",
+    r"(error|exception|invalid|unrecognized|not supported|out of memory|Address already in use|"
+    r"died unexpectedly)",
     re.IGNORECASE,
 )
 _NOISE = re.compile(r"(FutureWarning|DeprecationWarning|warnings\.warn|Traceback \(most recent)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# vLLM's own log prefix: "(EngineCore pid=28101) ERROR 11-23 12:55:34 [core.py:1510] message".
+_VLLM_PREFIX = re.compile(
+    r"\((?P<process>[^()\s]+) pid=\d+\) (?P<level>[A-Z]+) \S+ \S+ \[[^\]]*\] ?(?P<message>.*)"
+)
+_ENGINE_PROCESS = re.compile(r"Engine|Worker")  # EngineCore, EngineCore_DP0, Worker_TP1, ...
+_QUIET_LEVELS = {"DEBUG", "INFO", "WARNING"}
+# The line Python prints for a raised exception: "NotImplementedError: ...", "OSError: [Errno
+# 98] Address already in use", "torch.OutOfMemoryError: ...", a bare "AssertionError".
+_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:\(\w+\))?(?::|$)")
+# Exceptions that only say that something else failed, without saying what (or that the
+# server was stopped). "Worker failed with error '...'" is not one: it quotes the cause.
+_WRAPPER = re.compile(
+    r"See root cause above|Engine core initialization failed|EngineCore encountered an issue|"
+    r"EngineDeadError|CancelledError|KeyboardInterrupt",
+    re.IGNORECASE,
+)
+_PYDANTIC = re.compile(r"ValidationError: \d+ validation errors? for ")
+_ARGPARSE = re.compile(r"[\w./ -]+: error: ")
+_TRACEBACK_CODE = re.compile(r'(File "|raise |\^+$)')
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -52,12 +73,78 @@ def gpu_visible() -> bool:
 
 
 def server_error_line(log: str) -> str:
-    """The most telling line of a failed server's log: the last error-like line."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if _ERROR_LINE.search(line) and not _NOISE.search(line):
-            return line[:400]
-    return lines[-1][:400] if lines else "(the server wrote nothing)"
+    """The root cause of a failed vLLM process, as one line of at most 400 characters.
+
+    A failed start-up reports one failure several times, outermost last: the worker's
+    traceback ("NotImplementedError: FP8 KV cache on CPU requires ..."), the engine core's
+    ("RuntimeError: Worker failed with error '...', please check the stack trace above for
+    the root cause"), then the API server's ("RuntimeError: Engine core initialization
+    failed. See root cause above."). So the last error-like line is the least telling one,
+    and the rule looks for the innermost, earliest exception instead. First match wins:
+
+    1. the first exception line an engine-core or worker process logged at ERROR that is
+       not a wrapper (what the worker raised comes before whatever re-raises or wraps it);
+    2. the first non-wrapper exception line outside vLLM's log format: an uncaught
+       exception that ended a process, e.g. "OSError: [Errno 98] Address already in use"
+       or a pydantic config error (completed with the field and its complaint);
+    3. argparse's "prog: error: ..." (a rejected command-line argument raises nothing);
+    4. the last other error-like line, e.g. "Engine core proc EngineCore died unexpectedly"
+       after a kill, or an exception the API server logged; vLLM lines below ERROR (such
+       as the ulimit warning) and traceback code lines are not causes, so they are skipped;
+    5. the first wrapper exception, better than nothing;
+    6. the last line: how far a server that is still starting (a timeout) got.
+
+    An exception line comes back bare; other vLLM lines keep "(Process LEVEL)" in front.
+    """
+    entries: list[tuple[str | None, str | None, str]] = []  # process, level, message
+    for raw in log.splitlines():
+        line = _ANSI.sub("", raw).strip()
+        if not line:
+            continue
+        prefix = _VLLM_PREFIX.search(line)
+        if prefix:
+            entries.append((prefix["process"], prefix["level"], prefix["message"].strip()))
+        else:
+            entries.append((None, None, line))
+    if not entries:
+        return "(the server wrote nothing)"
+
+    def exception_at(index: int) -> str:
+        message = entries[index][2]
+        if _PYDANTIC.search(message):  # the field and its complaint follow on their own lines
+            details = [detail for _, _, detail in entries[index + 1 : index + 3]]
+            message = ": ".join([message, *details]).split(" [type=")[0]
+        return message[:400]
+
+    def shown(index: int) -> str:
+        process, level, message = entries[index]
+        return (message if process is None else f"({process} {level}) {message}")[:400]
+
+    exceptions = [
+        index
+        for index, (_, level, message) in enumerate(entries)
+        if level not in _QUIET_LEVELS and _EXCEPTION.match(message)
+    ]
+    causes = [index for index in exceptions if not _WRAPPER.search(entries[index][2])]
+    for index in causes:  # 1
+        process = entries[index][0]
+        if process and _ENGINE_PROCESS.search(process):
+            return exception_at(index)
+    for index in causes:  # 2
+        if entries[index][0] is None:
+            return exception_at(index)
+    for _, _, message in entries:  # 3
+        if _ARGPARSE.match(message):
+            return message[:400]
+    for index in reversed(range(len(entries))):  # 4
+        _, level, message = entries[index]
+        if level in _QUIET_LEVELS or _TRACEBACK_CODE.match(message) or _WRAPPER.search(message):
+            continue
+        if _ERROR_LINE.search(message) and not _NOISE.search(message):
+            return exception_at(index) if index in causes else shown(index)
+    if exceptions:  # 5
+        return exception_at(exceptions[0])
+    return shown(len(entries) - 1)  # 6
 
 
 def vllm_environment(
