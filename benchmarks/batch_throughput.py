@@ -180,7 +180,8 @@ def main() -> None:
     )
     print(
         f"  tunebench batch (vllm)       {ours_total:9.1f} total tok/s  "
-        f"{float(ours['output_tok_s']):8.1f} output tok/s  (generate {float(ours['generate_s']):.1f} s, "
+        f"{float(ours['output_tok_s']):8.1f} output tok/s  "
+        f"(generate {float(ours['generate_s']):.1f} s, "
         f"load {float(ours['load_s']):.1f} s, init {float(ours['init_s']):.1f} s)"
     )
     print(
@@ -188,14 +189,17 @@ def main() -> None:
         f"(elapsed {bench['elapsed_time']:.1f} s)"
     )
     print(
-        f"  ratio tunebench / vllm bench {ours_total / bench['tokens_per_second']:.3f}  (target >= 0.95)"
+        f"  ratio tunebench / vllm bench {ours_total / bench['tokens_per_second']:.3f}  "
+        "(target >= 0.95)"
     )
     print(
-        f"  transformers generate (batch {options.hf_batch_size}) {float(hf['output_tok_s']):8.1f} output tok/s "
+        f"  transformers generate (batch {options.hf_batch_size}) "
+        f"{float(hf['output_tok_s']):8.1f} output tok/s "
         f"(generate {float(hf['generate_s']):.1f} s)"
     )
     print(
-        f"  vLLM speedup over transformers: {float(ours['output_tok_s']) / float(hf['output_tok_s']):.2f}x"
+        "  vLLM speedup over transformers: "
+        f"{float(ours['output_tok_s']) / float(hf['output_tok_s']):.2f}x"
     )
 
 

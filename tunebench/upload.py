@@ -161,9 +161,8 @@ def explain(exc: Exception, dest: Destination, where: str, key: str = "") -> Upl
                 "the credentials need s3:PutObject on that bucket and prefix"
             )
         else:
-            text = f"{where} refused s3://{dest.bucket}/{key}: {code}: {error.get('Message', '')}".rstrip(
-                ": "
-            )
+            message = error.get("Message", "")
+            text = f"{where} refused s3://{dest.bucket}/{key}: {code}: {message}".rstrip(": ")
     elif isinstance(exc, bx.NoCredentialsError):
         text = (
             "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or an AWS profile)"

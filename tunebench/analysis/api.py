@@ -46,7 +46,9 @@ def run_sides(runs: list[str], root: str | Path = "reports") -> tuple[list[Side]
             }
             sides.append(Side(manifest["run_id"], points, requests, args))
     else:
-        names = ", ".join(f"{m['run_id']} ({len(l)})" for (m, _, _), l in zip(loaded, label_sets))
+        names = ", ".join(
+            f"{m['run_id']} ({len(labels)})" for (m, _, _), labels in zip(loaded, label_sets)
+        )
         raise TunebenchError(
             f"the runs hold different configurations ({names}); compare runs of one "
             "configuration each, runs of the same sweep, or one run with --by ARG"

@@ -23,7 +23,8 @@ SBATCH = jinja2.Template("""#!/bin/bash
 set -euo pipefail
 {% for line in s.setup %}{{ line }}
 {% endfor %}cd {{ workdir }}
-{% if s.container_image %}srun --container-image={{ s.container_image | q }} --container-mounts={{ workdir | q }}:{{ workdir | q }} --container-workdir={{ workdir | q }} \\
+{% if s.container_image %}srun --container-image={{ s.container_image | q }} {# same line:
+#}--container-mounts={{ workdir | q }}:{{ workdir | q }} --container-workdir={{ workdir | q }} \\
   {{ command }}
 {% else %}srun {{ command }}
 {% endif %}""")

@@ -63,11 +63,12 @@ def register(app: typer.Typer) -> None:
             )
             return
         stores: list = []
-        where = lambda: (
-            f"interrupted; finished configurations are in {stores[0].path}"  # noqa: E731
-            if stores
-            else None
-        )
+
+        def where() -> str | None:
+            if stores:
+                return f"interrupted; finished configurations are in {stores[0].path}"
+            return None
+
         with live_progress(where) as reporter:
             store, outcomes = run_batch(
                 spec,

@@ -38,7 +38,8 @@ def register(app: typer.Typer) -> None:
             None,
             "--metric",
             "-m",
-            help="Metric to compare (repeatable): ttft_p50 ttft_p95 ttft_p99 itl_p50 itl_p95 tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps.",
+            help="Metric to compare (repeatable): ttft_p50 ttft_p95 ttft_p99 itl_p50 itl_p95 "
+            "tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps.",
         ),
         format: Format = typer.Option(
             Format.table, "--format", "-f", help="table | markdown | json | csv"
@@ -63,7 +64,8 @@ def register(app: typer.Typer) -> None:
             None,
             "--json",
             metavar="FILE",
-            help="Also write the comparison as JSON to FILE, with the --fail-on-regression verdict (read by `tunebench results --compare-json`).",
+            help="Also write the comparison as JSON to FILE, with the --fail-on-regression "
+            "verdict (read by `tunebench results --compare-json`).",
         ),
     ) -> None:
         """Compare runs point by point: A, B, change and a verdict from a bootstrap interval.
@@ -73,7 +75,8 @@ def register(app: typer.Typer) -> None:
 
         Examples:
           tunebench compare 20261121-0900-latency 20261121-1000-latency
-          tunebench compare cpu-demo --by max-num-seqs --baseline 8 --metric ttft_p50 --metric output_tok_s
+          tunebench compare cpu-demo --by max-num-seqs --baseline 8 \\
+            --metric ttft_p50 --metric output_tok_s
           tunebench compare base-run new-run --fail-on-regression 5 --format markdown
         """
         from tunebench.analysis.api import compare as run_compare

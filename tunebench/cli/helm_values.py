@@ -31,7 +31,8 @@ def register(app: typer.Typer) -> None:
 
         Examples:
           tunebench helm-values sweeps/openshift-latency.yaml --to /tmp/values
-          helm template x redhat-ai-services/vllm-kserve --version 0.5.11 -f /tmp/values/openshift-latency-c1.yaml
+          helm template x redhat-ai-services/vllm-kserve --version 0.5.11 \\
+            -f /tmp/values/openshift-latency-c1.yaml
         """
         from tunebench import kinds
         from tunebench.spec.kserve_chart import chart_values, release_name, render_values_file
@@ -65,8 +66,8 @@ def register(app: typer.Typer) -> None:
                 render_values_file(
                     values,
                     [
-                        f"vllm-kserve {settings.chart_version} values of {spec.name} {config.config_id} "
-                        f"({config.label}), written by tunebench",
+                        f"vllm-kserve {settings.chart_version} values of {spec.name} "
+                        f"{config.config_id} ({config.label}), written by tunebench",
                         f"{install} -f {path}",
                     ],
                 )

@@ -23,13 +23,15 @@ def register(app: typer.Typer) -> None:
             None,
             "--to",
             metavar="DIR",
-            help="Write the files run-id, best-config and verdict into DIR (Tekton: /tekton/results).",
+            help="Write the files run-id, best-config and verdict into DIR "
+            "(Tekton: /tekton/results).",
         ),
         compare_json: Optional[Path] = typer.Option(
             None,
             "--compare-json",
             metavar="FILE",
-            help="The verdict comes from this `tunebench compare --json FILE` output instead of the run's status.",
+            help="The verdict comes from this `tunebench compare --json FILE` output instead of "
+            "the run's status.",
         ),
     ) -> None:
         """Print (and with --to, write) three small results of a run: id, best config, verdict.
@@ -48,7 +50,8 @@ def register(app: typer.Typer) -> None:
         Examples:
           tunebench results cpu-demo
           tunebench results cpu-demo --to /tekton/results
-          tunebench compare base new --fail-on-regression 5 --json cmp.json; tunebench results new --compare-json cmp.json
+          tunebench compare base new --fail-on-regression 5 --json cmp.json
+          tunebench results new --compare-json cmp.json
         """
         from tunebench.analysis.best import best_config, compact, compare_verdict, run_verdict
         from tunebench.analysis.frames import run_path

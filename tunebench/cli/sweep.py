@@ -37,7 +37,8 @@ def register(app: typer.Typer) -> None:
             None,
             "--resume",
             metavar="RUN",
-            help="Finish an interrupted or failed run (id, unique part of it, or path): stored points are kept, the rest measured.",
+            help="Finish an interrupted or failed run (id, unique part of it, or path): stored "
+            "points are kept, the rest measured.",
         ),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.

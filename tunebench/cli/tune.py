@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
         spec_path: Optional[Path] = typer.Argument(
             None,
             metavar="SPEC",
-            help="A sweep file with a `tune` section, e.g. sweeps/tune-cpu.yaml (not with --resume).",
+            help="A sweep file with a `tune` section, e.g. sweeps/tune-cpu.yaml "
+            "(not with --resume).",
         ),
         resume: Optional[str] = typer.Option(
             None, "--resume", help="Continue the study of this run (path, id or unique part of it)."
@@ -86,11 +87,12 @@ def register(app: typer.Typer) -> None:
         output = store.path.parent if store is not None else root_of(root, job.spec.output)
         kinds.resolve_settings(job.spec, job.spec_path, output)  # a bad replay run fails here
         stores: list = [store] if store is not None else []
-        where = lambda: (
-            f"interrupted; continue with: tunebench tune --resume {stores[0].path}"  # noqa: E731
-            if stores
-            else None
-        )
+
+        def where() -> str | None:
+            if stores:
+                return f"interrupted; continue with: tunebench tune --resume {stores[0].path}"
+            return None
+
         with live_progress(where) as reporter:
             result = run_tune(
                 job,

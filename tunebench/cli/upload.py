@@ -22,16 +22,19 @@ def register(app: typer.Typer) -> None:
         all_runs: bool = typer.Option(
             False,
             "--all",
-            help="Upload everything under --root (every run, comparison JSON, helm values) instead of named runs.",
+            help="Upload everything under --root (every run, comparison JSON, helm values) "
+            "instead of named runs.",
         ),
         root: Optional[Path] = root_option(
-            "Where runs are stored; with --all, everything under it is uploaded (default: reports/)."
+            "Where runs are stored; with --all, everything under it is uploaded "
+            "(default: reports/)."
         ),
         endpoint_url: Optional[str] = typer.Option(
             None,
             "--endpoint-url",
             metavar="URL",
-            help="S3-compatible endpoint, e.g. https://minio.example.com (default: $AWS_ENDPOINT_URL, else AWS).",
+            help="S3-compatible endpoint, e.g. https://minio.example.com "
+            "(default: $AWS_ENDPOINT_URL, else AWS).",
         ),
         region: Optional[str] = typer.Option(
             None, "--region", help="Region (default: $AWS_DEFAULT_REGION, else us-east-1)."
@@ -40,7 +43,8 @@ def register(app: typer.Typer) -> None:
             None,
             "--ca-bundle",
             metavar="FILE",
-            help="CA certificate(s) for the endpoint's TLS, e.g. MinIO with a self-signed cert (default: $AWS_CA_BUNDLE, else the system CAs).",
+            help="CA certificate(s) for the endpoint's TLS, e.g. MinIO with a self-signed cert "
+            "(default: $AWS_CA_BUNDLE, else the system CAs).",
         ),
         verify_tls: bool = typer.Option(
             True,

@@ -315,7 +315,7 @@ class GuideLLMDriver:
             code = None
         if not finished or code != 0:
             log = process.log_path.read_text(errors="replace") if process.log_path else ""
-            last = [l for l in log.splitlines() if l.strip()][-1:] or ["(no output)"]
+            last = [line for line in log.splitlines() if line.strip()][-1:] or ["(no output)"]
             raise _WorkerLost(f"GuideLLM exited with code {code}: {last[0][:300]}", done)
 
     def _result(self, point: LoadPoint, index: int, path: Path) -> ClientResult:

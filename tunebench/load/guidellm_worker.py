@@ -8,7 +8,8 @@ the job's groups in order (one GuideLLM profile per group, possibly several rate
 says {"event": "idle"} and reads further lines {"groups": [...]} with points chosen at run
 time, until {"groups": []} or end of input. It writes each finished benchmark at once as a
 one-benchmark GuideLLM report `<out_dir>/<index>.json` (atomically), so the parent can
-store that point before the next one ends. Progress goes to stdout as JSON lines: {"event": "start"|"done", ...}.
+store that point before the next one ends. Progress goes to stdout as JSON lines:
+{"event": "start"|"done", ...}.
 
 The API key, if any, arrives with the stdin line, never in the job file.
 """

@@ -39,9 +39,9 @@ def parse_startup_log(log: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     engine_line = next(
         (
-            l
-            for l in log.splitlines()
-            if "Initializing a V1 LLM engine" in l or "Initializing an LLM engine" in l
+            line
+            for line in log.splitlines()
+            if "Initializing a V1 LLM engine" in line or "Initializing an LLM engine" in line
         ),
         "",
     )

@@ -32,8 +32,8 @@ class ReplayDeployment:
                 f"{k}={format_value(v)}" for k, v in redact(config.args).items() if v is not None
             )
             raise DeploymentError(
-                f"replay: {self.recorded.name} recorded no configuration with args {wanted or '(defaults)'}; "
-                f"recorded: {self.recorded.describe_choices()}"
+                f"replay: {self.recorded.name} recorded no configuration with args "
+                f"{wanted or '(defaults)'}; recorded: {self.recorded.describe_choices()}"
             )
         if recorded.status != "complete" and not recorded.rows:
             raise DeploymentError(f"replay: {recorded.error or 'failed when recorded'}")

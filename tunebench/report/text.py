@@ -15,7 +15,8 @@ def describe_capacity(summary: dict[str, Any]) -> str:
             f"and no lower rate was proven ({probes}); see client_limited_reason"
         )
     if rate is None:
-        return f"capacity: no rate met the SLO ({probes}, lowest tried {min(summary['probe_rates']):.3g} req/s)"
+        lowest = min(summary["probe_rates"])
+        return f"capacity: no rate met the SLO ({probes}, lowest tried {lowest:.3g} req/s)"
     text = f"capacity: {rate:.3g} req/s at SLO"
     if summary.get("client_bound"):
         return f"{text} or more: the client could not drive more ({probes})"

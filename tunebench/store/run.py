@@ -197,7 +197,7 @@ class RunStore:
         return target
 
     def keep_earlier_log(self, config_id: str, attempt: int) -> None:
-        """Before attempt `attempt` of a configuration, its earlier server log keeps its own name."""
+        """Before attempt `attempt` of a configuration, its earlier server log keeps its name."""
         log = self.layout.server_log(config_id)
         if attempt > 1 and log.exists():
             log.rename(self.layout.server_log(config_id, attempt - 1))
