@@ -12,6 +12,11 @@ import numpy as np
 import pandas as pd
 
 HUE = "config_label"
+# One drawn line of a `versus_data` frame: one configuration under one kind of load. A
+# concurrent sweep and a poisson sweep of one configuration are two curves; joined into
+# one line, sorted by achieved rate, they zig-zag between the two.
+SERIES = "series"
+LINE = (SERIES, "metric")  # the columns that identify one line (colour: series, dashes: metric)
 TIMESERIES_PER_FIGURE = 8
 LATENCY_METRICS = {"ttft_p50_ms": "TTFT p50", "ttft_p95_ms": "TTFT p95"}
 ITL_METRICS = {"itl_p50_ms": "ITL p50", "itl_p95_ms": "ITL p95"}
@@ -26,16 +31,25 @@ def versus_data(
     x: str = "achieved_rps",
     kinds: tuple[str, ...] | None = None,
 ) -> pd.DataFrame:
-    """Long frame [config_label, load_kind, x, metric, value], sorted along x."""
+    """Long frame [config_label, load_kind, series, x, metric, value], each line sorted along x.
+
+    `series` names a line: the configuration label, with " · <load kind>" after it when the
+    frame holds more than one kind of load. Each (series, metric) is one line (`LINE`).
+    """
     frame = points if kinds is None else points[points["load_kind"].isin(kinds)]
     present = [m for m in metrics if m in frame]
     if frame.empty or not present:
-        return pd.DataFrame(columns=[HUE, "load_kind", x, "metric", "value"])
+        return pd.DataFrame(columns=[HUE, "load_kind", SERIES, x, "metric", "value"])
     long = frame.melt(
         id_vars=[HUE, "load_kind", x], value_vars=present, var_name="metric", value_name="value"
     )
     long["metric"] = long["metric"].map(metrics)
-    return long.dropna(subset=[x, "value"]).sort_values([HUE, "metric", x]).reset_index(drop=True)
+    long = long.dropna(subset=[x, "value"])
+    kinds_present = long["load_kind"].nunique(dropna=False)
+    label = long[HUE].astype(str)
+    series = label + " · " + long["load_kind"].astype(str) if kinds_present > 1 else label
+    long.insert(2, SERIES, series)
+    return long.sort_values([*LINE, x]).reset_index(drop=True)
 
 
 def concurrency_data(points: pd.DataFrame) -> pd.DataFrame:
@@ -121,15 +135,16 @@ def _setup():
 MANY_HUES = 10  # beyond this a legend says nothing; the summary table names the lines
 
 
-def _place_legend(ax, sns, hues: int) -> None:
+def _place_legend(ax, sns, hues: int, what: str = "configurations") -> None:
     if hues > MANY_HUES and ax.get_legend() is not None:
         ax.get_legend().remove()
-        ax.set_title(f"{ax.get_title()} ({hues} configurations; legend omitted)")
+        ax.set_title(f"{ax.get_title()} ({hues} {what}; legend omitted)")
 
 
 def render_lines(
-    data: pd.DataFrame, x: str, title: str, xlabel: str, ylabel: str, hue: str = HUE
+    data: pd.DataFrame, x: str, title: str, xlabel: str, ylabel: str, hue: str = SERIES
 ) -> bytes:
+    """A `versus_data` frame as lines: colour by `hue` (a series), dashes by metric."""
     plt, sns = _setup()
     hues = data[hue].nunique() if not data.empty else 0
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
@@ -147,7 +162,7 @@ def render_lines(
             sort=True,
             estimator=None,
         )
-        _place_legend(ax, sns, hues)
+        _place_legend(ax, sns, hues, "series" if hue == SERIES else "configurations")
     ax.set(xlabel=xlabel, ylabel=ylabel)
     return _figure_bytes(fig)
 
