@@ -1,7 +1,10 @@
-"""Shared helpers: run the real `tunebench` CLI in a subprocess, find the repo's files."""
+"""Shared helpers: run the `tunebench` CLI (in-process or as a user runs it), find the repo's
+files, and the suite's own rules (a skipped test fails the suite under CI)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -14,7 +17,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
-    """`tunebench ARGS` as a user runs it; returns the CompletedProcess (text)."""
+    """`tunebench ARGS` in its own process, as a user runs it; a CompletedProcess (text)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("COLUMNS", "200")
@@ -28,9 +31,39 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     )
 
 
+@contextlib.contextmanager
+def _environment(env: dict | None, cwd: Path):
+    saved, before = dict(os.environ), Path.cwd()
+    os.environ.update(env or {})
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def invoke(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 0):
+    """`tunebench ARGS` in this process (the same `main()` and error boundary, no new
+    interpreter): a CompletedProcess with the exit code, stdout and stderr. For tests of
+    what a command does; tests of the process itself (signals, exit) use `run_cli`."""
+    from tunebench.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        _environment(env, cwd or REPO),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        code = main([str(a) for a in args])
+    return subprocess.CompletedProcess(["tunebench", *args], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def cli():
-    return run_cli
+    """The in-process CLI (see `invoke`)."""
+    return invoke
 
 
 @pytest.fixture
@@ -42,6 +75,22 @@ def fixtures() -> Path:
 def s3():
     """One local S3 server (moto, credentials enforced) for the session: moto's state is
     process-wide, so a second server in the same process would share its users."""
-    from tests.s3_server import serve_s3
+    from tests.fakes.s3_server import serve_s3
 
     yield from serve_s3()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001
+    # Under CI a skipped test is a defect: the suite must have everything it needs.
+    skipped = terminalreporter.stats.get("skipped", [])
+    if os.environ.get("CI") and skipped:
+        terminalreporter.write_line(
+            f"CI: {len(skipped)} test(s) skipped; a skip fails the suite", red=True
+        )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("CI") and exitstatus == 0:
+        skipped = session.config.pluginmanager.get_plugin("terminalreporter")
+        if skipped is not None and skipped.stats.get("skipped"):
+            session.exitstatus = 1

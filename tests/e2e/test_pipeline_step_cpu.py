@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.e2e.conftest import NEEDS_SERVER
-from tests.tekton_steps import load_task, run_step, step_env
+from tests.integration.tekton_steps import load_task, run_step, step_env
 from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]

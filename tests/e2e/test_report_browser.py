@@ -70,7 +70,8 @@ def test_report_is_self_contained_and_renders(e2e_sweep, tmp_path):
             page.on("request", lambda r: requests.append(r.url))
             page.goto(report.as_uri(), wait_until="load")
             images = page.evaluate(
-                "Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])"
+                "Array.from(document.images)"
+                ".map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])"
             )
             shot = tmp_path / "report.png"
             page.screenshot(path=str(shot), full_page=True)

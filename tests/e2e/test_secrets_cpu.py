@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 from tests.e2e.conftest import NEEDS_SERVER
-from tests.s3_server import BUCKET
+from tests.fakes.s3_server import BUCKET
 from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]

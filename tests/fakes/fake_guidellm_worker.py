@@ -1,10 +1,12 @@
 """A stand-in for tunebench.load.guidellm_worker, for the driver's retry tests only.
 
-Speaks the worker's protocol (imported / go line / start / done / idle / more groups / finished) and copies a
+Speaks the worker's protocol (imported / go line / start / done / idle / more groups /
+finished) and copies a
 real GuideLLM report for each benchmark. FAKE_WORKER_MODE:
   stall-once  the first worker stalls on its second benchmark; a retry finishes
   die-once    the first worker exits with code 1 on its second benchmark
   stall       every worker stalls on its second benchmark
+  slow        every benchmark takes a second (a run long enough to abort)
 """
 
 import json
@@ -14,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-FIXTURE = Path(__file__).parent / "fixtures/guidellm/v0.8.1-mns2-c1-c8.json"
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/guidellm/v0.8.1-mns2-c1-c8.json"
 
 
 def emit(event, **fields):
@@ -30,21 +32,26 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     mode = os.environ.get("FAKE_WORKER_MODE", "")
     first = job.get("first_index", 0)
+    # The real worker's order of events: "start" of the first benchmark, then after each
+    # benchmark "done" and the "start" of the next one; "idle" when the groups are done.
     index, groups = first, job["groups"]
+    emit("start", index=index)
     while groups:
         total = sum(
             len(g["profile"].get("streams") or g["profile"].get("rate") or [None]) for g in groups
         )
-        for index in range(index, index + total):
-            emit("start", index=index)
+        for _ in range(total):
             if index == 1 and (mode == "stall" or (mode == "stall-once" and first == 0)):
                 time.sleep(600)
             if index == 1 and mode == "die-once" and first == 0:
                 sys.exit(1)
+            if mode == "slow":
+                time.sleep(1.0)
             path = out / f"{index:03d}.json"
             shutil.copy(FIXTURE, path)
             emit("done", index=index, path=str(path))
-        index += 1
+            index += 1
+            emit("start", index=index)
         emit("idle", index=index)
         line = sys.stdin.readline()
         groups = json.loads(line).get("groups") if line.strip() else None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 PIPELINES = REPO / "pipelines"
 _VARIABLE = re.compile(r"\$\(([^)]+)\)")
 

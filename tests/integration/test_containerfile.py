@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from tests.conftest import REPO
-from tests.tekton_steps import load_task
+from tests.integration.tekton_steps import load_task
 
 TEXT = (REPO / "Containerfile").read_text()
 # Continuation lines joined: one instruction per entry.

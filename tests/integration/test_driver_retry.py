@@ -21,7 +21,7 @@ def drive(tmp_path, monkeypatch, mode):
     driver = GuideLLMDriver(
         SyntheticData(kind="synthetic", prompt_tokens=8, output_tokens=8), tmp_path, "tok"
     )
-    driver.worker_module = "tests.fake_guidellm_worker"
+    driver.worker_module = "tests.fakes.fake_guidellm_worker"
     driver.stall_margin_s = 1.0
     results = []
     driver.prepare(POINTS, tmp_path / "work")

@@ -109,11 +109,11 @@ def test_variant_null_removes_an_arg_of_the_values_file():
         for label, _, obj in rendered_objects(spec_path)
         if obj["kind"] == "InferenceService"
     }
-    spec_arg = lambda label: [
-        a
-        for a in by_label[label]["spec"]["predictor"]["model"]["args"]  # noqa: E731
-        if a.startswith("--speculative-config")
-    ]
+
+    def spec_arg(label):
+        args = by_label[label]["spec"]["predictor"]["model"]["args"]
+        return [a for a in args if a.startswith("--speculative-config")]
+
     assert spec_arg("no-spec") == []
     assert json.loads(spec_arg("eagle3")[0].split("=", 1)[1])["method"] == "eagle3"
 

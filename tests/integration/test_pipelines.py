@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES, REPO
-from tests.tekton_steps import PIPELINES, documents, load_task, run_step, step_env
+from tests.integration.tekton_steps import PIPELINES, documents, load_task, run_step, step_env
 from tunebench.redact import is_secret_name
 from tunebench.testing import make_synthetic_run
 

@@ -131,7 +131,7 @@ def test_a_second_process_on_the_same_run_is_refused(tmp_path):
     finally:
         holder.release_lock()
     assert result.returncode == 1
-    lines = [l for l in (result.stdout + result.stderr).splitlines() if l.strip()]
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "run is locked by PID" in lines[0] and str(run) in lines[0], lines
     assert len(read_points(run)) == 2  # nothing was written by the refused process
     # once released, the resume goes ahead

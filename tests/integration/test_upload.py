@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.s3_server import BUCKET, S3, free_port  # the `s3` fixture: tests/conftest.py
-from tests.tekton_steps import load_task, run_step, step_env
+from tests.fakes.s3_server import BUCKET, S3, free_port  # the `s3` fixture: tests/conftest.py
+from tests.integration.tekton_steps import load_task, run_step, step_env
 from tunebench.testing import make_synthetic_run
 
 

@@ -41,11 +41,11 @@ def guidellm_03_report(streams=(1, 4), seed=0) -> dict:
                 "prompt_tokens": 64,
                 "output_tokens": 32,
                 "time_to_first_token_ms": float(t),
-                "inter_token_latency_ms": float(l),
-                "time_per_output_token_ms": float(l),
+                "inter_token_latency_ms": float(gap),
+                "time_per_output_token_ms": float(gap),
                 "request_latency": float(e),
             }
-            for j, (t, l, e) in enumerate(zip(ttft, itl, latency))
+            for j, (t, gap, e) in enumerate(zip(ttft, itl, latency))
         ]
         start = 1_750_000_000.0 + 100 * i
         benchmarks.append(

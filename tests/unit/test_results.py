@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, invoke
 from tunebench.analysis.best import MAX_BEST_CONFIG_BYTES, best_config, compact, compare_verdict
 from tunebench.testing import make_synthetic_run
 
@@ -109,7 +109,7 @@ def test_cli_writes_the_three_result_files_verbatim(tmp_path):
     run = tmp_path / "grid-cpu"
     shutil.copytree(FIXTURES / "grid-cpu", run)
     out = tmp_path / "results"
-    result = run_cli("results", "grid", "--root", str(tmp_path), "--to", str(out))
+    result = invoke("results", "grid", "--root", str(tmp_path), "--to", str(out))
     assert result.returncode == 0, result.stderr
     assert (out / "run-id").read_text() == "grid-cpu"
     assert (out / "verdict").read_text() == "complete"
@@ -124,7 +124,7 @@ def test_cli_writes_the_three_result_files_verbatim(tmp_path):
 def test_compare_gate_verdict_reaches_the_results(tmp_path, slowdown, verdict, code):
     store = make_synthetic_run(tmp_path, configs=2, slowdown={1: slowdown})
     compare_json = tmp_path / "cmp.json"
-    compared = run_cli(
+    compared = invoke(
         "compare",
         store.path.name,
         "--root",
@@ -141,7 +141,7 @@ def test_compare_gate_verdict_reaches_the_results(tmp_path, slowdown, verdict, c
     assert gate["verdict"] == verdict and gate["threshold_pct"] == 5
     assert (gate["regressions"] > 0) == (verdict == "regression")
     assert json.loads(compare_json.read_text())["runs"] == [store.path.name]
-    result = run_cli(
+    result = invoke(
         "results", store.path.name, "--root", str(tmp_path), "--compare-json", str(compare_json)
     )
     assert result.returncode == 0, result.stderr
@@ -150,7 +150,7 @@ def test_compare_gate_verdict_reaches_the_results(tmp_path, slowdown, verdict, c
 
 def test_missing_compare_json_is_one_line_error(tmp_path):
     store = make_synthetic_run(tmp_path, configs=1)
-    result = run_cli(
+    result = invoke(
         "results",
         store.path.name,
         "--root",

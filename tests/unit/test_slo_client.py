@@ -137,3 +137,13 @@ def test_slo_spec_section(tmp_path, cli):
     spec.write_text(GOOD + "slo: {ttft_ms: {p97: 500}}\n")
     bad = cli("sweep", str(spec), "--dry-run")
     assert bad.returncode == 2 and "slo.ttft_ms.p97" in bad.stderr
+
+
+def test_a_point_where_no_request_completed_misses_the_slo_and_says_why():
+    row = {"requests_ok": 0, "requests_failed": 0, "requests_incomplete": 12, "duration_s": 5}
+    result = evaluate(row, [], {"ttft_ms": {"p95": 1000}})
+    assert result["slo_met"] is False and result["slo_ratio"] is None
+    assert result["slo_violations"] == (
+        "ttft_ms p95 <= 1000: not measured: no request completed "
+        "in the window (0 failed, 12 still running at its end)"
+    )

@@ -370,7 +370,7 @@ tune:
     measured = [tuple(t["values"]) for t in summary["trials"] if t["values"]]
     assert front
     for tok_s, ttft in front:  # nothing measured is better on both
-        assert not any(t > tok_s and l < ttft for t, l in measured)
+        assert not any(t > tok_s and lat < ttft for t, lat in measured)
 
 
 class FakeRunner:

@@ -299,7 +299,8 @@ class LocalVllmServer:
         if code is None:
             return None
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
-        return f"vLLM server exited ({how}) while load was running: {server_error_line(self.log_text())}"
+        cause = server_error_line(self.log_text())
+        return f"vLLM server exited ({how}) while load was running: {cause}"
 
     def log_text(self) -> str:
         if self._log_path and self._log_path.exists():

@@ -73,7 +73,7 @@ def evaluate(
     for threshold in thresholds:
         value = _point_value(row, samples, threshold)
         if value is None:
-            violations.append(f"{threshold.label}: not measured")
+            violations.append(f"{threshold.label}: {_why_unmeasured(row)}")
             continue
         ratios.append(value / threshold.limit)
         if value > threshold.limit:
@@ -109,3 +109,19 @@ def evaluate(
         "goodput_rps": goodput,
         "goodput_fraction": fraction,
     }
+
+
+def _why_unmeasured(row: dict[str, Any]) -> str:
+    """Why a latency has no value: usually no request finished inside the window, which an
+    overloaded server does (the SLO is missed, by how much is unknown, so no ratio)."""
+    ok = int(row.get("requests_ok") or 0)
+    failed = int(row.get("requests_failed") or 0)
+    cut = int(float(row.get("requests_incomplete") or 0))
+    if ok == 0 and (failed or cut):
+        return (
+            f"not measured: no request completed in the window ({failed} failed, {cut} "
+            "still running at its end)"
+        )
+    if ok == 0:
+        return "not measured: no request was sent in the window"
+    return "not measured: the load generator reported no value"

@@ -1,0 +1,154 @@
+"""The LoadDriver contract (tunebench/seams/load.py), run against every implementation:
+the fake of tunebench.testing, the replay driver, and the GuideLLM driver with a stand-in
+worker process. tests/e2e/test_load_driver_real.py runs the same checks against real
+GuideLLM and a real vLLM-CPU server."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tunebench.errors import LoadError
+from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.replay.deployment import ReplayDeployment
+from tunebench.replay.driver import ReplayDriver
+from tunebench.seams.deployment import ServerHandle
+from tunebench.seams.load import LoadDriver
+from tunebench.spec.deployments import ReplaySettings
+from tunebench.spec.models import SyntheticData
+from tunebench.spec.plan import LoadPoint, ServerConfig
+from tunebench.testing import FakeLoadDriver, make_rate_grid_run
+
+POINTS = [LoadPoint(f"poisson-{r}", "poisson", float(r), 2.0, None, None) for r in (1, 2)]
+MORE = LoadPoint("capacity-1", "poisson", 4.0, 2.0, None, None)
+FAKE_HANDLE = ServerHandle("http://127.0.0.1:9", "", "m")
+
+
+def fake_driver(tmp_path, monkeypatch):
+    return FakeLoadDriver(hold_s=0.05), FAKE_HANDLE
+
+
+def replay_driver(tmp_path, monkeypatch):
+    recorded = make_rate_grid_run(tmp_path / "recorded", {"a": ({"max-num-seqs": 8}, 10.0)})
+    deployment = ReplayDeployment(ReplaySettings(kind="replay", run=str(recorded.path)))
+    handle = deployment.start(ServerConfig("c1", "a", "m", None, {"max-num-seqs": 8}))
+    return ReplayDriver(deployment), handle
+
+
+def guidellm_driver(tmp_path, monkeypatch, mode: str = ""):
+    monkeypatch.setenv("FAKE_WORKER_MODE", mode)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    driver = GuideLLMDriver(
+        SyntheticData(kind="synthetic", prompt_tokens=8, output_tokens=8), tmp_path, "tok"
+    )
+    driver.worker_module = "tests.fakes.fake_guidellm_worker"
+    driver.stall_margin_s = 5.0
+    return driver, FAKE_HANDLE
+
+
+def slow_guidellm_driver(tmp_path, monkeypatch):
+    return guidellm_driver(tmp_path, monkeypatch, "slow")
+
+
+IMPLEMENTATIONS = {
+    "fake": fake_driver,
+    "replay": replay_driver,
+    "guidellm-stand-in": slow_guidellm_driver,
+}
+
+
+@pytest.fixture(params=list(IMPLEMENTATIONS))
+def made(request, tmp_path, monkeypatch):
+    driver, handle = IMPLEMENTATIONS[request.param](tmp_path, monkeypatch)
+    yield driver, handle, tmp_path
+    driver.close()
+
+
+# -- the checks, shared with the real-GuideLLM run in tests/e2e ----------------------------
+
+
+def check_reports_every_point_in_order_then_asks_for_more(
+    driver: LoadDriver, handle, work: Path, points, more
+) -> list:
+    events: list[tuple[str, str]] = []
+    asked = []
+
+    def next_points():
+        asked.append(len(events))
+        return [more] if len(asked) == 1 else []
+
+    driver.prepare(points, work)
+    driver.run(
+        handle,
+        lambda r: events.append(("result", r.point_id)),
+        lambda p: events.append(("start", p.point_id)),
+        next_points,
+    )
+    ids = [p.point_id for p in [*points, more]]
+    assert events == [e for pid in ids for e in (("start", pid), ("result", pid))]
+    assert len(asked) == 2  # asked once after the prepared points, once after the extra one
+    assert isinstance(driver.retried, list)
+    return events
+
+
+def check_abort_ends_the_run_with_the_reason(driver: LoadDriver, handle, work: Path, points):
+    results = []
+
+    def on_start(point):
+        if point.point_id == points[1].point_id:
+            threading.Timer(0.2, driver.abort, args=("the server is gone",)).start()
+
+    driver.prepare(points, work)
+    began = time.monotonic()
+    with pytest.raises(LoadError, match="the server is gone"):
+        driver.run(handle, results.append, on_start)
+    assert time.monotonic() - began < 30
+    assert [r.point_id for r in results] == [points[0].point_id]  # nothing after the abort
+
+
+def check_close_is_idempotent_and_leaves_no_process(driver: LoadDriver, work: Path, points):
+    driver.prepare(points, work)
+    group = driver.pgid
+    driver.close()
+    driver.close()
+    assert driver.pgid is None
+    if group is not None:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(group, 0)
+
+
+# -- against every implementation --------------------------------------------------------
+
+
+def test_reports_every_point_in_order_then_asks_for_more(made):
+    driver, handle, tmp_path = made
+    check_reports_every_point_in_order_then_asks_for_more(
+        driver, handle, tmp_path / "w", POINTS, MORE
+    )
+
+
+def test_abort_ends_the_run_with_the_reason(made):
+    driver, handle, tmp_path = made
+    points = [*POINTS, LoadPoint("poisson-3", "poisson", 3.0, 2.0, None, None)]
+    if isinstance(driver, ReplayDriver):
+        # Replay answers instantly, so there is no point in flight to abort from a timer:
+        # an abort after the first result must still end the run before the second.
+        driver.prepare(points, tmp_path / "w")
+        results: list = []
+        with pytest.raises(LoadError, match="the server is gone"):
+            driver.run(handle, lambda r: (results.append(r), driver.abort("the server is gone")))
+        assert len(results) == 1
+        return
+    if isinstance(driver, FakeLoadDriver):
+        driver.hold_s = 2.0
+    check_abort_ends_the_run_with_the_reason(driver, handle, tmp_path / "w", points)
+
+
+def test_close_is_idempotent_and_leaves_no_process(made):
+    driver, _, tmp_path = made
+    check_close_is_idempotent_and_leaves_no_process(driver, tmp_path / "w", POINTS)

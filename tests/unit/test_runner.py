@@ -1,0 +1,165 @@
+"""The runner sequences the seams: each point on disk before the next, teardown always, every
+failure recorded with its reason. Fakes of the seams (tunebench.testing) stand in for vLLM
+and GuideLLM; the real ones are exercised by tests/e2e."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tunebench.runner import ConfigRunner
+from tunebench.seams.progress import SilentReporter
+from tunebench.spec.models import Metrics
+from tunebench.spec.plan import LoadPoint, SearchSettings, ServerConfig
+from tunebench.store.manifest import RunKind
+from tunebench.store.run import RunStore, read_points
+from tunebench.testing import FakeDeployment, FakeLoadDriver, fake_columns
+
+CONFIG = ServerConfig(
+    "c1",
+    "max-num-seqs=4",
+    "m",
+    None,
+    {"max-num-seqs": 4, "max-model-len": 512},
+    {"max-num-seqs": 4},
+)
+POINTS = [LoadPoint(f"concurrent-{n}", "concurrent", n, 5.0, None, None) for n in (1, 2, 4)]
+SLO = {"ttft_ms": {"p95": 100}}
+
+
+def make_runner(tmp_path, deployment, driver, slo=None):
+    store = RunStore.create(
+        tmp_path, RunKind.SWEEP, "t", varied_args=["max-num-seqs"], versions={}, host={}
+    )
+    runner = ConfigRunner(
+        store, deployment, lambda config: driver, Metrics(), SilentReporter(), slo=slo
+    )
+    return store, runner
+
+
+def test_every_point_is_stored_before_the_next_one_runs(tmp_path):
+    seen_before: dict[str, list[str]] = {}
+
+    def before(point):
+        seen_before[point.point_id] = [r["point_id"] for r in read_points(store.path)]
+
+    driver = FakeLoadDriver(before_point=before)
+    store, runner = make_runner(tmp_path, FakeDeployment(effective={"max_model_len": 512}), driver)
+    outcome = runner.run(CONFIG, POINTS)
+    assert outcome.status == "complete" and outcome.points_done == 3
+    assert seen_before == {
+        "concurrent-1": [],
+        "concurrent-2": ["concurrent-1"],
+        "concurrent-4": ["concurrent-1", "concurrent-2"],
+    }
+    rows = read_points(store.path)
+    assert [r["point_id"] for r in rows] == ["concurrent-1", "concurrent-2", "concurrent-4"]
+    assert all(r["valid"] == "True" and r["max-num-seqs"] == "4" for r in rows)
+    entry = store.manifest.config("c1")
+    assert entry.status.value == "complete" and entry.effective == {"max_model_len": 512}
+    assert driver.closed == 1
+
+
+def test_a_server_that_cannot_start_fails_its_configuration_with_the_reason(tmp_path):
+    deployment = FakeDeployment(fail_start="vLLM exited with code 1 during start-up: boom")
+    driver = FakeLoadDriver()
+    store, runner = make_runner(tmp_path, deployment, driver)
+    outcome = runner.run(CONFIG, POINTS)
+    assert outcome.status == "failed" and outcome.error.endswith("boom")
+    entry = store.manifest.config("c1")
+    assert entry.status.value == "failed" and entry.log_tail.strip() == "INFO fake server"
+    assert read_points(store.path) == [] and driver.ran == []
+    assert driver.closed == 1 and deployment.stops >= 1  # torn down all the same
+
+
+def test_a_load_failure_keeps_the_finished_points_and_names_the_lost_one(tmp_path):
+    deployment = FakeDeployment()
+    store, runner = make_runner(tmp_path, deployment, FakeLoadDriver(fail_at="concurrent-2"))
+    outcome = runner.run(CONFIG, POINTS)
+    assert outcome.status == "failed" and outcome.points_done == 1
+    entry = store.manifest.config("c1")
+    assert entry.failed_point == "concurrent-2"
+    assert "(point concurrent-2 not measured)" in entry.error
+    assert [r["point_id"] for r in read_points(store.path)] == ["concurrent-1"]
+    assert deployment.stops >= 1
+
+
+def test_a_server_that_dies_during_the_load_aborts_it(tmp_path):
+    deployment = FakeDeployment(fail_after_s=0.5)
+    store, runner = make_runner(tmp_path, deployment, FakeLoadDriver(hold_s=2.0))
+    outcome = runner.run(CONFIG, POINTS)
+    assert outcome.status == "failed" and outcome.points_done == 0
+    assert "fake server exited (signal SIGKILL) while load was running" in outcome.error
+
+
+def test_ctrl_c_during_the_load_still_tears_everything_down(tmp_path):
+    def interrupt(point):
+        if point.point_id == "concurrent-2":
+            raise KeyboardInterrupt
+
+    deployment, driver = FakeDeployment(), FakeLoadDriver(before_point=interrupt)
+    store, runner = make_runner(tmp_path, deployment, driver)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(CONFIG, POINTS)
+    assert driver.closed == 1 and deployment.stops >= 1
+    assert [r["point_id"] for r in read_points(store.path)] == ["concurrent-1"]
+
+
+def test_args_that_did_not_take_effect_make_every_point_invalid(tmp_path):
+    deployment = FakeDeployment(effective={"max_model_len": 256})
+    store, runner = make_runner(tmp_path, deployment, FakeLoadDriver())
+    runner.run(CONFIG, POINTS[:1])
+    (row,) = read_points(store.path)
+    assert row["valid"] == "False"
+    assert row["invalid_reason"] == "max-model-len requested 512, server runs 256"
+
+
+def test_a_capacity_point_becomes_probes_stored_as_points(tmp_path):
+    # TTFT p95 follows 50 ms / (1 - rate/10): the 100 ms SLO holds up to 5 req/s.
+    def measure(point):
+        return fake_columns(point, ttft_ms=50.0 / max(1e-3, 1 - point.target / 10))
+
+    search = LoadPoint(
+        "capacity",
+        "capacity",
+        None,
+        5.0,
+        None,
+        None,
+        search=SearchSettings(start_rate=1.0, tolerance=0.05, max_probes=12),
+    )
+    store, runner = make_runner(tmp_path, FakeDeployment(), FakeLoadDriver(measure), slo=SLO)
+    outcome = runner.run(CONFIG, [search])
+    capacity = outcome.capacity
+    assert capacity["converged"] and 0.95 * 5 <= capacity["rate"] <= 5
+    rows = read_points(store.path)
+    assert [r["point_id"] for r in rows] == [f"capacity-{n}" for n in range(1, len(rows) + 1)]
+    assert all(r["load_kind"] == "poisson" for r in rows)
+    assert json.loads((store.path / "manifest.json").read_text())["configs"][0]["capacity"][
+        "probes"
+    ] == len(rows)
+    assert runner.capacity_hint == capacity["rate"]  # the next configuration starts warm
+
+
+def test_a_resumed_configuration_continues_its_search_from_the_stored_probes(tmp_path):
+    def measure(point):
+        return fake_columns(point, ttft_ms=50.0 / max(1e-3, 1 - point.target / 10))
+
+    search = LoadPoint(
+        "capacity",
+        "capacity",
+        None,
+        5.0,
+        None,
+        None,
+        search=SearchSettings(start_rate=1.0, tolerance=0.05, max_probes=12),
+    )
+    store, runner = make_runner(tmp_path, FakeDeployment(), FakeLoadDriver(measure), slo=SLO)
+    first = runner.run(CONFIG, [search])
+    earlier = read_points(store.path)[:2]
+    driver = FakeLoadDriver(measure)
+    store2, runner2 = make_runner(tmp_path / "again", FakeDeployment(), driver, slo=SLO)
+    second = runner2.run(CONFIG, [search], attempt=2, earlier_rows=earlier)
+    assert second.capacity["rate"] == first.capacity["rate"]
+    assert len(driver.ran) == first.capacity["probes"] - 2  # the stored probes were not redone
