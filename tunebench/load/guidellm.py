@@ -166,6 +166,8 @@ class GuideLLMDriver:
             "groups": build_groups(points),
             "out_dir": str(work_dir / "benchmarks"),
             "first_index": first_index,
+            # load.data.seed: the same prompts in every run of the sweep file
+            "seed": getattr(self.data, "seed", None),
         }
         suffix = f"-retry{attempt}" if attempt else ""
         job_path = work_dir / f"guidellm-job{suffix}.json"

@@ -68,6 +68,11 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
                 "data": [job["data"]],
                 "tokenizer": {"kind": "huggingface_auto", "model": job["tokenizer"]},
                 "outputs": [],
+                **(
+                    {"seed": {"kind": "static", "value": job["seed"]}}
+                    if job.get("seed") is not None
+                    else {}
+                ),
             }
         }
     )
