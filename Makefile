@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tunebench-setup
 
-.PHONY: setup demo test test-fast benchmark clean
+.PHONY: setup demo test test-fast lint benchmark clean
 
 setup: $(STAMP)
 
@@ -17,13 +17,19 @@ demo: setup
 	$(VENV)/bin/tunebench demo-model
 	$(VENV)/bin/tunebench sweep sweeps/cpu-demo.yaml
 
+# The whole suite: lint (ruff, import-linter layers, mypy), then unit, contract,
+# integration and the real-server e2e tests. Under CI a skipped test fails the suite.
 test: setup
 	bash scripts/setup-test-deps.sh
+	PY=$(PY) bash scripts/lint.sh
 	$(PY) -m pytest -q
 
-# Unit tests only (seconds, no server).
+# Pure unit tests only: in-process, no server, no outside tool.
 test-fast: setup
-	$(PY) -m pytest -q -m "not server"
+	$(PY) -m pytest -q tests/unit
+
+lint: setup
+	PY=$(PY) bash scripts/lint.sh
 
 # Wall time of the demo sweep against server starts + measured load (overhead ratio), and
 # report/compare times on a synthetic run of 50 configurations x 10 points.

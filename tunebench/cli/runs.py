@@ -67,10 +67,8 @@ def register(app: typer.Typer) -> None:
           tunebench show 20261121-1530-cpu-demo
           tunebench show cpu-demo --format json | jq '.[].ttft_p50_ms'
         """
-        from rich.console import Console
-
         from tunebench.report.points_table import points_table
-        from tunebench.report.tables import capacity_lines, failure_lines
+        from tunebench.report.tables import capacity_lines, failure_lines, wide_console
         from tunebench.store.run import RunStore, resolve_run
 
         store = RunStore.open(resolve_run(run, root_of(root)))
@@ -82,10 +80,8 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(store.layout.points.read_text() if store.rows else "")
             return
         manifest = store.manifest
-        # A terminal's own width; piped output gets room for every column.
-        console = Console(highlight=False)
-        width = console.width if console.is_terminal else 200
-        console = console if console.is_terminal else Console(highlight=False, width=width)
+        console = wide_console()
+        width = console.width
         console.print(
             points_table(
                 store.rows,

@@ -133,20 +133,32 @@ COLUMNS = (  # in display order
 )
 
 
-def _fit(columns: list[Column], cells: dict[str, list[str]], width: int) -> list[Column]:
-    """Columns by priority while the table fits `width` (headers may wrap at spaces)."""
+def _content_width(column: Column, cells: dict[str, list[str]]) -> int:
+    """The narrowest a column can be: its widest cell (cells never wrap: a number split over
+    two lines misreads) or the longest word of its header (headers may wrap)."""
+    longest_word = max(len(w) for w in column.header.split())
+    return max([longest_word, *(len(c) for c in cells[column.header])])
 
-    def need(column: Column) -> int:
-        longest_word = max(len(w) for w in column.header.split())
-        return max([longest_word, *(len(c) for c in cells[column.header])]) + 3
 
-    chosen: set[str] = set()
+def _fit(columns: list[Column], cells: dict[str, list[str]], width: int) -> dict[str, int]:
+    """Column -> content width: columns by priority while the table fits `width` (each
+    column costs its content, two spaces of padding and a border), then the room left goes
+    to headers that would otherwise wrap."""
+    chosen: dict[str, int] = {}
     used = 1  # the table's left border
     for column in sorted(columns, key=lambda c: c.priority):
-        if used + need(column) <= width or column.priority == 0:
-            chosen.add(column.header)
-            used += need(column)
-    return [c for c in columns if c.header in chosen]
+        need = _content_width(column, cells)
+        if used + need + 3 <= width or column.priority == 0:
+            chosen[column.header] = need
+            used += need + 3
+    spare = width - used
+    for column in columns:
+        if column.header in chosen and spare > 0:
+            grow = min(len(column.header) - chosen[column.header], spare)
+            if grow > 0:
+                chosen[column.header] += grow
+                spare -= grow
+    return {c.header: chosen[c.header] for c in columns if c.header in chosen}
 
 
 def points_table(
@@ -176,14 +188,13 @@ def points_table(
         c.header: [config_cell(r) if c.render is None else c.render(r) for r in rows]
         for c in columns
     }
-    shown = _fit(columns, cells, width)
+    widths = _fit(columns, cells, width)
+    shown = [c for c in columns if c.header in widths]
     table = Table(title=title, header_style="bold", show_lines=False)
     for column in shown:
         left = column.header in ("config", "point", "valid", "load")
         table.add_column(
-            column.header,
-            justify="left" if left else "right",
-            no_wrap=column.header in ("config", "point"),
+            column.header, justify="left" if left else "right", width=widths[column.header]
         )
     for index in range(len(rows)):
         table.add_row(*(cells[c.header][index] for c in shown))
@@ -203,7 +214,7 @@ def points_table(
         )
     notes = _notes(rows, config_cell)
     for line in notes[:notes_limit]:
-        parts.append(Text(line[:width]))
+        parts.append(Text(line))
     if len(notes) > notes_limit:
         parts.append(
             Text(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.console import Console, Group
@@ -13,9 +14,12 @@ from tunebench.report.text import describe_capacity
 
 
 def wide_console(stderr: bool = False) -> Console:
-    """A console that does not squeeze tables to 80 columns when output is piped."""
+    """The terminal's width; when output is piped, COLUMNS if set, else 200 columns (so a
+    file or a CI log gets every column instead of rich's 80)."""
     console = Console(highlight=False, stderr=stderr)
-    return console if console.is_terminal else Console(highlight=False, stderr=stderr, width=200)
+    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return console
+    return Console(highlight=False, stderr=stderr, width=200)
 
 
 def runs_table(entries: list[tuple[str, Any]]) -> Table:
