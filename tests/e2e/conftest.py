@@ -1,8 +1,10 @@
-"""One real sweep per configuration set, shared by every test that reads it.
+"""Real servers and real runs, shared by every test that reads them, and measured budgets.
 
-A vLLM-CPU start costs 35-90 s here, so the e2e sweep runs once per session (3
-configurations: one that cannot start, max-num-seqs 2, max-num-seqs 8) and the tests
-assert on its run directory.
+A vLLM-CPU start costs 35-90 s here, so each server configuration starts once per session:
+the e2e sweep (one configuration that cannot start, max-num-seqs 2 and 8) and one guarded
+server that the endpoint, helm, fault and pipeline tests reach. Waits are not guesses:
+`budget` derives them from the start-up times measured in this session, and every wait for
+a tunebench process ends as soon as that process exits.
 """
 
 from __future__ import annotations
@@ -48,11 +50,29 @@ class SweepRun:
         return next(r for r in self.rows_of(label) if r["point_id"] == point_id)
 
 
+# Secrets a user gives tunebench, planted in the e2e sweep's spec (tests/specs/e2e-cpu.yaml)
+# and environment; tests/e2e/test_secrets_cpu.py greps everything written or printed.
+PLANTED = {
+    "env HF_TOKEN": "hf_plantedEnvToken8842XYZ",
+    "spec api-key": "sk-planted-spec-apikey-5521",
+    "spec deployment.env HF_TOKEN": "hf_plantedSpecToken1177QRS",
+    "env bearer": "planted-bearer-token-90aa17",
+    "env AWS_SECRET_ACCESS_KEY": "plantedAwsSecret/0b9+Q2",
+}
+PLANTED_ENV = {
+    "HF_TOKEN": PLANTED["env HF_TOKEN"],
+    "TB_BEARER_TOKEN": PLANTED["env bearer"],
+    "TB_EXTRA_SECRET": PLANTED["env AWS_SECRET_ACCESS_KEY"],
+}
+
+
 @pytest.fixture(scope="session")
 def e2e_sweep(tmp_path_factory) -> SweepRun:
     root = tmp_path_factory.mktemp("runs")
     started = time.monotonic()
-    result = run_cli("sweep", "tests/specs/e2e-cpu.yaml", "--output", str(root), timeout=1200)
+    result = run_cli(
+        "sweep", "tests/specs/e2e-cpu.yaml", "--output", str(root), env=PLANTED_ENV, timeout=1200
+    )
     elapsed = time.monotonic() - started
     runs = sorted(root.iterdir())
     assert len(runs) == 1, (result.stdout, result.stderr)
@@ -71,12 +91,50 @@ def e2e_sweep(tmp_path_factory) -> SweepRun:
 GUARDED_KEY = "tb-test-key-5f2c9a71"
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How long things may take on this machine, from what it measured this session."""
+
+    cli_s: float  # `tunebench sweep SPEC --dry-run`: interpreter, imports, spec, plan
+    server_s: float  # the guarded vLLM server's start to /health
+
+    def run_directory(self) -> float:
+        """Until a sweep's run directory exists (the CLI starts, loads the spec, plans)."""
+        return 10 * self.cli_s + 30
+
+    def first_point(self, point_s: float, server_starts: int = 0) -> float:
+        """Until the first point of a sweep is stored: its server start(s), the load
+        generator's start, twice the point's own length, and slack for a busy machine."""
+        return 10 * self.cli_s + 3 * self.server_s * server_starts + 2 * point_s + 60
+
+
+def wait_for(predicate, timeout_s: float, what: str, process=None):
+    """Poll `predicate` until it returns something true; fail with `what` at `timeout_s`,
+    or at once (with its stderr) when `process`, the tunebench run being watched, exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (OSError, ValueError, KeyError, IndexError):
+            value = None
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            _, err = process.communicate()
+            raise AssertionError(
+                f"{what}: the run exited ({process.returncode}) first: {(err or '')[-2000:]}"
+            )
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
 @dataclass
 class GuardedServer:
     base_url: str  # http://127.0.0.1:PORT
     address: str  # 127.0.0.1:PORT
     log_path: Path
     pgid: int
+    started_s: float  # measured: launch to /health 200
 
 
 @pytest.fixture(scope="session")
@@ -98,6 +156,18 @@ def guarded_server(tmp_path_factory):
     )
     handle = server.start(config)
     yield GuardedServer(
-        handle.base_url, handle.base_url.removeprefix("http://"), server.log_path, server.pgid
+        handle.base_url,
+        handle.base_url.removeprefix("http://"),
+        server.log_path,
+        server.pgid,
+        handle.started_s or 60.0,
     )
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def budget(guarded_server) -> Budget:
+    started = time.monotonic()
+    result = run_cli("sweep", "tests/specs/e2e-cpu.yaml", "--dry-run", timeout=300)
+    assert result.returncode == 0, result.stderr
+    return Budget(cli_s=time.monotonic() - started, server_s=guarded_server.started_s)

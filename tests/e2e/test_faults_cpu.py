@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER
+from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER, Budget, wait_for
 from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
@@ -72,19 +72,6 @@ def start(spec: Path, runs: Path, *extra: str) -> subprocess.Popen:
     )
 
 
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except (OSError, ValueError, KeyError, IndexError):
-            value = None
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[str, str]:
     try:
         return process.communicate(timeout=timeout_s)
@@ -98,10 +85,17 @@ def manifest_of(run: Path) -> dict:
     return json.loads((run / "manifest.json").read_text())
 
 
-def in_second_point(runs: Path) -> tuple[Path, dict]:
+def in_second_point(runs: Path, process, budget: Budget, server_starts: int = 0):
     """Wait until the first point is stored and the second has run for a second."""
-    run = wait_for(lambda: next(iter(runs.iterdir())), 60, "the run directory")
-    wait_for(lambda: len(read_points(run)) >= 1, 400, "the first point")
+    run = wait_for(
+        lambda: next(iter(runs.iterdir())), budget.run_directory(), "the run directory", process
+    )
+    wait_for(
+        lambda: len(read_points(run)) >= 1,
+        budget.first_point(5, server_starts),
+        "the first point",
+        process,
+    )
     time.sleep(1.5)
     return run, manifest_of(run)["configs"][0]
 
@@ -124,7 +118,7 @@ def resume(run: Path, env: dict | None = None):
     )
 
 
-def test_server_killed_mid_point_then_resumed(tmp_path):
+def test_server_killed_mid_point_then_resumed(tmp_path, budget):
     spec = write_spec(
         tmp_path,
         "kill-server",
@@ -133,7 +127,7 @@ def test_server_killed_mid_point_then_resumed(tmp_path):
     )
     runs = tmp_path / "runs"
     process = start(spec, runs)
-    run, config = in_second_point(runs)
+    run, config = in_second_point(runs, process, budget, server_starts=1)
     first = read_points(run)[0]
     os.kill(config["server_pgid"], signal.SIGKILL)  # the API server itself, not its group
     began = time.monotonic()
@@ -159,10 +153,10 @@ def test_server_killed_mid_point_then_resumed(tmp_path):
     assert_gone(manifest["configs"][0]["server_pgid"], manifest["configs"][0]["load_pgid"])
 
 
-def test_guidellm_killed_mid_point_is_redone_in_a_fresh_worker(tmp_path, guarded_server):
+def test_guidellm_killed_mid_point_is_redone_in_a_fresh_worker(tmp_path, guarded_server, budget):
     runs = tmp_path / "runs"
     process = start(endpoint_spec(tmp_path, guarded_server, "kill-load"), runs)
-    run, config = in_second_point(runs)
+    run, config = in_second_point(runs, process, budget)
     first = read_points(run)[0]
     os.killpg(config["load_pgid"], signal.SIGKILL)
     stdout, stderr = finish(process)
@@ -178,10 +172,10 @@ def test_guidellm_killed_mid_point_is_redone_in_a_fresh_worker(tmp_path, guarded
     assert_gone(config["load_pgid"])
 
 
-def test_sigterm_mid_sweep_then_resume(tmp_path, guarded_server):
+def test_sigterm_mid_sweep_then_resume(tmp_path, guarded_server, budget):
     runs = tmp_path / "runs"
     process = start(endpoint_spec(tmp_path, guarded_server, "sigterm"), runs)
-    run, config = in_second_point(runs)
+    run, config = in_second_point(runs, process, budget)
     process.send_signal(signal.SIGTERM)  # what a pod's deletion or `kill` delivers
     stdout, stderr = finish(process, 90)
     assert process.returncode == 130, stderr[-2000:]

@@ -7,28 +7,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.conftest import NEEDS_SERVER
+from tests.e2e.conftest import NEEDS_SERVER, wait_for
 from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
 
-def _wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def test_ctrl_c_mid_sweep(tmp_path):
+def test_ctrl_c_mid_sweep(tmp_path, budget):
     process = subprocess.Popen(
         [
             sys.executable,
@@ -49,8 +38,18 @@ def test_ctrl_c_mid_sweep(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
-        run_dir = _wait_for(lambda: next(iter(tmp_path.iterdir()), None), 60, "the run directory")
-        _wait_for(lambda: len(read_points(run_dir)) >= 1, 400, "the first point")
+        run_dir = wait_for(
+            lambda: next(iter(tmp_path.iterdir()), None),
+            budget.run_directory(),
+            "the run directory",
+            process,
+        )
+        wait_for(
+            lambda: len(read_points(run_dir)) >= 1,
+            budget.first_point(6, server_starts=1),
+            "the first point",
+            process,
+        )
         manifest = json.loads((run_dir / "manifest.json").read_text())
         groups = [manifest["configs"][0][k] for k in ("server_pgid", "load_pgid")]
         assert all(groups), manifest["configs"][0]

@@ -1,6 +1,7 @@
 """Plant known secrets everywhere a user gives them (environment and spec: HF token, vLLM
 API key, bearer token, S3 credentials) and grep every file of the run, the report, the
-console output of every command and a crash log for them."""
+console output of every command and a crash log for them. The run is the shared e2e sweep,
+whose spec and environment hold the planted values (tests/e2e/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.e2e.conftest import NEEDS_SERVER
+from tests.e2e.conftest import NEEDS_SERVER, PLANTED, PLANTED_ENV
 from tests.fakes.s3_server import BUCKET
-from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
-
-PLANTED = {
-    "env HF_TOKEN": "hf_plantedEnvToken8842XYZ",
-    "spec api-key": "sk-planted-spec-apikey-5521",
-    "spec deployment.env HF_TOKEN": "hf_plantedSpecToken1177QRS",
-    "env bearer": "planted-bearer-token-90aa17",
-    "env AWS_SECRET_ACCESS_KEY": "plantedAwsSecret/0b9+Q2",
-}
 
 
 def grep_tree(root: Path) -> list[str]:
@@ -41,44 +33,20 @@ def grep_text(where: str, text: str) -> list[str]:
     return [f"{where}: {what}" for what, value in PLANTED.items() if value in text]
 
 
-def test_planted_secrets_never_reach_a_file_log_or_console(tmp_path, s3):
-    spec = tmp_path / "secrets.yaml"
-    spec.write_text(
-        textwrap.dedent(f"""
-        name: secrets
-        model: builtin:tiny-llama
-        deployment:
-          kind: local
-          env: {{HF_TOKEN: {PLANTED["spec deployment.env HF_TOKEN"]}}}
-        server:
-          args: {{max-model-len: 256, enforce-eager: true, api-key: {PLANTED["spec api-key"]}}}
-        load:
-          data: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}
-          profiles: [{{kind: concurrent, streams: [2], max_seconds: 4}}]
-        """)
-    )
-    home = tmp_path / "home"
-    env = {
-        "HF_TOKEN": PLANTED["env HF_TOKEN"],
-        "TB_BEARER_TOKEN": PLANTED["env bearer"],
-        "AWS_ACCESS_KEY_ID": s3.key_id,
-        "AWS_SECRET_ACCESS_KEY": s3.secret,
-        "TB_EXTRA_SECRET": PLANTED["env AWS_SECRET_ACCESS_KEY"],
-        "TUNEBENCH_HOME": str(home),
-    }
-    runs = tmp_path / "runs"
-    outputs = []
-    sweep = run_cli("sweep", str(spec), "-o", str(runs), env=env, timeout=600)
-    outputs.append(("sweep", sweep))
-    assert sweep.returncode == 0, sweep.stderr[-3000:]
-    run = next(runs.iterdir())
+def test_planted_secrets_never_reach_a_file_log_or_console(e2e_sweep, tmp_path, s3):
+    run = e2e_sweep.path
     # The server really required the key from the spec, and got it from tunebench:
-    rows = read_points(run)
-    assert int(rows[0]["requests_ok"]) > 0 and int(rows[0]["requests_failed"]) == 0
+    mns8 = e2e_sweep.rows_of("mns8")
+    assert mns8 and all(int(r["requests_ok"]) > 0 and int(r["requests_failed"]) == 0 for r in mns8)
+    assert "--api-key" in e2e_sweep.config("mns8")["command_args"]
+    env = {**PLANTED_ENV, "AWS_ACCESS_KEY_ID": s3.key_id, "AWS_SECRET_ACCESS_KEY": s3.secret}
+    outputs = [("sweep", e2e_sweep)]
+    root = str(run.parent)
     for command in (
-        ["show", str(run), "--format", "json"],
+        ["show", run.name, "--root", root, "--format", "json"],
+        ["show", run.name, "--root", root],
         ["report", str(run)],
-        ["compare", str(run), str(run)],
+        ["compare", str(run), "--by", "variant"],
         ["results", str(run)],
         ["upload", str(run), f"s3://{BUCKET}/secrets", "--endpoint-url", s3.endpoint],
     ):
@@ -86,23 +54,25 @@ def test_planted_secrets_never_reach_a_file_log_or_console(tmp_path, s3):
         assert result.returncode == 0, (command, result.stderr[-2000:])
         outputs.append((command[0], result))
     # An internal error with the secrets in its message still writes a clean crash log.
+    home = tmp_path / "home"
     crash = subprocess.run(
         [
             sys.executable,
             "-c",
             textwrap.dedent(f"""
-            import sys, tunebench.cli.runs as runs_cli, tunebench.cli.main as main
+            import sys, tunebench.cli.main as main
+            import tunebench.store.run as store_run
             def boom(root):
                 raise RuntimeError("boom Authorization: Bearer {PLANTED["env bearer"]} "
                                    "{PLANTED["env HF_TOKEN"]} {PLANTED["spec api-key"]}")
-            runs_cli.list_runs = boom
+            store_run.list_runs = boom
             from tunebench.redact import remember; remember({PLANTED["spec api-key"]!r})
-            sys.argv = ["tunebench", "runs", "--root", {str(runs)!r}]
+            sys.argv = ["tunebench", "runs", "--root", {root!r}]
             main.run()
             """),
         ],
         cwd=REPO,
-        env={**os.environ, **env},
+        env={**os.environ, **env, "TUNEBENCH_HOME": str(home)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -122,10 +92,8 @@ def test_planted_secrets_never_reach_a_file_log_or_console(tmp_path, s3):
     for obj in keys:  # ... and no uploaded object holds a secret either
         body = s3.client().get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read()
         hits += grep_text(f"s3://{BUCKET}/{obj['Key']}", body.decode("utf-8", errors="replace"))
-    hits += (
-        grep_text("S3 secret", "")
-        if s3.secret not in "".join(r.stdout + r.stderr for _, r in outputs)
-        else ["S3 secret key in console output"]
-    )
+    console = "".join(r.stdout + r.stderr for _, r in outputs)
+    if s3.secret in console:
+        hits.append("S3 secret key in console output")
     assert hits == [], hits
-    assert (run / "report.html").exists() and (run / "logs" / "server-c1.log").exists()
+    assert (run / "report.html").exists() and (run / "logs" / "server-c3.log").exists()

@@ -205,11 +205,30 @@ def test_compare_flags_the_real_regression(e2e_sweep):
 def test_slo_goodput_and_client_verdict(e2e_sweep):
     for label in ("mns2", "mns8"):
         for row in e2e_sweep.rows_of(label):
-            assert row["slo_met"] == "True", row["slo_violations"]
-            # every request met the generous thresholds, so goodput is the achieved rate
-            assert float(row["goodput_fraction"]) == 1.0
-            assert float(row["goodput_rps"]) == pytest.approx(float(row["achieved_rps"]))
+            # The verdict follows the spec's thresholds from the point's own percentiles
+            # (slo: ttft p95 <= 5000 ms, e2e p99 <= 10 s, errors <= 1%).
+            ok, failed = int(row["requests_ok"]), int(row["requests_failed"])
+            meets = (
+                float(row["ttft_p95_ms"]) <= 5000
+                and float(row["e2e_p99_s"]) <= 10
+                and failed / (ok + failed) <= 0.01
+            )
+            assert (row["slo_met"] == "True") == meets, row["slo_violations"]
+            assert (row["slo_violations"] == "") == meets
+            # goodput counts the requests that met every threshold, at the achieved rate
+            fraction = float(row["goodput_fraction"])
+            assert 0 <= fraction <= 1
+            assert float(row["goodput_rps"]) == pytest.approx(fraction * float(row["achieved_rps"]))
         at8 = e2e_sweep.point(label, "concurrent-8")
-        # 2 cores: GuideLLM keeps far fewer than 8 requests in flight, and says so
-        assert at8["client_limited"] == "True"
-        assert "of 8 streams" in at8["client_limited_reason"]
+        # Whether 2 cores can keep 8 streams busy is a property of the machine, not of the
+        # code: assert that the verdict follows the rule from the point's own numbers.
+        achieved = float(at8["achieved_concurrency"])
+        late = "root_late" in at8["client_warnings"].split(";")
+        short = achieved < 8 * (1 - 0.10)
+        assert (at8["client_limited"] == "True") == (short or late), at8
+        if short:
+            assert (
+                f"achieved concurrency {achieved:.2f} of 8 streams" in at8["client_limited_reason"]
+            )
+        if late:
+            assert "GuideLLM warned: root_late" in at8["client_limited_reason"]

@@ -76,7 +76,9 @@ def test_every_probe_is_a_stored_point_with_a_sane_rate(tuned):
         )  # the fixed warm-up point ran first
         for row in probes:
             assert row["point_id"].startswith("capacity-") and row["load_kind"] == "poisson"
-            assert row["slo_met"] in ("True", "False") and row["slo_ratio"] != ""
+            assert row["slo_met"] in ("True", "False")
+            # a ratio to interpolate on, or the reason there is none (no request finished)
+            assert row["slo_ratio"] != "" or "not measured: " in row["slo_violations"], row
             # GuideLLM 0.8.1's Poisson start race sent 10x the rate; the worker fixes it
             sent = (
                 float(row["requests_ok"])
