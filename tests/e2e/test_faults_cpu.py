@@ -26,7 +26,7 @@ LOAD = """
 load:
   data: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
   profiles:
-    - {kind: concurrent, streams: [1, 2, 3], max_seconds: 5}
+    - {kind: concurrent, streams: [1, 2, 3], max_seconds: 4}
 """
 
 
@@ -92,7 +92,7 @@ def in_second_point(runs: Path, process, budget: Budget, server_starts: int = 0)
     )
     wait_for(
         lambda: len(read_points(run)) >= 1,
-        budget.first_point(5, server_starts),
+        budget.first_point(4, server_starts),
         "the first point",
         process,
     )

@@ -94,7 +94,7 @@ def test_physics_max_num_seqs_2_queues_at_8_streams(e2e_sweep):
 def test_run_directory_layout(e2e_sweep):
     path = e2e_sweep.path
     manifest = e2e_sweep.manifest
-    assert manifest["schema_version"] == 1
+    assert manifest["schema_version"] == 2 and manifest["kind"] == "sweep"
     assert manifest["versions"]["vllm"] and manifest["versions"]["guidellm"] == "0.8.1"
     assert manifest["started_at"] and manifest["ended_at"]
     assert manifest["spec"]["name"] == "e2e-cpu"
