@@ -47,6 +47,7 @@ CRASH_RESTARTS = 2
 
 class HelmDeployment:
     kind = "helm"
+    poll_s = POLL_S  # how often the InferenceService and its pod are looked at
 
     def __init__(
         self,
@@ -282,7 +283,7 @@ class HelmDeployment:
             self.on_status(
                 f"waiting for InferenceService {self.release}: {state} … {elapsed:.0f} s"
             )
-            time.sleep(POLL_S)
+            time.sleep(self.poll_s)
 
     def _fail(self, message: str, pod: str | None) -> None:
         details: list[str] = []

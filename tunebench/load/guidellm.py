@@ -174,6 +174,10 @@ class GuideLLMDriver:
         job_path.write_text(json.dumps(job, indent=2))
         env = dict(os.environ)
         env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "1")  # default spawns up to 10
+        # GuideLLM forks its data-loader child after the tokenizer's thread pool has run in
+        # this process; a fork with those threads' locks held can hang the child, which is
+        # the stall the retry below recovers from. One tokenizer thread avoids the state.
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
         env["PYTHONWARNINGS"] = "ignore::FutureWarning"
         self._process = ManagedProcess(
             [self.python, "-m", self.worker_module, str(job_path)],

@@ -78,11 +78,11 @@ def _load(row: dict[str, Any]) -> str:
     target = as_number(row.get("target"))
     if target is None:
         return "-"
-    unit = (
-        "streams"
-        if row.get("load_kind") in ("concurrent", "throughput")
-        else ("records" if row.get("load_kind") == "batch" else "req/s")
-    )
+    kind = row.get("load_kind")
+    if kind in ("concurrent", "throughput"):
+        unit = "stream" if target == 1 else "streams"
+    else:
+        unit = "records" if kind == "batch" else "req/s"
     return f"{sig(target, 3)} {unit}"
 
 
