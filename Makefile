@@ -17,12 +17,15 @@ demo: setup
 	$(VENV)/bin/tunebench demo-model
 	$(VENV)/bin/tunebench sweep sweeps/cpu-demo.yaml
 
-# The whole suite: lint (ruff, import-linter layers, mypy), then unit, contract,
-# integration and the real-server e2e tests. Under CI a skipped test fails the suite.
+# The whole suite: lint (ruff, import-linter layers, mypy), then unit, contract and
+# integration tests on both cores (a file's tests stay in one worker), then the real-server
+# e2e tests in one process, which share one server per configuration. Under CI a skipped
+# test fails the suite; each pytest exits non-zero when no test ran.
 test: setup
 	bash scripts/setup-test-deps.sh
 	PY=$(PY) bash scripts/lint.sh
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile tests/unit tests/contract tests/integration
+	$(PY) -m pytest -q --durations=15 tests/e2e
 
 # Pure unit tests only: in-process, no server, no outside tool.
 test-fast: setup

@@ -51,6 +51,7 @@ def invoke(*args: str, cwd: Path | None = None, env: dict | None = None, timeout
     from tunebench.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
+    env = {"COLUMNS": "200", **(env or {})}  # as run_cli: tables at full width
     with (
         _environment(env, cwd or REPO),
         contextlib.redirect_stdout(out),

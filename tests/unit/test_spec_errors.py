@@ -1042,11 +1042,10 @@ def write_case(tmp_path: Path, case: Case) -> Path:
 
 
 def run_in_process(capsys, *args: str) -> SimpleNamespace:
-    from tunebench.cli.main import main
+    from tests.conftest import invoke
 
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    result = invoke(*args, cwd=Path.cwd())
+    return SimpleNamespace(returncode=result.returncode, stdout=result.stdout, stderr=result.stderr)
 
 
 def assert_one_line_error(result, spec: Path, fragments: tuple[str, ...]) -> None:
