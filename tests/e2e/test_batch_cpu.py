@@ -23,7 +23,8 @@ def _run(spec, root, *extra):
     return result, runs[-1] if runs else None
 
 
-RECIPE_RECORDS = 100  # the shipped job on half its records, with eager engines: minutes less
+SHARD_RECORDS = 16  # two shards of 8: enough to lose or repeat a record
+RECIPE_RECORDS = 32  # the shipped job on its first records (160 tokens each), eager engines
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def test_recipes_end_to_end_with_valid_structured_outputs(recipes):
 
 
 def test_two_shards_cover_every_record_once(tmp_path):
-    spec = _small_spec(tmp_path, 40)
+    spec = _small_spec(tmp_path, SHARD_RECORDS)
     two, run_two = _run(spec, tmp_path / "two", "--shards", "2", "--no-report")
     assert two.returncode == 0, two.stderr[-3000:]
     ids = [
@@ -94,8 +95,8 @@ def test_two_shards_cover_every_record_once(tmp_path):
     dataset = [
         json.loads(line)["id"]
         for line in (REPO / "sweeps/data/recipes.jsonl").read_text().splitlines()
-    ][:40]
-    assert len(ids) == len(set(ids)) == 40  # none lost, none twice
+    ][:SHARD_RECORDS]
+    assert len(ids) == len(set(ids)) == SHARD_RECORDS  # none lost, none twice
     assert set(ids) == set(dataset)  # exactly the records one shard would have run
     manifest = json.loads((run_two / "manifest.json").read_text())
     assert manifest["shards"] == 2 and len(manifest["configs"][0]["shards"]) == 2
