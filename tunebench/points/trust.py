@@ -1,0 +1,33 @@
+"""What a stored point may be used as: the one reading of its `valid` and `client_limited`
+flags for every consumer (compare, report, results/best, capacity search, tuner).
+
+- invalid (`valid` false: args not in effect, no successful request, client and server
+  counts disagree): evidence of nothing; compare excludes it, best and the tuner skip it,
+  a capacity search does not count it as capacity;
+- client-limited (the load it got is not the load it names): a true statement about what
+  was measured but not about the server at its target; compare marks it, best uses it only
+  when nothing else is left, a capacity search never counts it as capacity;
+- otherwise: server evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def flag(value: Any) -> bool:
+    """A boolean cell as stored (True, "True", "true", "1") or in memory."""
+    return value is True or str(value).lower() in ("true", "1")
+
+
+def is_valid(row: dict[str, Any]) -> bool:
+    return flag(row.get("valid"))
+
+
+def is_client_limited(row: dict[str, Any]) -> bool:
+    return flag(row.get("client_limited"))
+
+
+def is_server_evidence(row: dict[str, Any]) -> bool:
+    """Valid and not held back by the client: the point speaks for the server at its target."""
+    return is_valid(row) and not is_client_limited(row)
