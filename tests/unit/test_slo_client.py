@@ -121,6 +121,50 @@ def test_no_slo_gives_empty_columns():
             "GuideLLM warned: root_late",
         ),
         ({"load_kind": "synchronous", "target": "", "achieved_concurrency": 0.9}, False, ""),
+        # over-drive: the recorded grid sent 1.07-1.47x its Poisson targets
+        (
+            {
+                "load_kind": "poisson",
+                "target": 2,
+                "duration_s": 60,
+                "requests_ok": 170,
+                "requests_failed": 0,
+                "requests_incomplete": 6,
+            },
+            True,
+            "over-driven: sent 2.93 req/s for a target of 2",
+        ),
+        # 36 sent of 32 expected in 8 s: inside a Poisson process's own noise (3 sd)
+        (
+            {
+                "load_kind": "poisson",
+                "target": 4,
+                "duration_s": 8,
+                "requests_ok": 34,
+                "requests_failed": 0,
+                "requests_incomplete": 2,
+            },
+            False,
+            "",
+        ),
+        # the same count at a constant rate is 12.5% over: no noise to excuse it
+        (
+            {
+                "load_kind": "constant",
+                "target": 4,
+                "duration_s": 8,
+                "requests_ok": 34,
+                "requests_failed": 0,
+                "requests_incomplete": 2,
+            },
+            True,
+            "over-driven: sent 4.50 req/s for a target of 4",
+        ),
+        (
+            {"load_kind": "concurrent", "target": 4, "achieved_concurrency": 4.9},
+            True,
+            "over-driven: concurrency 4.90 for 4 streams",
+        ),
     ],
 )
 def test_client_limited(row, limited, reason):
