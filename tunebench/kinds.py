@@ -29,7 +29,7 @@ from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.kserve_chart import check_helm_plan, release_name, tokenizer_for
-from tunebench.spec.models import SweepSpec
+from tunebench.spec.models import SweepSpec, SyntheticData
 from tunebench.spec.plan import Plan, ServerConfig, build_plan
 from tunebench.store.layout import RunLayout, is_run
 from tunebench.store.run import RunStore, resolve_run
@@ -187,4 +187,14 @@ def build_runner(
         reporter,
         slo=spec.slo.as_dict() if spec.slo else None,
         client_tolerance=spec.client_tolerance,
+        expected_output_tokens=fixed_output_tokens(spec),
     )
+
+
+def fixed_output_tokens(spec: SweepSpec) -> int | None:
+    """The output length every request asks for, when the data fixes one (synthetic data
+    without spread: GuideLLM sends it as max_tokens with ignore_eos)."""
+    data = spec.load.data
+    if isinstance(data, SyntheticData) and not data.output_tokens_stdev:
+        return data.output_tokens
+    return None

@@ -26,8 +26,11 @@ def _distribution(values):
     }
 
 
-def guidellm_03_report(streams=(1, 4), seed=0) -> dict:
-    """A report in GuideLLM 0.3's documented layout: args.strategy, run_stats, computed fields."""
+def guidellm_03_report(streams=(1, 4), seed=0, kind="concurrent") -> dict:
+    """A report in GuideLLM 0.3's documented layout: args.strategy, run_stats, computed fields.
+    `kind` synchronous: one benchmark without a numeric target."""
+    if kind == "synchronous":
+        streams = (1,)
     rng = np.random.default_rng(seed)
     benchmarks = []
     for i, stream in enumerate(streams):
@@ -55,7 +58,9 @@ def guidellm_03_report(streams=(1, 4), seed=0) -> dict:
                 "id_": str(i),
                 "args": {
                     "strategy_index": i,
-                    "strategy": {"type_": "concurrent", "streams": stream},
+                    "strategy": {"type_": "synchronous"}
+                    if kind == "synchronous"
+                    else {"type_": "concurrent", "streams": stream},
                     "max_duration": 30.0,
                 },
                 "run_stats": {

@@ -179,5 +179,11 @@ def test_notebook_api(tmp_path):
     requests = tunebench.load_requests(store.path, config_id="c2", point_id="concurrent-4")
     assert len(requests) == 50 and set(requests["config_id"]) == {"c2"}
     result = tunebench.compare(["nb"], by="max-num-seqs", root=tmp_path, metrics=["ttft_p50"])
-    assert list(result.rows.columns[:4]) == ["baseline", "candidate", "load_kind", "target"]
+    assert list(result.rows.columns[:5]) == [
+        "baseline",
+        "candidate",
+        "point",
+        "load_kind",
+        "target",
+    ]
     assert len(result.rows) == 2

@@ -21,6 +21,11 @@ EXPECTED = {
     # A healthy start has no cause: the reason is its last line, shown as the INFO it is
     # (what a start-up timeout reports as "last log line").
     "vllm-0.32-cpu-startup.log": "(EngineCore INFO) CPU KV cache size: 262,144 tokens",
+    # excerpts of healthy GPU starts (the effective-config fixtures): no cause either
+    "vllm-0.24-gpu-autoround-tp4.log": "(EngineCore INFO) GPU KV cache size: 1,774,963 tokens",
+    "vllm-0.27-gpu-autoround-mtp.log": "(EngineCore INFO) Initializing a V1 LLM engine",
+    "vllm-0.8.3-gpu-engine-line.log": "(EngineCore_1 INFO) Initializing a V1 LLM engine",
+    "vllm-gpu-lmcache-eager.log": "(APIServer WARNING) Enforce eager set",
 }
 
 

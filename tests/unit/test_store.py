@@ -39,13 +39,14 @@ def test_points_are_written_at_once_and_read_back(tmp_path):
     assert row["max-num-seqs"] == "2" and row["valid"] == "True"
     assert float(row["start_time"]) == pytest.approx(1795240177.6253695, abs=1e-3)
     header = (store.path / "points.csv").read_text().splitlines()[0].split(",")
-    assert header[:7] == [
+    assert header[:8] == [
         "run_id",
         "config_id",
         "config_label",
         "point_id",
         "load_kind",
         "target",
+        "repeat",
         "max-num-seqs",
     ]
     assert not list(store.path.glob(".*.tmp"))  # temporary files were renamed away

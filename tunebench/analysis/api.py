@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tunebench.analysis.compare import LOAD_KEY, Comparison, Side, compare_sides, resolve_metrics
+from tunebench.analysis.compare import (
+    DEFAULT_RUN_CV,
+    LOAD_KEY,
+    Comparison,
+    Side,
+    compare_sides,
+    resolve_metrics,
+)
 from tunebench.analysis.frames import load_manifest, load_requests, load_run
 from tunebench.errors import TunebenchError, UsageError
 
@@ -33,7 +40,8 @@ def run_sides(runs: list[str], root: str | Path = "reports") -> tuple[list[Side]
     if all(len(labels) == 1 for labels in label_sets):
         key: tuple[str, ...] = LOAD_KEY
         sides = [
-            Side(m["run_id"], p, r, next(iter(_config_args(m).values()), {})) for m, p, r in loaded
+            Side(m["run_id"], p, r, next(iter(_config_args(m).values()), {}), m.get("host") or {})
+            for m, p, r in loaded
         ]
     elif len(set(label_sets)) == 1:
         key = (*LOAD_KEY, "config_label")
@@ -44,7 +52,9 @@ def run_sides(runs: list[str], root: str | Path = "reports") -> tuple[list[Side]
                 for label, values in _config_args(manifest).items()
                 for name, value in values.items()
             }
-            sides.append(Side(manifest["run_id"], points, requests, args))
+            sides.append(
+                Side(manifest["run_id"], points, requests, args, manifest.get("host") or {})
+            )
     else:
         names = ", ".join(
             f"{m['run_id']} ({len(labels)})" for (m, _, _), labels in zip(loaded, label_sets)
@@ -80,7 +90,9 @@ def by_sides(
         values.insert(0, baseline)
     for value in values:
         subset = points[points[arg] == value]
-        sides.append(Side(f"{arg}={value}", subset, requests, {arg: value}))
+        sides.append(
+            Side(f"{arg}={value}", subset, requests, {arg: value}, manifest.get("host") or {})
+        )
     return sides, (*LOAD_KEY, *others)
 
 
@@ -93,6 +105,7 @@ def compare(
     min_change_pct: float = 1.0,
     seed: int = 0,
     baseline: str | None = None,
+    run_cv: float = DEFAULT_RUN_CV,
 ) -> Comparison:
     """Compare runs (baseline first), or with `by` the configurations of one run."""
     if by:
@@ -112,6 +125,7 @@ def compare(
         confidence=confidence,
         min_change_pct=min_change_pct,
         seed=seed,
+        run_cv=run_cv,
     )
 
 

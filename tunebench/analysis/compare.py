@@ -1,71 +1,97 @@
 """Compare runs (or the configurations inside one run) point by point, with statistics.
 
-Points are aligned by load point (kind + target), plus the configuration label when the
-runs hold the same set of configurations. For every aligned point and metric the change
-B/A - 1 gets a bootstrap confidence interval; the verdict is "better" or "worse" only when
-the interval excludes zero (and the change exceeds `min_change_pct`).
+Points are aligned by load point (kind and target, or the point id for points without a
+numeric target: synchronous, a sweep's steps), plus the configuration label when the runs
+hold the same set of configurations. For every aligned point and metric, the change of B
+against A gets an interval from the method that fits the evidence (analysis/stats.py):
 
-Resampling is done without materialising resamples, so thousands of comparisons take
-milliseconds:
-- latency percentiles: the q-quantile of a resample of n sorted samples is the order
-  statistic of rank k ~ Binomial(n, q) (the bootstrap distribution of a sample quantile);
-- throughput (req/s, tok/s): the request count of a resample is Poisson(n) and the mean
-  tokens per request Normal(mean, sd/sqrt(n));
-- repeats (several rows for the same point): the mean over resampled repeats.
+- both sides measured the point in 2 or more repeats: Welch's t over the repeats' values,
+  which includes the run-to-run spread;
+- otherwise, within each run: percentiles by a block bootstrap over the requests in time
+  order, rates by batch means over time bins, error rates as two proportions. These cover
+  the request-to-request variability inside each run only, not a new server start's or
+  the machine's: the row's note says so, and `repeats: N` in the sweep closes the gap.
+
+A verdict is "better" or "worse" when the two-sided interval excludes no change (and the
+change is at least `min_change_pct`); "n/a" with the reason when the evidence is too thin
+(too few samples for a percentile); "excluded" when a side's point is invalid. Points the
+client held back are compared but marked (`client_limited`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from tunebench.analysis import stats
 from tunebench.errors import TunebenchError, UsageError
+from tunebench.points import trust
 
 SIGNIFICANT_WORSE = "worse"
 SIGNIFICANT_BETTER = "better"
 NO_CHANGE = "no significant change"
 NOT_AVAILABLE = "n/a"
+EXCLUDED = "excluded"
+# The run-to-run spread (relative standard deviation per side) that a comparison of single
+# windows cannot see and adds to its interval. Measured on the CPU server (AMD EPYC, AVX2,
+# 2 cores): three repeats of max-num-seqs 2, each its own server start, differed by 5.2%
+# (RMS over TTFT/ITL/e2e medians and rates; tests/fixtures/compare-real, printed by
+# benchmarks/compare_calibration.py), rounded up. Runs measured with repeats measure their own.
+DEFAULT_RUN_CV = 0.06
+WITHIN_RUN_NOTE = (
+    "one run per side: the interval adds a run-to-run spread of {cv:.0%} per "
+    "side it cannot measure; measure with repeats to measure it"
+)
 
 
 @dataclass(frozen=True)
 class CompareMetric:
     name: str
     label: str
-    column: str  # in points.csv
+    column: str  # in points.csv (or computed, for error_rate)
+    kind: str  # quantile | rate | proportion
     sample: str | None = None  # per-request column, for quantile metrics
     quantile: float | None = None
     higher_is_better: bool = False
-    throughput: str | None = None  # "requests" | "tokens" for rate metrics
+    amount: str | None = None  # rate metrics: "tokens" | "requests"
+
+
+def _q(name: str, label: str, column: str, sample: str, q: float) -> CompareMetric:
+    return CompareMetric(name, label, column, "quantile", sample, q)
 
 
 METRICS: dict[str, CompareMetric] = {
     m.name: m
     for m in (
-        CompareMetric("ttft_p50", "TTFT p50 ms", "ttft_p50_ms", "ttft_ms", 0.50),
-        CompareMetric("ttft_p95", "TTFT p95 ms", "ttft_p95_ms", "ttft_ms", 0.95),
-        CompareMetric("ttft_p99", "TTFT p99 ms", "ttft_p99_ms", "ttft_ms", 0.99),
-        CompareMetric("itl_p50", "ITL p50 ms", "itl_p50_ms", "itl_ms", 0.50),
-        CompareMetric("itl_p95", "ITL p95 ms", "itl_p95_ms", "itl_ms", 0.95),
-        CompareMetric("tpot_p50", "TPOT p50 ms", "tpot_p50_ms", "tpot_ms", 0.50),
-        CompareMetric("e2e_p50", "e2e p50 s", "e2e_p50_s", "e2e_s", 0.50),
-        CompareMetric("e2e_p95", "e2e p95 s", "e2e_p95_s", "e2e_s", 0.95),
+        _q("ttft_p50", "TTFT p50 ms", "ttft_p50_ms", "ttft_ms", 0.50),
+        _q("ttft_p95", "TTFT p95 ms", "ttft_p95_ms", "ttft_ms", 0.95),
+        _q("ttft_p99", "TTFT p99 ms", "ttft_p99_ms", "ttft_ms", 0.99),
+        _q("itl_p50", "ITL p50 ms", "itl_p50_ms", "itl_ms", 0.50),
+        _q("itl_p95", "ITL p95 ms", "itl_p95_ms", "itl_ms", 0.95),
+        _q("tpot_p50", "TPOT p50 ms", "tpot_p50_ms", "tpot_ms", 0.50),
+        _q("e2e_p50", "e2e p50 s", "e2e_p50_s", "e2e_s", 0.50),
+        _q("e2e_p95", "e2e p95 s", "e2e_p95_s", "e2e_s", 0.95),
         CompareMetric(
             "output_tok_s",
             "output tok/s",
             "output_tok_s",
+            "rate",
             higher_is_better=True,
-            throughput="tokens",
+            amount="tokens",
         ),
         CompareMetric(
             "achieved_rps",
             "achieved req/s",
             "achieved_rps",
+            "rate",
             higher_is_better=True,
-            throughput="requests",
+            amount="requests",
         ),
+        CompareMetric("error_rate", "error rate %", "error_rate", "proportion"),
     )
 }
 DEFAULT_METRICS = (
@@ -76,9 +102,10 @@ DEFAULT_METRICS = (
     "e2e_p95",
     "output_tok_s",
     "achieved_rps",
+    "error_rate",
 )
 LOAD_KEY = ("load_kind", "target")
-MIN_SAMPLES = 10  # fewer per side: no verdict (a bootstrap of 5 values says little)
+ALIGN = "align"  # the aligned point: "concurrent 8", "poisson 4", "synchronous", "sweep-3"
 
 
 @dataclass
@@ -89,6 +116,7 @@ class Side:
     points: pd.DataFrame
     requests: pd.DataFrame
     args: dict[str, Any] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,12 +127,8 @@ class Comparison:
     baseline: str
     key: tuple[str, ...]
     sides: list[Side] = field(default_factory=list, repr=False)
-
-    def regressions(self, threshold_pct: float) -> pd.DataFrame:
-        rows = self.rows
-        return rows[
-            (rows["verdict"] == SIGNIFICANT_WORSE) & (rows["change_pct"].abs() > threshold_pct)
-        ]
+    changes: list[stats.Change] = field(default_factory=list, repr=False)  # one per row
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         rows = self.rows.astype(object).where(self.rows.notna(), None)
@@ -112,6 +136,7 @@ class Comparison:
             "baseline": self.baseline,
             "key": list(self.key),
             "args_differ": self.args_differ,
+            "warnings": self.warnings,
             "rows": rows.to_dict(orient="records"),
             "crossovers": self.crossovers,
         }
@@ -126,160 +151,292 @@ def resolve_metrics(names: list[str] | None) -> list[CompareMetric]:
     return [METRICS[n] for n in names]
 
 
-# -- statistics ---------------------------------------------------------------------------
+# -- alignment -----------------------------------------------------------------------------
 
 
-def _quantile_draws(values: np.ndarray, q: float, rng: np.random.Generator, n_draws: int):
-    ordered = np.sort(values)
-    ranks = rng.binomial(len(ordered), q, size=n_draws)
-    return ordered[np.clip(ranks, 0, len(ordered) - 1)]
+def align_key(row: pd.Series) -> str:
+    target = row.get("target")
+    if target is None or (isinstance(target, float) and math.isnan(target)):
+        return str(row.get("point_id") or row.get("load_kind"))
+    return f"{row['load_kind']} {float(target):g}"
 
 
-def _throughput_draws(
-    observed: float, samples: pd.DataFrame, kind: str, rng: np.random.Generator, n_draws: int
-) -> np.ndarray:
-    n = len(samples)
-    counts = rng.poisson(n, size=n_draws) / n
-    if kind == "tokens" and "output_tokens" in samples and n > 1:
-        tokens = samples["output_tokens"].to_numpy(dtype=float)
-        mean, sd = tokens.mean(), tokens.std(ddof=1)
-        if mean > 0:
-            counts = counts * rng.normal(mean, sd / np.sqrt(n), size=n_draws) / mean
-    return observed * counts
+def _with_align(points: pd.DataFrame) -> pd.DataFrame:
+    if points.empty:
+        return points.assign(**{ALIGN: pd.Series(dtype=str)})
+    return points.assign(**{ALIGN: points.apply(align_key, axis=1)})
 
 
-def _estimate(
+def _samples_index(side: Side) -> dict[tuple[str, str, int], pd.DataFrame]:
+    requests = side.requests
+    if requests.empty:
+        return {}
+    repeat = requests["repeat"] if "repeat" in requests else pd.Series(1, index=requests.index)
+    frame = requests.assign(_repeat=pd.to_numeric(repeat, errors="coerce").fillna(1).astype(int))
+    return {
+        (str(c), str(p), int(r)): group
+        for (c, p, r), group in frame.groupby(["config_id", "point_id", "_repeat"], sort=False)
+    }
+
+
+def _repeat_of(row: pd.Series) -> int:
+    value = row.get("repeat")
+    try:
+        return int(float(value)) if value not in (None, "") and not pd.isna(value) else 1
+    except (TypeError, ValueError):
+        return 1
+
+
+# -- one metric of one aligned point ----------------------------------------------------------
+
+
+@dataclass
+class _Evidence:
+    """One side's rows of an aligned point and their per-request samples, by repeat."""
+
+    rows: pd.DataFrame
+    samples: list[pd.DataFrame]  # one frame per row (repeat), in row order
+
+    def values(self, column: str) -> np.ndarray:
+        if column not in self.rows:
+            return np.array([])
+        return pd.to_numeric(self.rows[column], errors="coerce").to_numpy(dtype=float)
+
+    def sample(self, column: str) -> np.ndarray:
+        parts = [s[column] for s in self.samples if column in s]
+        if not parts:
+            return np.array([])
+        values = pd.to_numeric(pd.concat(parts), errors="coerce").to_numpy(dtype=float)
+        return values[np.isfinite(values)]
+
+    def counts(self) -> tuple[int, int]:
+        ok = np.nansum(self.values("requests_ok"))
+        failed = np.nansum(self.values("requests_failed"))
+        return int(ok + failed), int(failed)
+
+
+def _point_value(metric: CompareMetric, side: _Evidence) -> float | None:
+    if metric.kind == "proportion":
+        total, failed = side.counts()
+        return 100.0 * failed / total if total else None
+    values = side.values(metric.column)
+    values = values[np.isfinite(values) & (values > 0)]
+    if len(values) > 1:
+        return float(np.exp(np.log(values).mean()))  # geometric mean of the repeats
+    if metric.kind == "quantile":
+        sample = side.sample(metric.sample or "")
+        if len(sample):
+            return float(np.quantile(sample, metric.quantile))
+    return float(values[0]) if len(values) else None
+
+
+def _rate_bins(metric: CompareMetric, side: _Evidence) -> np.ndarray | None:
+    """Batch-means bins of a rate over each window of the side (one per repeat), from the
+    requests' end times; None when the run recorded no end times."""
+    found: list[np.ndarray] = []
+    for (_, row), sample in zip(side.rows.iterrows(), side.samples):
+        start = pd.to_numeric(pd.Series([row.get("start_time")]), errors="coerce").iloc[0]
+        end = pd.to_numeric(pd.Series([row.get("end_time")]), errors="coerce").iloc[0]
+        if (
+            "end_time" not in sample
+            or not np.isfinite(start)
+            or not np.isfinite(end)
+            or end <= start
+        ):
+            return None
+        ends = pd.to_numeric(sample["end_time"], errors="coerce").to_numpy(dtype=float)
+        if metric.amount == "tokens":
+            amounts = pd.to_numeric(sample["output_tokens"], errors="coerce").to_numpy(float)
+        else:
+            amounts = np.ones(len(ends))
+        keep = np.isfinite(ends) & (ends >= start) & (ends <= end) & np.isfinite(amounts)
+        bins = stats.bins_for(int(keep.sum()))
+        if bins >= 4:
+            found.append(stats.rate_bins(ends[keep], amounts[keep], start, end, bins))
+    return np.concatenate(found) if found else np.array([])
+
+
+def measure_change(
     metric: CompareMetric,
-    points: pd.DataFrame,
-    samples: pd.DataFrame,
+    a: _Evidence,
+    b: _Evidence,
+    confidence: float,
     rng: np.random.Generator,
-    n_draws: int,
-) -> tuple[float | None, np.ndarray | None, int]:
-    """(point value, bootstrap draws or None, number of samples) for one side of a point."""
-    values = (
-        points[metric.column].dropna().to_numpy(dtype=float)
-        if metric.column in points
-        else np.array([])
+    run_cv: float = DEFAULT_RUN_CV,
+) -> stats.Change:
+    """The change of `metric` from A to B with the method the evidence allows."""
+    if metric.kind == "proportion":
+        total_a, failed_a = a.counts()
+        total_b, failed_b = b.counts()
+        return stats.proportion_change(failed_a, total_a, failed_b, total_b, confidence, rng)
+    if len(a.rows) >= 2 and len(b.rows) >= 2:
+        return stats.repeats_change(a.values(metric.column), b.values(metric.column), confidence)
+    if metric.kind == "quantile":
+        found = stats.quantile_change(
+            a.sample(metric.sample or ""),
+            b.sample(metric.sample or ""),
+            metric.quantile or 0.5,
+            confidence,
+            rng,
+            run_cv=run_cv,
+        )
+    else:
+        bins_a, bins_b = _rate_bins(metric, a), _rate_bins(metric, b)
+        value_a, value_b = _point_value(metric, a), _point_value(metric, b)
+        if bins_a is None or bins_b is None:
+            return stats.not_available(
+                "batch means over time bins",
+                len(a.rows),
+                len(b.rows),
+                "no per-request end times in this run",
+            )
+        if value_a is None or value_b is None:
+            return stats.not_available("batch means over time bins", 0, 0, "not measured")
+        found = stats.rate_change(bins_a, bins_b, value_a, value_b, confidence, run_cv=run_cv)
+    if not found.available:
+        return found
+    note = WITHIN_RUN_NOTE.format(cv=run_cv)
+    if len(a.rows) != len(b.rows):
+        note = "one side has repeats, the other not (its requests are pooled): " + note
+    return stats.Change(
+        found.change,
+        found.low,
+        found.high,
+        found.method,
+        found.n_a,
+        found.n_b,
+        note,
+        found._draws,
+        found._t,
+        found.additive,
     )
-    if len(values) > 1:  # repeats
-        picks = rng.integers(0, len(values), size=(n_draws, len(values)))
-        return float(values.mean()), values[picks].mean(axis=1), len(values)
-    observed = float(values[0]) if len(values) else None
-    if metric.sample:
-        column = (
-            samples[metric.sample].dropna().to_numpy(dtype=float)
-            if metric.sample in samples
-            else np.array([])
-        )
-        if len(column) >= MIN_SAMPLES:
-            value = float(np.quantile(column, metric.quantile))
-            return value, _quantile_draws(column, metric.quantile, rng, n_draws), len(column)
-        return observed, None, len(column)
-    if observed is not None and len(samples) >= MIN_SAMPLES:
-        return (
-            observed,
-            _throughput_draws(observed, samples, metric.throughput, rng, n_draws),
-            len(samples),
-        )
-    return observed, None, len(samples)
 
 
-def _verdict(metric, change, low, high, min_change_pct) -> str:
-    if change is None or low is None:
-        return NOT_AVAILABLE
-    if low <= 0 <= high or abs(change) < min_change_pct:
+def verdict(metric: CompareMetric, change: stats.Change, min_change_pct: float) -> str:
+    if not change.available:
+        return f"{NOT_AVAILABLE} ({change.note})" if change.note else NOT_AVAILABLE
+    scale = 100.0
+    low, high = change.low * scale, change.high * scale
+    if low <= 0 <= high or abs(change.change * scale) < min_change_pct:
         return NO_CHANGE
     increased = low > 0
     return SIGNIFICANT_BETTER if increased == metric.higher_is_better else SIGNIFICANT_WORSE
 
 
-# -- alignment ----------------------------------------------------------------------------
+def _validity(rows: pd.DataFrame, side: str) -> tuple[list[str], bool]:
+    """Why a side's point cannot be compared (invalid), and whether the client held it back."""
+    problems, limited = [], False
+    for _, row in rows.iterrows():
+        if "valid" in row and not trust.flag(row["valid"]):
+            problems.append(f"{side} invalid: {row.get('invalid_reason') or 'invalid'}")
+        limited |= trust.flag(row.get("client_limited"))
+    return problems, limited
 
 
-def _samples_by_point(side: Side) -> dict[tuple[str, str], pd.DataFrame]:
-    if side.requests.empty:
-        return {}
-    return {
-        key: group for key, group in side.requests.groupby(["config_id", "point_id"], sort=False)
-    }
-
-
-def _samples_for(index: dict, rows: pd.DataFrame) -> pd.DataFrame:
-    parts = [index[k] for k in zip(rows["config_id"], rows["point_id"]) if k in index]
-    if not parts:
-        return pd.DataFrame()
-    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+# -- whole comparisons ------------------------------------------------------------------------
 
 
 def compare_sides(
     sides: list[Side],
     metrics: list[CompareMetric],
     key: tuple[str, ...] = LOAD_KEY,
-    n_draws: int = 2000,
     confidence: float = 0.95,
     min_change_pct: float = 1.0,
     seed: int = 0,
+    run_cv: float = DEFAULT_RUN_CV,
 ) -> Comparison:
     if len(sides) < 2:
         raise TunebenchError("compare needs at least two runs or two configurations")
     rng = np.random.default_rng(seed)
-    alpha = (1 - confidence) / 2 * 100
+    extra = [k for k in key if k not in LOAD_KEY]
+    group_key = [ALIGN, *extra]
     baseline = sides[0]
-    records = []
-    base_groups = {k: g for k, g in baseline.points.groupby(list(key), sort=False)}
-    base_samples = _samples_by_point(baseline)
+    base_points = _with_align(baseline.points)
+    base_groups = {k: g for k, g in base_points.groupby(group_key, sort=False, dropna=False)}
+    base_samples = _samples_index(baseline)
+    records: list[dict[str, Any]] = []
+    changes: list[stats.Change] = []
     for candidate in sides[1:]:
-        cand_samples = (
-            base_samples
-            if candidate.requests is baseline.requests
-            else _samples_by_point(candidate)
-        )
-        for point_key, cand_rows in candidate.points.groupby(list(key), sort=False):
+        cand_samples = _samples_index(candidate)
+        cand_points = _with_align(candidate.points)
+        for point_key, cand_rows in cand_points.groupby(group_key, sort=False, dropna=False):
             base_rows = base_groups.get(point_key)
             if base_rows is None:
                 continue
-            a_samples = _samples_for(base_samples, base_rows)
-            b_samples = _samples_for(cand_samples, cand_rows)
+            a = _Evidence(base_rows, _samples_of(base_samples, base_rows))
+            b = _Evidence(cand_rows, _samples_of(cand_samples, cand_rows))
+            problems_a, limited_a = _validity(base_rows, "A")
+            problems_b, limited_b = _validity(cand_rows, "B")
+            limited = ",".join(s for s, f in (("A", limited_a), ("B", limited_b)) if f)
+            first = cand_rows.iloc[0]
             for metric in metrics:
-                a, a_draws, n_a = _estimate(metric, base_rows, a_samples, rng, n_draws)
-                b, b_draws, n_b = _estimate(metric, cand_rows, b_samples, rng, n_draws)
-                change = low = high = None
-                if a not in (None, 0) and b is not None:
-                    change = (b / a - 1) * 100
-                    if a_draws is not None and b_draws is not None:
-                        with np.errstate(divide="ignore", invalid="ignore"):
-                            ratios = (b_draws / a_draws - 1) * 100
-                        ratios = ratios[np.isfinite(ratios)]
-                        if len(ratios):
-                            low, high = np.percentile(ratios, [alpha, 100 - alpha])
+                if problems_a or problems_b:
+                    change = stats.not_available(
+                        "", len(base_rows), len(cand_rows), "; ".join(problems_a + problems_b)
+                    )
+                    text = f"{EXCLUDED} ({change.note})"
+                else:
+                    change = measure_change(metric, a, b, confidence, rng, run_cv)
+                    text = verdict(metric, change, min_change_pct)
+                value_a, value_b = _point_value(metric, a), _point_value(metric, b)
                 records.append(
                     {
                         "baseline": baseline.name,
                         "candidate": candidate.name,
-                        **dict(
-                            zip(key, point_key if isinstance(point_key, tuple) else (point_key,))
-                        ),
+                        "point": point_key[0] if isinstance(point_key, tuple) else point_key,
+                        "load_kind": first.get("load_kind"),
+                        "target": first.get("target"),
+                        **{
+                            k: v
+                            for k, v in zip(
+                                extra, point_key[1:] if isinstance(point_key, tuple) else ()
+                            )
+                        },
                         "metric": metric.name,
                         "label": metric.label,
-                        "a": a,
-                        "b": b,
-                        "change_pct": change,
-                        "ci_low_pct": low,
-                        "ci_high_pct": high,
-                        "verdict": _verdict(metric, change, low, high, min_change_pct),
-                        "n_a": n_a,
-                        "n_b": n_b,
+                        "a": value_a,
+                        "b": value_b,
+                        "unit": "pp" if metric.kind == "proportion" else "%",
+                        "change_pct": None if change.change is None else 100 * change.change,
+                        "ci_low_pct": None if change.low is None else 100 * change.low,
+                        "ci_high_pct": None if change.high is None else 100 * change.high,
+                        "verdict": text,
+                        "method": change.method,
+                        "note": change.note,
+                        "client_limited": limited,
+                        "n_a": change.n_a,
+                        "n_b": change.n_b,
+                        "repeats_a": len(base_rows),
+                        "repeats_b": len(cand_rows),
                     }
                 )
+                changes.append(change)
     rows = pd.DataFrame.from_records(records)
     if rows.empty:
         raise TunebenchError(
-            "no load point is common to the compared runs (aligned on "
-            f"{' + '.join(key)}); compare runs of the same load profiles"
+            "no load point is common to the compared runs (aligned on load kind and target, "
+            "or the point id where there is no target"
+            + (f", and {', '.join(extra)}" if extra else "")
+            + "); compare runs of the same load profiles"
         )
     return Comparison(
-        rows, args_differ(sides), crossovers_between(sides, key), baseline.name, key, sides
+        rows,
+        args_differ(sides),
+        crossovers_between(sides, key),
+        baseline.name,
+        key,
+        sides,
+        changes,
+        hardware_warnings(sides),
     )
+
+
+def _samples_of(index: dict, rows: pd.DataFrame) -> list[pd.DataFrame]:
+    out = []
+    for _, row in rows.iterrows():
+        found = index.get((str(row.get("config_id")), str(row.get("point_id")), _repeat_of(row)))
+        out.append(found if found is not None else pd.DataFrame())
+    return out
 
 
 def args_differ(sides: list[Side]) -> dict[str, list[Any]]:
@@ -291,6 +448,37 @@ def args_differ(sides: list[Side]) -> dict[str, list[Any]]:
         for name in names
         if len({repr(side.args.get(name)) for side in sides}) > 1
     }
+
+
+HARDWARE_KEYS = ("cpu_model", "cpu_flags", "accelerator", "gpus")
+
+
+def hardware_warnings(sides: list[Side]) -> list[str]:
+    """A warning when the runs were measured on different hardware (CPU model, vector
+    instruction sets, GPUs): their numbers may differ for that reason alone."""
+    known = [
+        (s.name, {k: s.host.get(k) for k in HARDWARE_KEYS if s.host.get(k) is not None})
+        for s in sides
+        if s.host
+    ]
+    distinct = {repr(h) for _, h in known}
+    if len(distinct) <= 1:
+        return []
+    described = "; ".join(f"{name}: {_describe_host(host)}" for name, host in known)
+    return [
+        f"the runs come from different hardware ({described}); differences may be the "
+        "machines', not the configurations'"
+    ]
+
+
+def _describe_host(host: dict[str, Any]) -> str:
+    flags = host.get("cpu_flags") or []
+    vector = (
+        "avx512"
+        if any(str(f).startswith("avx512") for f in flags)
+        else ("avx2" if "avx2" in flags else ",".join(map(str, flags[:3])) or "no vector flags")
+    )
+    return f"{host.get('cpu_model') or '?'} ({vector}), {host.get('accelerator') or 'cpu'}"
 
 
 # -- crossover ----------------------------------------------------------------------------
@@ -312,19 +500,21 @@ def crossover_points(xs, a_values, b_values) -> list[float]:
 
 
 def crossovers_between(sides: list[Side], key: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Where the baseline's latency curve and each candidate's cross as the target grows."""
+    """Where the baseline's latency curve and each candidate's cross as the target grows
+    (repeats of a point are averaged first)."""
     out = []
     extra = [k for k in key if k not in LOAD_KEY]
-    base = sides[0]
+    base = _mean_of_repeats(sides[0].points, key)
     for candidate in sides[1:]:
-        merged = base.points.merge(candidate.points, on=list(key), suffixes=("_a", "_b"))
+        other = _mean_of_repeats(candidate.points, key)
+        merged = base.merge(other, on=list(key), suffixes=("_a", "_b"))
         if merged.empty:
             continue
-        group_cols = ["load_kind", *extra]
-        for group_key, group in merged.groupby(group_cols, sort=False):
+        for group_key, group in merged.groupby(["load_kind", *extra], sort=False):
             group = group.dropna(subset=["target"]).sort_values("target")
             if len(group) < 2:
                 continue
+            kind = group_key[0] if isinstance(group_key, tuple) else group_key
             for column in CROSSOVER_COLUMNS:
                 if f"{column}_a" not in group:
                     continue
@@ -332,20 +522,24 @@ def crossovers_between(sides: list[Side], key: tuple[str, ...]) -> list[dict[str
                 b_vals = group[f"{column}_b"].astype(float).to_numpy()
                 xs = group["target"].astype(float).to_numpy()
                 for x in crossover_points(xs, a_vals, b_vals):
-                    first_better = base.name if b_vals[0] > a_vals[0] else candidate.name
+                    first_better = sides[0].name if b_vals[0] > a_vals[0] else candidate.name
+                    other_name = candidate.name if first_better == sides[0].name else sides[0].name
                     out.append(
                         {
                             "metric": column,
-                            "load_kind": group_key[0]
-                            if isinstance(group_key, tuple)
-                            else group_key,
-                            "baseline": base.name,
+                            "load_kind": kind,
+                            "baseline": sides[0].name,
                             "candidate": candidate.name,
                             "target": round(x, 3),
                             "better_below": first_better,
-                            "better_above": candidate.name
-                            if first_better == base.name
-                            else base.name,
+                            "better_above": other_name,
                         }
                     )
     return out
+
+
+def _mean_of_repeats(points: pd.DataFrame, key: tuple[str, ...]) -> pd.DataFrame:
+    present = [c for c in CROSSOVER_COLUMNS if c in points]
+    if points.empty or not present:
+        return points
+    return points.groupby(list(key), sort=False, dropna=False)[present].mean().reset_index()

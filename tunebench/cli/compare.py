@@ -39,7 +39,8 @@ def register(app: typer.Typer) -> None:
             "--metric",
             "-m",
             help="Metric to compare (repeatable): ttft_p50 ttft_p95 ttft_p99 itl_p50 itl_p95 "
-            "tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps.",
+            "tpot_p50 e2e_p50 e2e_p95 output_tok_s achieved_rps error_rate (default: all but "
+            "ttft_p99, tpot_p50, e2e_p50).",
         ),
         format: Format = typer.Option(
             Format.table, "--format", "-f", help="table | markdown | json | csv"
@@ -48,7 +49,9 @@ def register(app: typer.Typer) -> None:
             None,
             "--fail-on-regression",
             metavar="PCT",
-            help="Exit 1 when a metric is significantly worse by more than PCT percent.",
+            help="Exit 1 when some metric is worse than the baseline by more than PCT percent "
+            "(the error rate: PCT percentage points) with the --confidence, Holm-corrected over "
+            "every gated row.",
         ),
         plot: Optional[Path] = typer.Option(
             None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."
@@ -59,6 +62,16 @@ def register(app: typer.Typer) -> None:
         min_change: float = typer.Option(
             1.0, "--min-change", help="Changes smaller than this percent are never significant."
         ),
+        run_to_run: Optional[float] = typer.Option(
+            None,
+            "--run-to-run-pct",
+            min=0,
+            max=100,
+            metavar="PCT",
+            help="Run-to-run spread (relative standard deviation, percent) added to intervals "
+            "of runs measured without repeats (default: the spread measured between runs on "
+            "the CPU server, see docs); runs with repeats measure their own.",
+        ),
         root: Optional[Path] = root_option(),
         json_file: Optional[Path] = typer.Option(
             None,
@@ -68,10 +81,15 @@ def register(app: typer.Typer) -> None:
             "verdict (read by `tunebench results --compare-json`).",
         ),
     ) -> None:
-        """Compare runs point by point: A, B, change and a verdict from a bootstrap interval.
+        """Compare runs point by point: A, B, the change, its interval and a verdict.
 
-        Points are aligned by load kind and target. Latency percentiles are bootstrapped from
-        the per-request samples; throughput from the request counts; repeats when present.
+        Points are aligned by load kind and target (the point id where there is no target).
+        With repeats on both sides the interval is Welch's t over the repeats; otherwise
+        percentiles get a block bootstrap over the requests in time order, rates batch
+        means over time bins, plus a run-to-run spread a single run cannot show; the error
+        rate is compared as two proportions. Percentiles from too few samples have no verdict
+        ("n/a"); invalid points are excluded; client-limited points are marked with *.
+        docs/results-and-compare.md states each method's assumptions.
 
         Examples:
           tunebench compare 20261121-0900-latency 20261121-1000-latency
@@ -97,9 +115,12 @@ def register(app: typer.Typer) -> None:
             confidence=confidence,
             min_change_pct=min_change,
             baseline=baseline,
+            **({} if run_to_run is None else {"run_cv": run_to_run / 100}),
         )
         gate = (
-            regression_gate(result, fail_on_regression) if fail_on_regression is not None else None
+            regression_gate(result, fail_on_regression, confidence)
+            if fail_on_regression is not None
+            else None
         )
         data = {
             **result.to_dict(),

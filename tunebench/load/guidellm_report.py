@@ -97,9 +97,11 @@ def client_columns(benchmark: dict[str, Any]) -> dict[str, Any]:
 
 
 def request_samples(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per-request latency samples of the successful requests (for statistics later)."""
+    """Per-request samples of the successful requests, in order of their start (the compare
+    statistics resample them in time order and bin their completions over the window)."""
     out = []
     for request in (benchmark.get("requests") or {}).get("successful") or []:
+        start, end = _request_times(request)
         out.append(
             {
                 "ttft_ms": request.get("time_to_first_token_ms"),
@@ -108,6 +110,31 @@ def request_samples(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
                 "e2e_s": request.get("request_latency"),
                 "prompt_tokens": request.get("prompt_tokens"),
                 "output_tokens": request.get("output_tokens"),
+                "start_time": start,
+                "end_time": end,
             }
         )
+    if all(s["start_time"] is not None for s in out):
+        out.sort(key=lambda s: s["start_time"])
     return out
+
+
+def _request_times(request: dict[str, Any]) -> tuple[float | None, float | None]:
+    """Epoch start and end of a request: GuideLLM 0.4+ `info.timings`, 0.2-0.3 top-level."""
+    info = request.get("info") or request.get("request_info") or {}
+    timings = info.get("timings") or {}
+    start = (
+        timings.get("request_start")
+        or info.get("started_at")
+        or request.get("start_time")
+        or request.get("request_start_time")
+    )
+    end = (
+        timings.get("request_end")
+        or info.get("completed_at")
+        or request.get("end_time")
+        or request.get("request_end_time")
+    )
+    if start is not None and end is None and request.get("request_latency") is not None:
+        end = float(start) + float(request["request_latency"])
+    return (float(start) if start is not None else None, float(end) if end is not None else None)

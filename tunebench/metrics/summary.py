@@ -62,6 +62,10 @@ def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dic
             s.values["prefix_hit_rate_gauge"] for s in inside if "prefix_hit_rate_gauge" in s.values
         ]
         out["prefix_hit_rate"] = sum(rates) / len(rates) if rates else None
+    out["server_prompt_tokens"] = delta("prompt_tokens")
+    out["server_output_tokens"] = delta("generation_tokens")
+    out["server_requests_ok"] = delta("requests_finished")
+    out["server_window_extra_s"] = round((start - first.time) + (last.time - end), 3)
     out["spec_acceptance_rate"] = ratio("spec_accepted_tokens", "spec_draft_tokens")
     per_draft = ratio("spec_accepted_tokens", "spec_drafts")
     out["spec_mean_acceptance_length"] = 1 + per_draft if per_draft is not None else None

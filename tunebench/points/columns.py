@@ -6,7 +6,8 @@ package fill them. docs/run-format.md describes each column.
 
 from __future__ import annotations
 
-ID_COLUMNS = ("run_id", "config_id", "config_label", "point_id", "load_kind", "target")
+# `repeat`: 1, or the repeat of the point when the sweep sets `repeats: N`
+ID_COLUMNS = ("run_id", "config_id", "config_label", "point_id", "load_kind", "target", "repeat")
 
 # What the load generator measured (client side).
 CLIENT_COLUMNS = (
@@ -56,11 +57,19 @@ SERVER_COLUMNS = (
     "prefix_hit_rate",
     "spec_acceptance_rate",
     "spec_mean_acceptance_length",
+    # counter deltas between the scrapes around the window (points/tokens.py reconciles
+    # them with what the client counted); extra_s: how far those scrapes lie outside it
+    "server_prompt_tokens",
+    "server_output_tokens",
+    "server_requests_ok",
+    "server_window_extra_s",
     "server_samples",
 )
 
 SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
+# Percentile columns that rest on fewer requests than that percentile needs (points/samples.py)
+SAMPLE_COLUMNS = ("thin_percentiles",)
 STATUS_COLUMNS = (
     "server_metrics",
     "server_metrics_note",
@@ -72,14 +81,18 @@ STATUS_COLUMNS = (
 )
 
 # requests/<config>.csv: one row per successful request of every point of a configuration.
+# start_time/end_time: epoch seconds, so compare can resample in time order and bin rates.
 REQUEST_COLUMNS = (
     "point_id",
+    "repeat",
     "ttft_ms",
     "itl_ms",
     "tpot_ms",
     "e2e_s",
     "prompt_tokens",
     "output_tokens",
+    "start_time",
+    "end_time",
 )
 
 # Text columns (everything else in points.csv is a number or a boolean).
@@ -94,6 +107,7 @@ TEXT_COLUMNS = frozenset(
         "raw_report",
         "slo_violations",
         "client_limited_reason",
+        "thin_percentiles",
     }
     - {"target"}
 )
@@ -109,6 +123,7 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *SERVER_COLUMNS,
         *SLO_COLUMNS,
         *LIMIT_COLUMNS,
+        *SAMPLE_COLUMNS,
         *STATUS_COLUMNS,
         "client_warnings",
     ]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tunebench.points import client_limit, slo
+from tunebench.points import client_limit, slo, tokens
+from tunebench.points import samples as samples_rule
 from tunebench.spec.plan import format_value
 
 
@@ -23,6 +24,7 @@ class PointId:
     config_label: str
     point_id: str
     load_kind: str
+    repeat: int = 1
 
 
 def build_row(
@@ -36,6 +38,7 @@ def build_row(
     slo_spec: dict[str, Any] | None = None,
     client_tolerance: float = client_limit.DEFAULT_TOLERANCE,
     config_problems: list[str] | None = None,
+    expected_output_tokens: int | None = None,
     raw_report: str | None = None,
     window: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
@@ -52,6 +55,7 @@ def build_row(
         "point_id": point.point_id,
         "load_kind": point.load_kind,
         "target": client.get("target"),
+        "repeat": point.repeat,
     }
     for key, value in varied.items():
         row[key] = format_value(value)
@@ -65,9 +69,11 @@ def build_row(
         )
     row.update(slo.evaluate(row, samples, slo_spec))
     row.update(client_limit.verdict(row, client_tolerance))
+    row.update(samples_rule.sample_columns(row))
     problems = list(config_problems or [])
     if not client.get("requests_ok"):
         problems.append("no successful requests")
+    problems += tokens.reconcile(row, samples, expected_output_tokens)
     row["valid"] = not problems
     row["invalid_reason"] = "; ".join(problems)
     if raw_report is not None:

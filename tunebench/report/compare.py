@@ -11,29 +11,38 @@ from rich.text import Text
 
 from tunebench.report.formats import number
 
-VERDICT_STYLE = {
-    "better": "green",
-    "worse": "bold red",
-    "no significant change": "dim",
-    "n/a": "dim",
-}
-HEADERS = ["candidate", "point", "metric", "A", "B", "change", "95% CI %", "verdict"]
+VERDICT_STYLE = {"better": "green", "worse": "bold red", "no significant change": "dim"}
+HEADERS = ["candidate", "point", "metric", "A", "B", "change", "95% CI", "verdict"]
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _point(row: dict, key: list[str]) -> str:
-    parts = [f"{row['load_kind']}"]
-    target = row.get("target")
-    if target is not None and not (isinstance(target, float) and math.isnan(target)):
-        parts[0] += f" {target:g}"
+    parts = [str(row.get("point") or row["load_kind"])]
     parts += [str(row[k]) for k in key if k not in ("load_kind", "target")]
     return " · ".join(parts)
 
 
-def _ci(row: dict) -> str:
-    low = row["ci_low_pct"]
-    if low is None or (isinstance(low, float) and math.isnan(low)):
+def _change(row: dict) -> str:
+    if _missing(row["change_pct"]):
         return "-"
-    return f"[{low:+.1f}, {row['ci_high_pct']:+.1f}]"
+    unit = " pp" if row.get("unit") == "pp" else "%"
+    return f"{row['change_pct']:+.1f}{unit}"
+
+
+def _ci(row: dict) -> str:
+    if _missing(row["ci_low_pct"]):
+        return "-"
+    unit = " pp" if row.get("unit") == "pp" else "%"
+    return f"[{row['ci_low_pct']:+.1f}, {row['ci_high_pct']:+.1f}]{unit}"
+
+
+def _verdict(row: dict) -> str:
+    verdict = str(row["verdict"])
+    short = verdict.split(" (", 1)[0]  # the reason of an n/a or exclusion goes below
+    return short + (" *" if row.get("client_limited") else "")
 
 
 def lines(result: Any) -> list[list[str]]:
@@ -45,12 +54,31 @@ def lines(result: Any) -> list[list[str]]:
             r["label"],
             number(r["a"], 2),
             number(r["b"], 2),
-            "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
+            _change(r),
             _ci(r),
-            r["verdict"],
+            _verdict(r),
         ]
         for r in rows
     ]
+
+
+def notes(result: Any) -> list[str]:
+    """Each distinct reason and caveat once: why rows have no verdict, what intervals cover."""
+    out: list[str] = list(result.warnings)
+    seen: set[str] = set()
+    for row in result.to_dict()["rows"]:
+        verdict = str(row["verdict"])
+        reason = verdict.split(" (", 1)[1].rstrip(")") if " (" in verdict else ""
+        for text in (f"{row['label']}: {reason}" if reason else "", row.get("note") or ""):
+            if text and text not in seen:
+                seen.add(text)
+                out.append(text)
+    if any(r.get("client_limited") for r in result.to_dict()["rows"]):
+        out.append(
+            "*: the load generator held the point back on the side(s) named in "
+            "client_limited (compared and gated all the same)"
+        )
+    return out
 
 
 def _args_line(args_differ: dict[str, list[Any]], code: str = "") -> str:
@@ -68,7 +96,8 @@ def compare_table(result: Any) -> Group:
     for header in HEADERS:
         table.add_column(header, justify="right" if header in ("A", "B", "change") else "left")
     for line in lines(result):
-        table.add_row(*line[:-1], Text(line[-1], style=VERDICT_STYLE.get(line[-1], "")))
+        style = VERDICT_STYLE.get(line[-1].rstrip(" *"), "dim")
+        table.add_row(*line[:-1], Text(line[-1], style=style))
     parts.append(table)
     for x in result.crossovers:
         parts.append(
@@ -78,6 +107,8 @@ def compare_table(result: Any) -> Group:
                 f"{x['better_below']}, above: {x['better_above']}"
             )
         )
+    for text in notes(result):
+        parts.append(Text(f"note: {text}", style="dim"))
     return Group(*parts)
 
 
@@ -91,6 +122,9 @@ def compare_markdown(result: Any) -> str:
     out += ["| " + " | ".join(line) + " |" for line in lines(result)]
     for x in result.crossovers:
         out.append(f"\nCrossover: {x['metric']} ({x['load_kind']}) at target ≈ {x['target']:.2f}")
+    if notes(result):
+        out.append("")
+        out += [f"- {text}" for text in notes(result)]
     return "\n".join(out)
 
 

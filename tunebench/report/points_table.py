@@ -16,6 +16,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from tunebench.points import trust
 from tunebench.report.formats import as_number, cell, sig
 
 # Short names of the args sweeps vary most; any other arg gets the initials of its words.
@@ -86,13 +87,9 @@ def _load(row: dict[str, Any]) -> str:
     return f"{sig(target, 3)} {unit}"
 
 
-def _flag(value: Any) -> bool:
-    return value is True or str(value).lower() in ("true", "1")
-
-
 def _valid(row: dict[str, Any]) -> str:
-    text = "yes" if _flag(row.get("valid")) else "no"
-    return text + ("*" if _flag(row.get("client_limited")) else "")
+    text = "yes" if trust.flag(row.get("valid")) else "no"
+    return text + ("*" if trust.flag(row.get("client_limited")) else "")
 
 
 def _kv_pct(row: dict[str, Any]) -> str:
@@ -231,8 +228,16 @@ def _notes(rows: list[dict[str, Any]], config_cell) -> list[str]:
     out = []
     for row in rows:
         where = f"{config_cell(row)} {row.get('point_id', '')}"
-        if not _flag(row.get("valid")):
+        if not trust.flag(row.get("valid")):
             out.append(f"no: {where}: {row.get('invalid_reason') or 'invalid'}")
-        if _flag(row.get("client_limited")):
+        if trust.flag(row.get("client_limited")):
             out.append(f"*  {where}: client-limited: {row.get('client_limited_reason', '')}")
+    thin = [row for row in rows if row.get("thin_percentiles")]
+    if thin:
+        # one line, not one per point: short points leave most tails thin
+        levels = sorted({str(r["thin_percentiles"]).split(":")[0] for r in thin})
+        out.append(
+            f"~  {len(thin)} of {len(rows)} points have percentiles from too few requests "
+            f"({'; '.join(levels)}): column thin_percentiles of points.csv says which"
+        )
     return out

@@ -7,6 +7,7 @@ on success, on failure and on KeyboardInterrupt alike.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -18,7 +19,7 @@ from tunebench.metrics.series import rows_of, series_csv
 from tunebench.metrics.summary import summarize_window
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.row import PointId, build_row
-from tunebench.points.validity import ineffective_args
+from tunebench.points.validity import verify_args
 from tunebench.redact import redact_text, secret_values
 from tunebench.runner.probing import CapacityProbing
 from tunebench.runner.watch import ServerWatch
@@ -52,6 +53,7 @@ class _Measuring:
     scraper: MetricsScraper | None = None
     earlier_series: str = ""
     done: int = 0
+    repeat: int = 1
     in_flight: str | None = None
     effective: dict[str, Any] = field(default_factory=dict)
 
@@ -66,6 +68,7 @@ class ConfigRunner:
         reporter: Reporter,
         slo: dict | None = None,
         client_tolerance: float = DEFAULT_TOLERANCE,
+        expected_output_tokens: int | None = None,
     ):
         self.store = store
         self.deployment = deployment
@@ -74,6 +77,8 @@ class ConfigRunner:
         self.reporter = reporter
         self.slo = slo
         self.client_tolerance = client_tolerance
+        # the fixed output length the data asks for (None: lengths vary), checked per point
+        self.expected_output_tokens = expected_output_tokens
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
@@ -83,9 +88,11 @@ class ConfigRunner:
         points: list[LoadPoint],
         attempt: int = 1,
         earlier_rows: list[dict[str, Any]] | None = None,
+        repeat: int = 1,
     ) -> ConfigOutcome:
-        """Deploy `config` and measure `points`; `earlier_rows` are this configuration's
-        points stored by an earlier attempt of a resumed run (kept, and seeding a search)."""
+        """Deploy `config` and measure `points` (as repeat `repeat` of them); `earlier_rows`
+        are this configuration's points of this repeat stored by an earlier attempt of a
+        resumed run (kept, and seeding a search)."""
         store, layout = self.store, self.store.layout
         earlier_rows = earlier_rows or []
         store.update_config(
@@ -97,6 +104,7 @@ class ConfigRunner:
             varied=config.varied,
             status=ConfigStatus.STARTING,
             attempts=attempt,
+            repeat=repeat,
         )
         driver = self.make_driver(config)
         fixed = [p for p in points if p.search is None]
@@ -104,15 +112,15 @@ class ConfigRunner:
         probing = CapacityProbing(searches[0], self.capacity_hint, self.slo) if searches else None
         if probing is not None:
             probing.seed(earlier_rows)
-        state = _Measuring(config, [], probing, done=len(earlier_rows))
-        if attempt > 1:
+        state = _Measuring(config, [], probing, done=len(earlier_rows), repeat=repeat)
+        if attempt > 1 or repeat > 1:  # the series and the log of the earlier go are kept
             series = layout.series(config.config_id)
             state.earlier_series = rows_of(series.read_text()) if series.exists() else ""
-            store.keep_earlier_log(config.config_id, attempt)
+            store.keep_earlier_log(config.config_id, attempt, repeat)
         watch: ServerWatch | None = None
         try:
             # The load generator imports while the server starts: both take seconds.
-            driver.prepare(fixed, layout.load_dir(config.config_id, attempt))
+            driver.prepare(fixed, layout.load_dir(config.config_id, attempt, repeat))
             handle = self._start(config, driver)
             if handle is None:
                 return ConfigOutcome(
@@ -177,12 +185,20 @@ class ConfigRunner:
             )
         )
         state.effective = effective
-        state.reasons = ineffective_args(state.config.args, effective)
+        checks = verify_args(state.config.args, effective)
+        state.reasons = [c.reason for c in checks if c.state == "mismatch"]
+        unverified = [c.arg for c in checks if c.state == "unverified"]
         self.store.update_config(
-            state.config.config_id, effective=effective, invalid_reasons=state.reasons
+            state.config.config_id,
+            effective=effective,
+            invalid_reasons=state.reasons,
+            arg_checks=[dataclasses.asdict(c) for c in checks],
         )
         if state.reasons:
             self.reporter.note(f"  [yellow]not in effect:[/] {'; '.join(state.reasons)}")
+        if unverified:
+            # never silently "ok": the server offers no way to read these back
+            self.reporter.note(f"  unverified (no read-back here): {', '.join(unverified)}")
 
     def _measure(
         self, state: _Measuring, handle: ServerHandle, driver: LoadDriver
@@ -201,7 +217,7 @@ class ConfigRunner:
                     state.scraper.scrape_once()
             state.in_flight = None
             row = self._row(state, result)
-            store.add_requests(config.config_id, result.point_id, result.samples)
+            store.add_requests(config.config_id, result.point_id, result.samples, state.repeat)
             store.add_point(row)
             if probing is not None:
                 probing.observe(result.point_id, row)
@@ -270,6 +286,7 @@ class ConfigRunner:
                 config.label,
                 result.point_id,
                 result.point.kind,
+                state.repeat,
             ),
             config.varied,
             {**result.columns},
@@ -279,6 +296,7 @@ class ConfigRunner:
             slo_spec=self.slo,
             client_tolerance=self.client_tolerance,
             config_problems=state.reasons,
+            expected_output_tokens=self.expected_output_tokens,
             raw_report=raw,
             window=(result.start_time, result.end_time),
         )

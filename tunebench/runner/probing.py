@@ -5,12 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tunebench.numbers import to_float
+from tunebench.points import trust
 from tunebench.points.capacity import CapacitySearch
 from tunebench.spec.plan import LoadPoint
-
-
-def _true(value: Any) -> bool:
-    return value is True or str(value).lower() == "true"
 
 
 class CapacityProbing:
@@ -49,8 +46,8 @@ class CapacityProbing:
             if str(row.get("point_id", "")).startswith("capacity-") and row.get("target"):
                 self.search.tell(
                     float(row["target"]),
-                    _true(row.get("slo_met")),
-                    _true(row.get("client_limited")),
+                    trust.flag(row.get("slo_met")),
+                    not trust.is_server_evidence(row),
                     to_float(row.get("slo_ratio")),
                 )
 
@@ -59,8 +56,8 @@ class CapacityProbing:
         if rate is not None:
             self.search.tell(
                 rate,
-                bool(row.get("slo_met")),
-                bool(row.get("client_limited")),
+                trust.flag(row.get("slo_met")),
+                not trust.is_server_evidence(row),  # invalid probes are no capacity either
                 row.get("slo_ratio"),
             )
 
@@ -75,6 +72,7 @@ class CapacityProbing:
             "upper": search.bound.rate if search.bound else None,
             "tolerance": search.tolerance,
             "converged": search.converged,
+            "done": search.done,  # the search stopped by its own rule (resume: not again)
             "client_bound": search.client_bound,
             "capped": search.capped,
             "slo": self.slo,

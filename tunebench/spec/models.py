@@ -305,6 +305,14 @@ class SweepSpec(Strict):
     metrics: Metrics = Field(default_factory=Metrics)
     slo: Slo | None = None
     client_tolerance: float = Field(0.10, ge=0, lt=1, description="client-limited shortfall")
+    repeats: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="measure every fixed load point this many times, each repeat on its own "
+        "server start, configurations alternating (c1 c2 c1 c2): compare then sees the "
+        "run-to-run spread",
+    )
     output: str = "reports"
     tune: Tune | None = None
 
@@ -321,6 +329,10 @@ class SweepSpec(Strict):
             raise ValueError(
                 "tune: an endpoint deployment cannot change server args; use "
                 "deployment kind local or replay"
+            )
+        if self.repeats > 1:
+            raise ValueError(
+                "repeats: not used when tuning (each trial is one deployment); drop repeats"
             )
         searches = [p for p in self.load.profiles if p.kind == "capacity"]
         if self.tune.objective == "capacity" and not searches:

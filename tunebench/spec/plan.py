@@ -71,6 +71,7 @@ class LoadPoint:
 class Plan:
     configs: list[ServerConfig]
     points: list[LoadPoint]
+    repeats: int = 1  # every fixed point this many times, configurations alternating
 
 
 def engine_arg_list(args: dict[str, Any]) -> list[str]:
@@ -150,7 +151,7 @@ def build_plan(spec: SweepSpec, spec_path: Path) -> Plan:
     configs = expand_configs(spec, spec_dir, spec_path)
     points = _expand_points(spec, spec_path)
     _check_context_fits(spec, configs, spec_path)
-    return Plan(configs=configs, points=points)
+    return Plan(configs=configs, points=points, repeats=spec.repeats)
 
 
 def expand_configs(spec, spec_dir: Path, spec_path: Path) -> list[ServerConfig]:

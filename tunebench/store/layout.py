@@ -6,9 +6,10 @@
       requests/<config>.csv       per-request samples of every point of a configuration
       metrics/<config>.csv        the /metrics time series scraped during that configuration
       logs/server-<config>.log    the server log (secrets redacted); earlier attempts of a
-                                  resumed run keep theirs as server-<config>.attempt<N>.log
+                                  resumed run keep theirs as server-<config>.attempt<N>.log,
+                                  earlier repeats as server-<config>.repeat<N>.log
       logs/helm-values-<config>.yaml, logs/helm-commands.log   helm kind: values and calls
-      guidellm/<config>[-attemptN]/  the GuideLLM job, its log and raw per-point reports
+      guidellm/<config>[-repeatN][-attemptN]/  the GuideLLM job, its log, raw point reports
       batch/<config>/ outputs/<config>.jsonl   batch runs: shard work and merged outputs
       study.db tune-result.json serve-command.sh   tune runs
       report.html                 the self-contained report
@@ -72,8 +73,12 @@ class RunLayout:
     def series(self, config_id: str) -> Path:
         return self.root / "metrics" / f"{config_id}.csv"
 
-    def server_log(self, config_id: str, attempt: int | None = None) -> Path:
-        suffix = f".attempt{attempt}" if attempt else ""
+    def server_log(
+        self, config_id: str, attempt: int | None = None, repeat: int | None = None
+    ) -> Path:
+        """The log of a configuration's server now; with `attempt` or `repeat`, where an
+        earlier attempt's (a resumed run) or repeat's log was kept."""
+        suffix = f".attempt{attempt}" if attempt else (f".repeat{repeat}" if repeat else "")
         return self.logs / f"server-{config_id}{suffix}.log"
 
     def helm_values(self, config_id: str) -> Path:
@@ -83,8 +88,10 @@ class RunLayout:
     def helm_commands(self) -> Path:
         return self.logs / "helm-commands.log"
 
-    def load_dir(self, config_id: str, attempt: int = 1) -> Path:
-        suffix = f"-attempt{attempt}" if attempt > 1 else ""
+    def load_dir(self, config_id: str, attempt: int = 1, repeat: int = 1) -> Path:
+        suffix = (f"-repeat{repeat}" if repeat > 1 else "") + (
+            f"-attempt{attempt}" if attempt > 1 else ""
+        )
         return self.root / "guidellm" / f"{config_id}{suffix}"
 
     def raw_report(self, config_id: str, index: int) -> Path:

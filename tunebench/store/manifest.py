@@ -87,6 +87,8 @@ class ConfigEntry(_Open):
     error: str | None = None
     effective: dict[str, Any] | None = None
     invalid_reasons: list[str] | None = None
+    # one entry per requested engine arg: verified | mismatch | unverified, and from where
+    arg_checks: list[dict[str, Any]] | None = None
     start_s: float | None = None
     capacity: dict[str, Any] | None = None
     log_tail: str | None = None

@@ -179,11 +179,15 @@ class RunStore:
         extra = sorted({k for r in self.rows for k in r} - set(columns))
         write_atomic(self.layout.points, csv_text(columns + extra, self.rows))
 
-    def add_requests(self, config_id: str, point_id: str, samples: list[dict[str, Any]]) -> None:
+    def add_requests(
+        self, config_id: str, point_id: str, samples: list[dict[str, Any]], repeat: int = 1
+    ) -> None:
         """Per-request samples of one point, in requests/<config>.csv (rewritten atomically)."""
         if config_id not in self._requests:  # a resumed run: keep what earlier attempts stored
             self._requests[config_id] = read_csv(self.layout.requests(config_id))
-        self._requests[config_id].extend({"point_id": point_id, **s} for s in samples)
+        self._requests[config_id].extend(
+            {"point_id": point_id, "repeat": repeat, **s} for s in samples
+        )
         write_atomic(
             self.layout.requests(config_id),
             csv_text(list(REQUEST_COLUMNS), self._requests[config_id]),
@@ -196,11 +200,16 @@ class RunStore:
         write_atomic(target, redact_text(text, secrets or ()))
         return target
 
-    def keep_earlier_log(self, config_id: str, attempt: int) -> None:
-        """Before attempt `attempt` of a configuration, its earlier server log keeps its name."""
+    def keep_earlier_log(self, config_id: str, attempt: int = 1, repeat: int = 1) -> None:
+        """Before another go at a configuration (a resumed attempt, or its next repeat), the
+        log of the earlier one keeps its own name."""
         log = self.layout.server_log(config_id)
-        if attempt > 1 and log.exists():
-            log.rename(self.layout.server_log(config_id, attempt - 1))
+        if not log.exists():
+            return
+        if repeat > 1:
+            log.rename(_free(self.layout.server_log(config_id, repeat=repeat - 1)))
+        elif attempt > 1:
+            log.rename(_free(self.layout.server_log(config_id, attempt - 1)))
 
     def redact_file(self, path: Path | None, secrets: list[str]) -> None:
         """Mask secrets in a file a server or tool wrote into the run (its log)."""
@@ -209,6 +218,15 @@ class RunStore:
             clean = redact_text(text, secrets)
             if clean != text:
                 path.write_text(clean)
+
+
+def _free(path: Path) -> Path:
+    """`path`, or path.2, path.3 ... if taken: a kept log is never overwritten."""
+    candidate, number = path, 2
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}.{number}{path.suffix}")
+        number += 1
+    return candidate
 
 
 def read_points(path: Path) -> list[dict[str, str]]:

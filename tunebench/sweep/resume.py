@@ -20,7 +20,7 @@ from tunebench.spec.loading import validate_spec
 from tunebench.spec.plan import LoadPoint
 from tunebench.store.manifest import ConfigStatus, RunKind, Status, spec_of
 from tunebench.store.run import RunStore
-from tunebench.sweep.run import SweepResult, Work, run_configs
+from tunebench.sweep.run import SweepResult, Work, WorkItem, plan_work, run_configs
 
 
 def _measured(point: LoadPoint, ids: set[str]) -> bool:
@@ -57,22 +57,32 @@ def resume_sweep(
         raise
     work: Work = []
     kept: list[ConfigOutcome] = []
-    for config in plan.configs:
-        rows = [r for r in store.rows if r.get("config_id") == config.config_id]
+    for item in plan_work(plan):
+        config = item.config
+        rows = [
+            r
+            for r in store.rows
+            if r.get("config_id") == config.config_id
+            and int(float(r.get("repeat") or 1)) == item.repeat
+        ]
         ids = {r.get("point_id", "") for r in rows}
+        todo = [p for p in item.points if p.search is None and not _measured(p, ids)]
         entry = manifest.config(config.config_id)
-        complete = entry is not None and entry.status is ConfigStatus.COMPLETE
-        todo = [p for p in plan.points if p.search is None and not _measured(p, ids)]
-        search_done = complete and entry is not None and entry.capacity is not None
-        todo += [p for p in plan.points if p.search is not None and not search_done]
-        if todo or not complete:
-            work.append((config, todo, rows))
+        capacity = (entry.capacity if entry is not None else None) or {}
+        search_done = bool(
+            capacity.get(
+                "done", capacity and entry is not None and entry.status is ConfigStatus.COMPLETE
+            )
+        )
+        todo += [p for p in item.points if p.search is not None and not search_done]
+        if todo:
+            work.append(WorkItem(config, todo, rows, item.repeat))
         else:
             kept.append(ConfigOutcome(config.config_id, "complete", len(rows)))
-    to_measure = sum(len(points) for _, points, _ in work)
+    to_measure = sum(len(w.points) for w in work)
     reporter.note(
         f"resuming {store.run_id}: {len(store.rows)} points kept, "
-        f"{to_measure} to measure in {len(work)} configuration(s)"
+        f"{to_measure} to measure in {len(work)} server start(s)"
     )
     return run_configs(
         spec,

@@ -14,8 +14,31 @@ from tunebench.spec.plan import LoadPoint, Plan, ServerConfig
 from tunebench.store.manifest import RunKind
 from tunebench.store.run import RunStore
 
-# (configuration, its points still to measure, its rows stored by an earlier attempt)
-Work = list[tuple[ServerConfig, list[LoadPoint], list[dict]]]
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One server start: a configuration, the points still to measure in this repeat, and
+    the rows of this repeat an earlier attempt stored (a resumed run)."""
+
+    config: ServerConfig
+    points: list[LoadPoint]
+    earlier_rows: list[dict]
+    repeat: int = 1
+
+
+Work = list[WorkItem]
+
+
+def plan_work(plan: Plan) -> Work:
+    """Every configuration, `plan.repeats` times, alternating (c1 c2 c1 c2 ...) so that a
+    drift of the machine over the run hits every configuration alike. A capacity search
+    runs in the first repeat only; later repeats measure the fixed points."""
+    fixed = [p for p in plan.points if p.search is None]
+    return [
+        WorkItem(config, plan.points if repeat == 1 else fixed, [], repeat)
+        for repeat in range(1, plan.repeats + 1)
+        for config in plan.configs
+    ]
 
 
 @dataclass
@@ -61,8 +84,9 @@ def run_sweep(
     )
     if on_store:
         on_store(store)
-    work: Work = [(config, plan.points, []) for config in plan.configs]
-    return run_configs(spec, spec_path, store, output_root, reporter, work, keep, "sweep")
+    return run_configs(
+        spec, spec_path, store, output_root, reporter, plan_work(plan), keep, "sweep"
+    )
 
 
 def run_configs(
@@ -77,16 +101,22 @@ def run_configs(
     kept: list[ConfigOutcome] | None = None,
     **attempt_details,
 ) -> SweepResult:
-    """Measure each (configuration, points, earlier rows) of `work`; the run is complete
-    only when every configuration (`kept` ones included) is."""
+    """Measure each item of `work` (one server start each); the run is complete only when
+    every configuration (`kept` ones included) is."""
     outcomes: list[ConfigOutcome] = list(kept or [])
     with store.running(command, **attempt_details) as attempt:
         runner = kinds.build_runner(spec, spec_path, store, output_root, reporter, keep)
         try:
-            for index, (config, points, earlier) in enumerate(work, start=1):
-                reporter.config_starting(config, index, len(work))
+            for index, item in enumerate(work, start=1):
+                reporter.config_starting(item.config, index, len(work))
                 outcomes.append(
-                    runner.run(config, points, attempt=attempt.number, earlier_rows=earlier)
+                    runner.run(
+                        item.config,
+                        item.points,
+                        attempt=attempt.number,
+                        earlier_rows=item.earlier_rows,
+                        repeat=item.repeat,
+                    )
                 )
         finally:
             runner.deployment.stop()

@@ -96,8 +96,11 @@ def _fill_synthetic(
                         "e2e_s": e,
                         "prompt_tokens": 64,
                         "output_tokens": 32,
+                        # evenly spread over the window, each ending inside it
+                        "start_time": start + k * (duration - e) / n,
+                        "end_time": start + k * (duration - e) / n + e,
                     }
-                    for t, i, e in zip(ttft, itl, e2e)
+                    for k, (t, i, e) in enumerate(zip(ttft, itl, e2e))
                 ],
             )
             store.add_point(

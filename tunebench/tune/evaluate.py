@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tunebench.numbers import to_float
+from tunebench.points import trust
 from tunebench.runner import ConfigRunner
 from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
@@ -70,7 +71,7 @@ class RunnerEvaluator:
             r
             for r in self.store.rows
             if r["config_id"] == config.config_id
-            and str(r.get("valid")) == "True"
+            and trust.is_valid(r)
             and to_float(r.get("output_tok_s")) is not None
         ]
         if not rows:

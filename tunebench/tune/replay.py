@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tunebench.points import client_limit
+from tunebench.points import client_limit, trust
 from tunebench.points.capacity import CapacitySearch
 from tunebench.points.slo import evaluate
 from tunebench.replay.model import RecordedConfig, RecordedRun
@@ -47,7 +47,9 @@ def search_capacity(
     while (rate := search.next_rate()) is not None:
         rate = float(f"{rate:.3g}")  # as the runner rounds probe rates
         row = replay_probe(config, kind, rate, slo)
-        search.tell(rate, bool(row["slo_met"]), bool(row["client_limited"]), row["slo_ratio"])
+        search.tell(
+            rate, trust.flag(row["slo_met"]), trust.is_client_limited(row), row["slo_ratio"]
+        )
     return search
 
 

@@ -1,0 +1,345 @@
+"""How often `tunebench compare` and its regression gate are wrong, on data with a known truth.
+
+Synthetic part (tunebench.testing.latencies): for n = 15, 50 and 200 requests per point,
+independent and queue-autocorrelated latencies, over SEEDS seeds, and three methods:
+  - within-run: one run per side, the request-level interval alone (run_cv 0), on data
+    without any run-to-run spread: the block bootstrap and batch means on their own;
+  - one run + spread: what compare does for runs without repeats (run_cv DEFAULT_RUN_CV),
+    on data whose every run carries a run-to-run factor of that size;
+  - 3 repeats: Welch's t over three repeats per side, same data model;
+and for each:
+  - A/A (two independent draws of one distribution): each metric's rate of false
+    "significant" verdicts (nominal 5%), and how often the 5% gate fails (target <= 5%);
+  - A/B with B slowed down by 10% and 30%: how often the gate catches it (power);
+  - a candidate failing 50% of its requests: the gate must fail.
+Real part (recorded on the CPU server, tests/fixtures/compare-real): two independent runs of
+one configuration (A/A: the gate must not fail) and max-num-seqs 2 vs 8 (A/B: the regression
+at 8 streams must be caught).
+
+    python benchmarks/compare_calibration.py [--seeds 200] [--real tests/fixtures/compare-real]
+
+Exits non-zero when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tunebench.analysis import stats  # noqa: E402
+from tunebench.analysis.compare import (  # noqa: E402
+    DEFAULT_METRICS,
+    DEFAULT_RUN_CV,
+    Side,
+    compare_sides,
+)
+from tunebench.analysis.compare import METRICS as COMPARE_METRICS  # noqa: E402
+from tunebench.analysis.frames import load_requests, load_run  # noqa: E402
+from tunebench.analysis.gate import regression_gate  # noqa: E402
+from tunebench.testing.latencies import request_stream  # noqa: E402
+
+QUANTILES = {
+    "ttft_p50": ("ttft_ms", 0.5),
+    "ttft_p95": ("ttft_ms", 0.95),
+    "itl_p50": ("itl_ms", 0.5),
+    "itl_p95": ("itl_ms", 0.95),
+    "e2e_p95": ("e2e_s", 0.95),
+}
+
+
+RATES = ("output_tok_s", "achieved_rps")
+METRICS = (*QUANTILES, *RATES, "error_rate")
+POINTS = 3  # a gate looks at several load points at once: rows = POINTS x metrics
+THRESHOLD = 0.05
+REPEATS = 3
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    run_cv: float  # what the interval assumes for the run-to-run spread (one run per side)
+    run_sd: float  # what the synthetic data carries
+    repeats: int
+
+
+METHODS = (
+    Method("within-run", 0.0, 0.0, 1),
+    Method("one run + spread", DEFAULT_RUN_CV, DEFAULT_RUN_CV, 1),
+    Method(f"{REPEATS} repeats", 0.0, DEFAULT_RUN_CV, REPEATS),
+)
+SHIPPED = METHODS[1]  # what compare does for two runs without repeats
+
+
+def rate_of(stream, name: str) -> tuple[np.ndarray, float]:
+    amount = stream.output_tokens if name == "output_tok_s" else np.ones(stream.n)
+    bins = stats.rate_bins(stream.end_s, amount, 0, stream.window_s, stats.bins_for(stream.n))
+    return bins, stream.tokens_per_s() if name == "output_tok_s" else stream.rate()
+
+
+def one_run_rows(a, b, rng, run_cv: float) -> dict[str, stats.Change]:
+    out: dict[str, stats.Change] = {}
+    for name, (field, q) in QUANTILES.items():
+        out[name] = stats.quantile_change(
+            getattr(a, field), getattr(b, field), q, rng=rng, run_cv=run_cv
+        )
+    for name in RATES:
+        (bins_a, value_a), (bins_b, value_b) = rate_of(a, name), rate_of(b, name)
+        out[name] = stats.rate_change(bins_a, bins_b, value_a, value_b, run_cv=run_cv)
+    out["error_rate"] = stats.proportion_change(
+        a.failed, a.n + a.failed, b.failed, b.n + b.failed, rng=rng
+    )
+    return out
+
+
+def repeat_rows(a: list, b: list, rng) -> dict[str, stats.Change]:
+    def values(streams, name):
+        if name in QUANTILES:
+            field, q = QUANTILES[name]
+            return np.array([np.quantile(getattr(s, field), q) for s in streams])
+        return np.array([rate_of(s, name)[1] for s in streams])
+
+    out = {name: stats.repeats_change(values(a, name), values(b, name)) for name in METRICS[:-1]}
+    failed_a, failed_b = sum(s.failed for s in a), sum(s.failed for s in b)
+    total_a = sum(s.n + s.failed for s in a)
+    total_b = sum(s.n + s.failed for s in b)
+    out["error_rate"] = stats.proportion_change(failed_a, total_a, failed_b, total_b, rng=rng)
+    return out
+
+
+HIGHER_IS_WORSE = {m: m not in RATES for m in METRICS}
+
+
+def gate_fails(all_rows: list[dict[str, stats.Change]]) -> bool:
+    p = [
+        row.p_worse(THRESHOLD, HIGHER_IS_WORSE[name])
+        for point in all_rows
+        for name, row in point.items()
+        if row.available
+    ]
+    return any(stats.holm(p, 0.05))
+
+
+def significant(change: stats.Change) -> bool:
+    return change.available and (change.low > 0 or change.high < 0)
+
+
+def one_seed(task: tuple) -> tuple[dict[str, bool], dict[str, bool], bool]:
+    """One A/B compare of POINTS points: per metric (first point) significant and n/a, and
+    whether the gate failed."""
+    method, n, kind, slowdown, error_a, error_b, seed = task
+    rng = np.random.default_rng(10_000 + seed)
+    points = []
+    for point in range(POINTS):
+        base = 1_000_000 * seed + 1_000 * point
+
+        def streams(side: int, slow: float, errors: float) -> list:
+            return [
+                request_stream(
+                    n,
+                    kind,
+                    slow,
+                    error_rate=errors,
+                    seed=base + 10 * side + r,
+                    run_sd=method.run_sd,
+                )
+                for r in range(method.repeats)
+            ]
+
+        a = streams(1, 0.0, error_a)
+        b = streams(2, slowdown, error_b or error_a)
+        if method.repeats > 1:
+            points.append(repeat_rows(a, b, rng))
+        else:
+            points.append(one_run_rows(a[0], b[0], rng, method.run_cv))
+    first = points[0]
+    return (
+        {m: significant(first[m]) for m in METRICS},
+        {m: not first[m].available for m in METRICS},
+        gate_fails(points),
+    )
+
+
+def scenario(
+    method: Method,
+    n: int,
+    kind: str,
+    slowdown: float,
+    seeds: int,
+    error_b: float = 0.0,
+    error_a: float = 0.02,
+) -> tuple[dict[str, float], float, dict[str, int]]:
+    """Per-metric "significant" rate, gate failure rate, and per-metric n/a counts."""
+    tasks = [(method, n, kind, slowdown, error_a, error_b, seed) for seed in range(seeds)]
+    with Pool(2) as pool:  # the machine's two cores
+        results = pool.map(one_seed, tasks, chunksize=8)
+    hits = {m: sum(r[0][m] for r in results) / seeds for m in METRICS}
+    missing = {m: sum(r[1][m] for r in results) for m in METRICS}
+    return hits, sum(r[2] for r in results) / seeds, missing
+
+
+def synthetic(seeds: int) -> bool:
+    ok = True
+    print(
+        f"A/A: false 'significant' per metric (nominal 5%) and gate failures (5% gate), "
+        f"{seeds} seeds, {POINTS} points x {len(METRICS)} metrics per gate; "
+        f"run-to-run spread of the data and of 'one run + spread': {DEFAULT_RUN_CV:.0%}"
+    )
+    print(
+        f"{'method':<17} {'latencies':<9} {'n':>4}  "
+        + " ".join(f"{m:>12}" for m in METRICS)
+        + f"  {'gate fails':>10}"
+    )
+    for method in METHODS:
+        for kind in ("iid", "queue"):
+            for n in (15, 50, 200):
+                rates, gate, missing = scenario(method, n, kind, 0.0, seeds)
+                cells = []
+                for metric in METRICS:
+                    if missing[metric] == seeds:
+                        cells.append(f"{'n/a':>12}")
+                    else:
+                        cells.append(f"{rates[metric] * 100:11.1f}%")
+                        ok &= rates[metric] <= 0.06
+                ok &= gate <= 0.05
+                print(
+                    f"{method.name:<17} {kind:<9} {n:>4}  "
+                    + " ".join(cells)
+                    + f"  {gate * 100:9.1f}%"
+                )
+    print("\nA/B: the 5% gate's power (B slower by 10% / 30%); n/a: no verdict at that n")
+    print(f"{'method':<17} {'latencies':<9} {'n':>4}  {'10% slower':>10}  {'30% slower':>10}")
+    for method in METHODS:
+        for kind in ("iid", "queue"):
+            for n in (15, 50, 200):
+                power = [scenario(method, n, kind, s, seeds)[1] for s in (0.10, 0.30)]
+                if n == 200 and method is METHODS[0]:
+                    # the request-level interval's own power; with a run-to-run spread on
+                    # top, single runs cannot be sure of 30% (the figures show how often)
+                    ok &= power[1] == 1.0
+                print(
+                    f"{method.name:<17} {kind:<9} {n:>4}  {power[0] * 100:9.1f}%  "
+                    f"{power[1] * 100:9.1f}%"
+                )
+    for method in METHODS:
+        _, errors_caught, _ = scenario(method, 50, "iid", 0.0, seeds, error_b=0.5, error_a=0.0)
+        ok &= errors_caught == 1.0
+        print(
+            f"A candidate failing 50% of its requests ({method.name}, n 50): the gate fails in "
+            f"{errors_caught * 100:.1f}% of {seeds} compares"
+        )
+    return ok
+
+
+# -- real data -------------------------------------------------------------------------------
+
+
+def real(path: Path) -> bool:
+    """Two independent runs of one configuration must pass; mns2 against mns8 must fail."""
+    points = load_run(path)
+    requests = load_requests(path)
+    ok = True
+
+    def side(variant: str, repeat: int | None = None) -> Side:
+        rows = points[points["variant"] == variant]
+        if repeat is not None:
+            rows = rows[pd.to_numeric(rows["repeat"]) == repeat]
+        name = variant if repeat is None else f"{variant} r{repeat}"
+        return Side(name, rows.reset_index(drop=True), requests)
+
+    metrics = [COMPARE_METRICS[m] for m in DEFAULT_METRICS]
+    repeats = sorted(int(r) for r in pd.to_numeric(points["repeat"]).unique())
+    spread = run_to_run(points[points["variant"] == "mns2"])
+    print(
+        f"\nReal data ({path.name}: {len(points)} points, repeats {repeats}, "
+        f"host {load_manifest_host(path)})"
+    )
+    print(
+        "run-to-run spread, from mns2's repeats (sd of log over repeats, per metric, RMS over "
+        "the points): " + ", ".join(f"{m} {v:.1%}" for m, v in spread.items())
+    )
+    overall = float(np.sqrt(np.mean([v**2 for v in spread.values()])))
+    print(f"  RMS over metrics {overall:.1%}; compare assumes {DEFAULT_RUN_CV:.0%} per side")
+    ok &= overall <= DEFAULT_RUN_CV
+    print("A/A (held out: mns8's repeats, each a new server start), 5% gate over default metrics:")
+    for first, second in itertools.combinations(repeats, 2):
+        result = compare_sides([side("mns8", first), side("mns8", second)], metrics)
+        gate = regression_gate(result, 5.0)
+        rows = result.rows
+        flagged = rows[rows["verdict"].isin(["worse", "better"])]
+        print(
+            f"  mns8 r{first} vs r{second}: gate {gate['verdict']} "
+            f"({gate['rows_gated']} rows gated), {len(flagged)} rows 'significant'"
+            + (
+                f": {', '.join(flagged['label'] + ' @ ' + flagged['point'])}"
+                if len(flagged)
+                else ""
+            )
+        )
+        ok &= gate["verdict"] == "no-regression"
+    print("A/B: mns2 against mns8 (baseline), 5% gate:")
+    pairs = [(side("mns8", r), side("mns2", r)) for r in repeats] + [(side("mns8"), side("mns2"))]
+    for a, b in pairs:
+        result = compare_sides([a, b], metrics)
+        gate = regression_gate(result, 5.0)
+        at8 = result.rows[result.rows["point"] == "concurrent 8"]
+        worse = at8[at8["verdict"] == "worse"]
+        caught = gate["verdict"] == "regression" and not worse.empty
+        print(
+            f"  {a.name} vs {b.name}: gate {gate['verdict']}, at 8 streams worse: "
+            + (", ".join(f"{r.label} {r.change_pct:+.0f}%" for r in worse.itertuples()) or "none")
+        )
+        ok &= caught
+    return ok
+
+
+def run_to_run(points: pd.DataFrame) -> dict[str, float]:
+    """sd of the log of each metric over the repeats of every point, RMS over the points."""
+    out = {}
+    for name in ("ttft_p50_ms", "itl_p50_ms", "e2e_p50_s", "output_tok_s", "achieved_rps"):
+        sds = []
+        for _, group in points.groupby("point_id"):
+            values = pd.to_numeric(group[name], errors="coerce").to_numpy(float)
+            values = values[np.isfinite(values) & (values > 0)]
+            if len(values) >= 2:
+                sds.append(np.log(values).std(ddof=1))
+        if sds:
+            out[name] = float(np.sqrt(np.mean(np.square(sds))))
+    return out
+
+
+def load_manifest_host(path: Path) -> str:
+    host = json.loads((path / "manifest.json").read_text()).get("host") or {}
+    flags = host.get("cpu_flags") or []
+    vector = "AVX-512" if any(str(f).startswith("avx512") for f in flags) else "AVX2"
+    return f"{host.get('cpu_model', '?')}, {vector}, {host.get('cpus', '?')} CPUs"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument("--real", type=Path, default=REPO / "tests/fixtures/compare-real")
+    parser.add_argument("--skip-synthetic", action="store_true")
+    args = parser.parse_args()
+    started = time.monotonic()
+    ok = True
+    if not args.skip_synthetic:
+        ok &= synthetic(args.seeds)
+    ok &= real(args.real)
+    print(f"\n({time.monotonic() - started:.0f} s)  {'all targets met' if ok else 'TARGET MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Calibration of the compare statistics on data with a known truth (tunebench.testing
+.latencies): A/A pairs are independent draws of one distribution (never a run compared
+with itself), A/B pairs have a known slowdown. Each bound below can fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tunebench.analysis import stats
+from tunebench.testing.latencies import request_stream
+
+SEEDS = 300
+
+
+def false_positive_rate(n: int, kind: str, q: float, seeds: int = SEEDS) -> tuple[float, int]:
+    hits = missing = 0
+    for seed in range(seeds):
+        a = request_stream(n, kind, seed=2 * seed)
+        b = request_stream(n, kind, seed=2 * seed + 1)
+        change = stats.quantile_change(
+            a.ttft_ms, b.ttft_ms, q, rng=np.random.default_rng(seed), draws=1000
+        )
+        missing += not change.available
+        hits += change.available and (change.low > 0 or change.high < 0)
+    return hits / seeds, missing
+
+
+@pytest.mark.parametrize("kind", ["iid", "queue"])
+@pytest.mark.parametrize("n", [15, 50, 200])
+def test_a_median_of_two_draws_of_one_distribution_is_rarely_significant(n, kind):
+    rate, missing = false_positive_rate(n, kind, 0.5)
+    assert missing < SEEDS  # a median has a verdict from 15 requests on
+    assert rate <= 0.08, rate  # nominal 5%; the bound allows for 300 seeds' noise
+
+
+@pytest.mark.parametrize("kind", ["iid", "queue"])
+def test_p95_at_200_requests_is_calibrated(kind):
+    rate, _ = false_positive_rate(200, kind, 0.95)
+    assert rate <= 0.08, rate
+
+
+def test_the_run_to_run_spread_one_window_cannot_see_is_in_the_interval():
+    """Runs whose every latency carries a run factor (sd 4% of the log): an interval of the
+    requests alone flags many A/A pairs; with run_cv of that size it is calibrated."""
+    alone = with_spread = 0
+    for seed in range(SEEDS):
+        a = request_stream(200, "iid", seed=2 * seed, run_sd=0.04)
+        b = request_stream(200, "iid", seed=2 * seed + 1, run_sd=0.04)
+        for run_cv in (0.0, 0.04):
+            change = stats.quantile_change(
+                a.ttft_ms, b.ttft_ms, 0.5, rng=np.random.default_rng(seed), run_cv=run_cv
+            )
+            flagged = change.low > 0 or change.high < 0
+            alone += flagged and run_cv == 0
+            with_spread += flagged and run_cv > 0
+    assert with_spread / SEEDS <= 0.08, with_spread
+    assert alone / SEEDS >= 0.10, alone  # why compare adds the spread to single-run intervals
+
+
+def test_tail_percentiles_from_few_samples_have_no_verdict():
+    assert (
+        stats.min_samples(0.5),
+        stats.min_samples(0.9),
+        stats.min_samples(0.95),
+        stats.min_samples(0.99),
+    ) == (6, 36, 72, 368)
+    a, b = request_stream(50, seed=1), request_stream(50, seed=2)
+    change = stats.quantile_change(a.ttft_ms, b.ttft_ms, 0.95)
+    assert not change.available and "need 72 per side for p95" in change.note
+    assert change.p_worse(0.05, True) == 1.0  # no verdict never fails a gate
+
+
+def test_autocorrelated_requests_count_as_fewer_samples():
+    queue = request_stream(200, "queue", seed=3)
+    independent = request_stream(200, "iid", seed=3)
+    assert stats.autocorrelation_time(np.log(queue.ttft_ms)) > 3
+    assert stats.autocorrelation_time(np.log(independent.ttft_ms)) < 1.5
+
+
+def test_a_30_percent_slowdown_at_200_requests_is_seen():
+    seen = 0
+    for seed in range(100):
+        a = request_stream(200, "iid", seed=2 * seed)
+        b = request_stream(200, "iid", slowdown=0.3, seed=2 * seed + 1)
+        change = stats.quantile_change(a.ttft_ms, b.ttft_ms, 0.5, draws=1000)
+        assert change.low > 0  # always significantly worse
+        seen += change.p_worse(0.05, True) < 0.05  # worse by more than 5%, one row alone
+    assert seen >= 90
+
+
+@pytest.mark.parametrize("repeats", [2, 3, 5])
+def test_repeats_a_over_a_false_positive_rate(repeats):
+    rng = np.random.default_rng(repeats)
+    hits = 0
+    for _ in range(SEEDS):
+        # each repeat's value: the truth times a run-to-run factor (lognormal, cv 8%)
+        a = 100 * rng.lognormal(0, 0.08, repeats)
+        b = 100 * rng.lognormal(0, 0.08, repeats)
+        change = stats.repeats_change(a, b)
+        hits += change.low > 0 or change.high < 0
+    assert hits / SEEDS <= 0.08
+
+
+def test_repeats_see_a_run_to_run_shift_that_one_run_per_side_cannot():
+    rng = np.random.default_rng(7)
+    a = 100 * rng.lognormal(0, 0.02, 5)
+    b = 130 * rng.lognormal(0, 0.02, 5)
+    change = stats.repeats_change(a, b)
+    assert change.method == "Welch's t over repeats" and change.low > 0.2
+    assert not stats.repeats_change(a[:1], b).available  # one repeat: no spread to estimate
+
+
+def test_rate_intervals_from_time_bins_are_calibrated():
+    hits = 0
+    for seed in range(SEEDS):
+        a, b = (
+            request_stream(200, "queue", seed=2 * seed),
+            request_stream(200, "queue", seed=2 * seed + 1),
+        )
+        bins_a = stats.rate_bins(a.end_s, a.output_tokens, 0, a.window_s, stats.bins_for(a.n))
+        bins_b = stats.rate_bins(b.end_s, b.output_tokens, 0, b.window_s, stats.bins_for(b.n))
+        change = stats.rate_change(bins_a, bins_b, a.tokens_per_s(), b.tokens_per_s())
+        hits += change.low > 0 or change.high < 0
+    assert hits / SEEDS <= 0.08
+
+
+def test_error_rates():
+    same = [
+        stats.proportion_change(
+            *np.random.default_rng(s).binomial(100, 0.02, 2).tolist()[:1],
+            100,
+            int(np.random.default_rng(s + 999).binomial(100, 0.02)),
+            100,
+            rng=np.random.default_rng(s),
+        )
+        for s in range(SEEDS)
+    ]
+    assert sum(c.low > 0 or c.high < 0 for c in same) / SEEDS <= 0.08
+    half = stats.proportion_change(0, 50, 25, 50)
+    assert half.change == pytest.approx(0.5) and half.p_worse(0.05, True) < 0.001
+
+
+def test_holm_controls_the_family():
+    assert stats.holm([0.001, 0.03, 0.04], 0.05) == [True, False, False]
+    assert stats.holm([0.01, 0.012, 0.015], 0.05) == [True, True, True]
+    assert stats.holm([], 0.05) == []

@@ -1,0 +1,392 @@
+"""The statistics behind `tunebench compare` and its regression gate.
+
+One interval method per kind of evidence (docs/results-and-compare.md states each one's
+assumptions, and benchmarks/compare_calibration.py measures how often each is wrong):
+
+- a percentile of one run's requests (`quantile_change`): a circular block bootstrap over
+  the requests in time order gives each side's standard error (latencies under load are
+  autocorrelated: a queue builds and drains, so neighbouring requests are not independent
+  draws), and Welch's t with the blocks' degrees of freedom makes the interval. Below the
+  fewest samples for which a distribution-free interval of that percentile exists at all
+  (`min_samples`, counted in *effective* samples: requests divided by their integrated
+  autocorrelation time) there is no verdict;
+- a rate of one run (`rate_change`): batch means over equal time bins of the window, a
+  t interval on the log ratio, so a slow stretch of the window widens the interval;
+- repeats (`repeats_change`): each repeat's value is one observation of the run-to-run
+  spread (a new server start, the machine's state): Welch's t on the logs of the values;
+- an error rate (`proportion_change`): the difference of two binomial proportions, the
+  Agresti-Caffo interval, in percentage points.
+
+Single-run methods also take `run_cv`: the run-to-run spread (a relative standard deviation
+per side) that one window cannot show, added to the interval's variance.
+
+Every result is a `Change`: the estimate, a two-sided interval at the confidence asked for,
+and `p_worse(threshold)`, the one-sided p-value of "not worse by more than threshold" that
+the gate corrects for multiplicity (Holm) across its rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as sps
+
+from tunebench.points.samples import MIN_REQUESTS, min_samples
+
+DRAWS = 4000  # kept for callers that pass draws to proportion_change
+SE_DRAWS = 500  # bootstrap draws for a standard error (its own error: about 3%)
+
+
+@dataclass(frozen=True)
+class Change:
+    """B against A: `change` is B/A - 1 (a fraction) or, for proportions, B - A."""
+
+    change: float | None
+    low: float | None
+    high: float | None
+    method: str
+    n_a: int
+    n_b: int
+    note: str = ""  # why there is no interval, or what it does not cover
+    # how p_worse is computed: bootstrap draws of the log ratio / difference, or t moments
+    _draws: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _t: tuple[float, float, float] | None = field(default=None, repr=False, compare=False)
+    additive: bool = False  # change is a difference (proportions), not a ratio
+
+    @property
+    def available(self) -> bool:
+        return self.low is not None
+
+    def p_worse(self, threshold: float, higher_is_worse: bool) -> float:
+        """One-sided p-value of H0 "B is not worse than A by more than `threshold`" (a
+        fraction: 0.05 for 5%); small means B is worse by more than that."""
+        if not self.available:
+            return 1.0
+        if self.additive:
+            bound = threshold if higher_is_worse else -threshold
+        else:
+            bound = math.log1p(threshold) if higher_is_worse else math.log1p(-min(threshold, 0.99))
+        if self._draws is not None:
+            draws = self._draws
+            not_worse = np.count_nonzero(draws <= bound if higher_is_worse else draws >= bound)
+            return (1 + not_worse) / (1 + len(draws))
+        assert self._t is not None
+        center, se, df = self._t
+        if se <= 0:
+            worse = center > bound if higher_is_worse else center < bound
+            return 0.0 if worse else 1.0
+        t = (center - bound) / se if higher_is_worse else (bound - center) / se
+        return float(sps.t.sf(t, df))
+
+
+def not_available(
+    method: str, n_a: int, n_b: int, note: str, change: float | None = None
+) -> Change:
+    return Change(change, None, None, method, n_a, n_b, note)
+
+
+# -- sample sufficiency (the counts: points/samples.py) ---------------------------------------
+
+
+def autocorrelation_time(values: np.ndarray) -> float:
+    """Integrated autocorrelation time of a series (1 for independent samples): Geyer's
+    initial positive sequence, which sums pairs of autocorrelations while they are positive.
+    On a short window of a slowly varying queue it errs less on the low side than a
+    fixed-window estimate."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < 8 or np.ptp(x) == 0:
+        return 1.0
+    x = x - x.mean()
+    spectrum = np.fft.rfft(x, 2 * n)
+    acf = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
+    acf = acf / acf[0]
+    tau, pair = 1.0, 1
+    while 2 * pair < n // 2:
+        both = acf[2 * pair - 1] + acf[2 * pair]
+        if both <= 0:
+            break
+        tau += 2 * both
+        pair += 1
+    return float(max(1.0, tau))
+
+
+def block_length(n: int, tau: float) -> int:
+    """Block length for the circular block bootstrap: long enough to keep a queue's burst
+    together (four autocorrelation times: shorter blocks cut the correlation at their
+    edges and understate the standard error, measurably so at tau ~ 6) and at least
+    n^(1/3); at most n/3."""
+    return int(max(1, min(max(math.ceil(n ** (1 / 3)), math.ceil(4 * tau)), n // 3 or 1)))
+
+
+def block_indices(n: int, block: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """`draws` circular block-bootstrap resamples of range(n), shape (draws, n)."""
+    count = -(-n // block)
+    starts = rng.integers(0, n, size=(draws, count))
+    index = (starts[:, :, None] + np.arange(block)) % n
+    return index.reshape(draws, count * block)[:, :n]
+
+
+# -- within one run ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Side:
+    log_value: float  # log of the quantile of all the side's requests
+    se: float  # block-bootstrap standard error of it
+    df: int  # blocks - 1
+    effective: float  # requests / autocorrelation time
+
+
+def _quantile_side(values: np.ndarray, q: float, rng: np.random.Generator, draws: int) -> _Side:
+    tau = autocorrelation_time(np.log(np.maximum(values, 1e-12)))
+    block = block_length(len(values), tau)
+    index = block_indices(len(values), block, draws, rng)
+    resampled = np.log(np.maximum(np.quantile(values[index], q, axis=1), 1e-300))
+    return _Side(
+        math.log(float(np.quantile(values, q))),
+        float(resampled.std(ddof=1)),
+        max(1, len(values) // block - 1),
+        len(values) / tau,
+    )
+
+
+def quantile_change(
+    a: np.ndarray,
+    b: np.ndarray,
+    q: float,
+    confidence: float = 0.95,
+    rng: np.random.Generator | None = None,
+    draws: int = SE_DRAWS,
+    run_cv: float = 0.0,
+) -> Change:
+    """The change of the q-quantile from A's requests to B's (each in time order).
+
+    Each side's standard error comes from a circular block bootstrap (blocks of four times the
+    autocorrelation time); the interval is Welch's t with the blocks' degrees of freedom,
+    so a window of few independent stretches gets a wide interval. `run_cv` adds the
+    run-to-run spread a single window cannot show (a relative standard deviation per side).
+    """
+    rng = rng or np.random.default_rng(0)
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
+    method = "block bootstrap over requests, Welch t"
+    need = max(min_samples(q, confidence), MIN_REQUESTS)
+    label = f"p{round(q * 100)}"
+    if len(a) < need or len(b) < need:
+        return not_available(
+            method, len(a), len(b), f"too few samples: need {need} per side for {label}"
+        )
+    side_a = _quantile_side(a, q, rng, draws)
+    side_b = _quantile_side(b, q, rng, draws)
+    center = side_b.log_value - side_a.log_value
+    # the floor of MIN_REQUESTS is for raw requests; effective samples need what the
+    # order-statistic interval itself needs
+    need_effective = min_samples(q, confidence)
+    if min(side_a.effective, side_b.effective) < need_effective:
+        return not_available(
+            method,
+            len(a),
+            len(b),
+            f"too few effective samples: need {need_effective} per side for {label}, have "
+            f"{side_a.effective:.0f} and {side_b.effective:.0f} (requests / autocorrelation "
+            "time)",
+            math.expm1(center),
+        )
+    return _welch(
+        center,
+        side_a.se,
+        side_a.df,
+        side_b.se,
+        side_b.df,
+        confidence,
+        method,
+        len(a),
+        len(b),
+        run_cv=run_cv,
+    )
+
+
+def rate_bins(
+    ends: np.ndarray, amounts: np.ndarray, start: float, end: float, bins: int
+) -> np.ndarray:
+    """Per-second rate of `amounts` (tokens, or 1 per request) completed in each of `bins`
+    equal parts of [start, end]."""
+    if bins < 1 or end <= start:
+        return np.array([])
+    edges = np.linspace(start, end, bins + 1)
+    totals, _ = np.histogram(ends, bins=edges, weights=amounts)
+    return totals / ((end - start) / bins)
+
+
+MAX_BINS, PER_BIN = 10, 5  # batch means: up to 10 bins of at least 5 completions each
+
+
+def bins_for(completions: int) -> int:
+    return min(MAX_BINS, completions // PER_BIN)
+
+
+def rate_change(
+    a_bins: np.ndarray,
+    b_bins: np.ndarray,
+    a_value: float,
+    b_value: float,
+    confidence: float = 0.95,
+    run_cv: float = 0.0,
+) -> Change:
+    """The change of a rate from batch means over time bins of each window: the point
+    values are the load generator's own; the bins give their standard errors."""
+    method = "batch means over time bins"
+    a_bins, b_bins = np.asarray(a_bins, float), np.asarray(b_bins, float)
+    if len(a_bins) < 4 or len(b_bins) < 4:
+        return not_available(
+            method, len(a_bins), len(b_bins), f"too few completions for {4} time bins of {PER_BIN}"
+        )
+    if a_value <= 0 or b_value <= 0:
+        return not_available(method, len(a_bins), len(b_bins), "a rate is 0: no ratio")
+    rel_a = _batch_se(a_bins)
+    rel_b = _batch_se(b_bins)
+    return _welch(
+        math.log(b_value / a_value),
+        rel_a,
+        len(a_bins) - 1,
+        rel_b,
+        len(b_bins) - 1,
+        confidence,
+        method,
+        len(a_bins),
+        len(b_bins),
+        run_cv=run_cv,
+    )
+
+
+def _batch_se(bins: np.ndarray) -> float:
+    """Relative standard error of the mean of batch means, widened when neighbouring bins
+    are positively correlated (a queue's slow stretch spans two bins): by the AR(1)
+    variance factor (1 + r1) / (1 - r1) of their lag-1 correlation."""
+    mean = max(float(bins.mean()), 1e-12)
+    se = float(bins.std(ddof=1)) / math.sqrt(len(bins)) / mean
+    centred = bins - bins.mean()
+    denominator = float(np.dot(centred, centred))
+    if denominator > 0:
+        r1 = min(0.9, float(np.dot(centred[:-1], centred[1:])) / denominator)
+        if r1 > 0:
+            se *= math.sqrt((1 + r1) / (1 - r1))
+    return se
+
+
+def _welch(
+    center: float,
+    se_a: float,
+    df_a: int,
+    se_b: float,
+    df_b: int,
+    confidence: float,
+    method: str,
+    n_a: int,
+    n_b: int,
+    note: str = "",
+    run_cv: float = 0.0,
+) -> Change:
+    """Welch's t interval of a log ratio from each side's standard error and degrees of
+    freedom. `run_cv` (a relative standard deviation per side, taken as known) adds the
+    run-to-run variance both sides carry; it widens the interval but, being known, adds
+    no degrees-of-freedom penalty."""
+    sampled = se_a**2 + se_b**2
+    se = math.sqrt(sampled + 2 * run_cv**2)
+    if sampled == 0:
+        df = float(max(df_a + df_b, 1))
+    else:
+        spread = (se_a**4 / df_a if df_a else 0) + (se_b**4 / df_b if df_b else 0)
+        df = se**4 / spread if spread else float(df_a + df_b)
+    half = float(sps.t.ppf(1 - (1 - confidence) / 2, df)) * se
+    return Change(
+        math.expm1(center),
+        math.expm1(center - half),
+        math.expm1(center + half),
+        method,
+        n_a,
+        n_b,
+        note,
+        _t=(center, se, df),
+    )
+
+
+# -- across repeats ------------------------------------------------------------------------
+
+
+def repeats_change(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> Change:
+    """The change of a metric measured in several repeats per side (each a separate run of
+    the point): Welch's t on the logs, so the run-to-run spread is in the interval."""
+    method = "Welch's t over repeats"
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
+    if len(a) < 2 or len(b) < 2:
+        return not_available(method, len(a), len(b), "need 2 repeats per side")
+    la, lb = np.log(a), np.log(b)
+    return _welch(
+        float(lb.mean() - la.mean()),
+        la.std(ddof=1) / math.sqrt(len(la)),
+        len(la) - 1,
+        lb.std(ddof=1) / math.sqrt(len(lb)),
+        len(lb) - 1,
+        confidence,
+        method,
+        len(a),
+        len(b),
+    )
+
+
+# -- proportions ---------------------------------------------------------------------------
+
+
+def proportion_change(
+    failed_a: int,
+    total_a: int,
+    failed_b: int,
+    total_b: int,
+    confidence: float = 0.95,
+    rng: np.random.Generator | None = None,
+    draws: int = DRAWS,
+) -> Change:
+    """B's error rate minus A's (fraction points): the Agresti-Caffo interval (one failure
+    and one success added to each side, then the normal interval of the difference), which
+    keeps its coverage for the few failures a healthy run has, where intervals from each
+    side's own posterior came out liberal (6.5% false positives at 2% errors, n 200).
+    `rng` and `draws` are accepted for the callers' uniformity; the interval is closed-form."""
+    method = "Agresti-Caffo interval of two proportions"
+    if total_a <= 0 or total_b <= 0:
+        return not_available(method, total_a, total_b, "no requests")
+    pa = (failed_a + 1) / (total_a + 2)
+    pb = (failed_b + 1) / (total_b + 2)
+    se = math.sqrt(pa * (1 - pa) / (total_a + 2) + pb * (1 - pb) / (total_b + 2))
+    adjusted = pb - pa
+    z = float(sps.norm.ppf(1 - (1 - confidence) / 2))
+    return Change(
+        failed_b / total_b - failed_a / total_a,
+        adjusted - z * se,
+        adjusted + z * se,
+        method,
+        total_a,
+        total_b,
+        _t=(adjusted, se, 1e9),
+        additive=True,
+    )
+
+
+# -- many rows -----------------------------------------------------------------------------
+
+
+def holm(p_values: list[float], alpha: float) -> list[bool]:
+    """Holm's step-down: which hypotheses are rejected with the family-wise error at alpha."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, index in enumerate(order):
+        if p_values[index] > alpha / (len(p_values) - rank):
+            break
+        rejected[index] = True
+    return rejected
