@@ -112,7 +112,7 @@ def _num(key: str, digits: int):
 
 COLUMNS = (  # in display order
     Column("config", 0, None),
-    Column("point", 0, lambda r: str(r.get("point_id", ""))),
+    Column("point", 0, lambda r: _point_cell(r)),
     Column("load", 4, _load),
     Column("req/s", 1, _num("achieved_rps", 2)),
     Column("conc (req)", 5, _num("achieved_concurrency", 1)),
@@ -227,7 +227,7 @@ def _notes(rows: list[dict[str, Any]], config_cell) -> list[str]:
     """One line per point whose `valid` cell needs a reason."""
     out = []
     for row in rows:
-        where = f"{config_cell(row)} {row.get('point_id', '')}"
+        where = f"{config_cell(row)} {_point_cell(row)}"
         if not trust.flag(row.get("valid")):
             out.append(f"no: {where}: {row.get('invalid_reason') or 'invalid'}")
         if trust.flag(row.get("client_limited")):
@@ -241,3 +241,10 @@ def _notes(rows: list[dict[str, Any]], config_cell) -> list[str]:
             f"({'; '.join(levels)}): column thin_percentiles of points.csv says which"
         )
     return out
+
+
+def _point_cell(row: dict[str, Any]) -> str:
+    """The point id, and its repeat when the sweep measured it more than once."""
+    repeat = str(row.get("repeat") or "1")
+    suffix = f" r{repeat}" if repeat not in ("1", "1.0") else ""
+    return f"{row.get('point_id', '')}{suffix}"
