@@ -154,3 +154,25 @@ def test_cpu_demo_is_the_embedded_default():
     kinds = [p.point_id for p in plan.points]
     assert {"concurrent-1", "concurrent-4", "concurrent-8"} <= set(kinds)
     assert any(k.startswith("poisson") for k in kinds)
+
+
+def test_repeats_are_planned_alternating_and_estimated():
+    from tunebench.sweep.estimate import estimate_seconds
+    from tunebench.sweep.run import plan_work
+
+    spec = validate_spec(
+        {**BASE, "server": {"matrix": {"max-num-seqs": [2, 8]}}, "repeats": 3}, Path("x.yaml")
+    )
+    plan = build_plan(spec, Path("x.yaml"))
+    work = plan_work(plan)
+    assert [(w.config.config_id, w.repeat) for w in work] == [
+        ("c1", 1),
+        ("c2", 1),
+        ("c1", 2),
+        ("c2", 2),
+        ("c1", 3),
+        ("c2", 3),
+    ]
+    once = validate_spec({**BASE, "server": {"matrix": {"max-num-seqs": [2, 8]}}}, Path("x.yaml"))
+    single = estimate_seconds(once, build_plan(once, Path("x.yaml")))
+    assert estimate_seconds(spec, plan) == pytest.approx(3 * single)

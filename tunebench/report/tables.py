@@ -60,7 +60,7 @@ def failure_lines(configs: list[Any]) -> list[Text]:
 def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
     configs = Table(
         title=f"plan for {spec.name}: {len(plan.configs)} configurations x "
-        f"{len(plan.points)} points"
+        f"{len(plan.points)} points" + (f" x {plan.repeats} repeats" if plan.repeats > 1 else "")
     )
     for header in ("config", "model", "engine args"):
         configs.add_column(header)
