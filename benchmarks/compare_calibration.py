@@ -97,9 +97,7 @@ def one_run_rows(a, b, rng, run_cv: float) -> dict[str, stats.Change]:
     for name in RATES:
         (bins_a, value_a), (bins_b, value_b) = rate_of(a, name), rate_of(b, name)
         out[name] = stats.rate_change(bins_a, bins_b, value_a, value_b, run_cv=run_cv)
-    out["error_rate"] = stats.proportion_change(
-        a.failed, a.n + a.failed, b.failed, b.n + b.failed, rng=rng
-    )
+    out["error_rate"] = stats.proportion_change(a.failed, a.n + a.failed, b.failed, b.n + b.failed)
     return out
 
 
@@ -114,7 +112,7 @@ def repeat_rows(a: list, b: list, rng) -> dict[str, stats.Change]:
     failed_a, failed_b = sum(s.failed for s in a), sum(s.failed for s in b)
     total_a = sum(s.n + s.failed for s in a)
     total_b = sum(s.n + s.failed for s in b)
-    out["error_rate"] = stats.proportion_change(failed_a, total_a, failed_b, total_b, rng=rng)
+    out["error_rate"] = stats.proportion_change(failed_a, total_a, failed_b, total_b)
     return out
 
 

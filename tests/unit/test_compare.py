@@ -14,6 +14,7 @@ import yaml
 from tests.conftest import FIXTURES
 from tunebench.analysis.api import compare
 from tunebench.analysis.compare import (
+    DEFAULT_METRICS,
     DEFAULT_RUN_CV,
     METRICS,
     Side,
@@ -24,19 +25,7 @@ from tunebench.analysis.gate import regression_gate
 from tunebench.testing import make_synthetic_run
 from tunebench.testing.latencies import stream_side
 
-DEFAULT = [
-    METRICS[m]
-    for m in (
-        "ttft_p50",
-        "ttft_p95",
-        "itl_p50",
-        "itl_p95",
-        "e2e_p95",
-        "output_tok_s",
-        "achieved_rps",
-        "error_rate",
-    )
-]
+DEFAULT = [METRICS[m] for m in DEFAULT_METRICS]
 
 
 def side(name: str, seed: int, slowdown: float = 0.0, **options) -> Side:

@@ -132,7 +132,6 @@ def test_error_rates():
             100,
             int(np.random.default_rng(s + 999).binomial(100, 0.02)),
             100,
-            rng=np.random.default_rng(s),
         )
         for s in range(SEEDS)
     ]

@@ -268,7 +268,7 @@ def measure_change(
     if metric.kind == "proportion":
         total_a, failed_a = a.counts()
         total_b, failed_b = b.counts()
-        return stats.proportion_change(failed_a, total_a, failed_b, total_b, confidence, rng)
+        return stats.proportion_change(failed_a, total_a, failed_b, total_b, confidence)
     if len(a.rows) >= 2 and len(b.rows) >= 2:
         return stats.repeats_change(a.values(metric.column), b.values(metric.column), confidence)
     if metric.kind == "quantile":
@@ -306,7 +306,6 @@ def measure_change(
         found.n_a,
         found.n_b,
         note,
-        found._draws,
         found._t,
         found.additive,
     )

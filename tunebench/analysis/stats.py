@@ -35,7 +35,6 @@ from scipy import stats as sps
 
 from tunebench.points.samples import MIN_REQUESTS, min_samples
 
-DRAWS = 4000  # kept for callers that pass draws to proportion_change
 SE_DRAWS = 500  # bootstrap draws for a standard error (its own error: about 3%)
 
 
@@ -50,8 +49,7 @@ class Change:
     n_a: int
     n_b: int
     note: str = ""  # why there is no interval, or what it does not cover
-    # how p_worse is computed: bootstrap draws of the log ratio / difference, or t moments
-    _draws: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # p_worse's t moments: (centre of the log ratio or difference, its SE, degrees of freedom)
     _t: tuple[float, float, float] | None = field(default=None, repr=False, compare=False)
     additive: bool = False  # change is a difference (proportions), not a ratio
 
@@ -68,10 +66,6 @@ class Change:
             bound = threshold if higher_is_worse else -threshold
         else:
             bound = math.log1p(threshold) if higher_is_worse else math.log1p(-min(threshold, 0.99))
-        if self._draws is not None:
-            draws = self._draws
-            not_worse = np.count_nonzero(draws <= bound if higher_is_worse else draws >= bound)
-            return (1 + not_worse) / (1 + len(draws))
         assert self._t is not None
         center, se, df = self._t
         if se <= 0:
@@ -350,14 +344,11 @@ def proportion_change(
     failed_b: int,
     total_b: int,
     confidence: float = 0.95,
-    rng: np.random.Generator | None = None,
-    draws: int = DRAWS,
 ) -> Change:
     """B's error rate minus A's (fraction points): the Agresti-Caffo interval (one failure
     and one success added to each side, then the normal interval of the difference), which
     keeps its coverage for the few failures a healthy run has, where intervals from each
-    side's own posterior came out liberal (6.5% false positives at 2% errors, n 200).
-    `rng` and `draws` are accepted for the callers' uniformity; the interval is closed-form."""
+    side's own posterior came out liberal (6.5% false positives at 2% errors, n 200)."""
     method = "Agresti-Caffo interval of two proportions"
     if total_a <= 0 or total_b <= 0:
         return not_available(method, total_a, total_b, "no requests")
