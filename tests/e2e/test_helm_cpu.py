@@ -69,9 +69,16 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
         ("max-num-seqs=2", "concurrent-2"),
         ("max-num-seqs=4", "concurrent-2"),
     ]
-    for row in rows:
+    for row, mns in zip(rows, (2, 4)):
         assert int(row["requests_ok"]) > 0 and int(row["requests_failed"]) == 0
         assert row["server_metrics"] == "present"  # scraped from the pod via the port-forward
+        # The port-forward reaches one server started without max-num-seqs: its log's
+        # non-default args prove that neither configuration was measured.
+        assert row["valid"] == "False"
+        assert row["invalid_reasons"] == (
+            f"max-num-seqs requested {mns}, server runs vLLM's default "
+            "(not in its non-default args)"
+        )
     for config in manifest["configs"]:
         assert config["status"] == "complete"
         assert config["effective"]["max_model_len"] == 256  # read through the Route-less path

@@ -479,3 +479,39 @@ def test_gpu_autoround_mtp_non_default_args(fixtures):
     assert checks[1].reason == (
         "max-model-len 256K (262144): the server parsed 262144 (non-default args log line)"
     )
+
+
+def test_an_arg_absent_from_a_logged_non_default_line_runs_vllms_default():
+    # The helm port-forward case: values asked for max-num-seqs 2, the pod's log says which
+    # args it was started with, and max_num_seqs is not among them.
+    effective = {"max_model_len": 256, "non_default_args": {"max_model_len": 256}}
+    checks = verify_args(
+        {"max-num-seqs": 2, "enforce-eager": True, "dtype": "auto", "tensor-parallel-size": 1},
+        effective,
+    )
+    assert [(c.arg, c.state) for c in checks] == [
+        ("max-num-seqs", "mismatch"),
+        ("enforce-eager", "mismatch"),
+        ("dtype", "verified"),
+        ("tensor-parallel-size", "verified"),
+    ]
+    assert checks[0].reason == (
+        "max-num-seqs requested 2, server runs vLLM's default (not in its non-default args)"
+    )
+    assert checks[1].reason == (
+        "enforce-eager requested True, server runs the default False (not in its non-default args)"
+    )
+    assert ineffective_args({"max-num-seqs": 2}, effective) == [checks[0].reason]
+    # No line at all proves nothing; a default whose value moved between releases neither.
+    assert verify_args({"max-num-seqs": 2}, {"max_model_len": 256})[0].state == "unverified"
+    (gpu,) = verify_args({"gpu-memory-utilization": 0.5}, effective)
+    assert gpu.state == "unverified"
+
+
+def test_absent_means_default_table_matches_the_installed_vllm():
+    from tunebench.points.validity import ABSENT_MEANS_DEFAULT
+
+    arg_utils = pytest.importorskip("vllm.engine.arg_utils")
+    defaults = {f.name: f.default for f in dataclasses.fields(arg_utils.EngineArgs)}
+    for arg, default in ABSENT_MEANS_DEFAULT.items():
+        assert defaults[arg.replace("-", "_")] == default, arg

@@ -9,6 +9,7 @@ import pytest
 from tunebench.load.guidellm import build_groups, data_args, point_budget_s
 from tunebench.load.guidellm_report import (
     client_columns,
+    dispatch_lag,
     measured_window,
     request_samples,
     strategy_of,
@@ -93,4 +94,15 @@ def test_data_args(tmp_path):
         "prompt_tokens": 64,
         "output_tokens": 32,
         "prompt_tokens_stdev": 8,
+    }
+
+
+def test_dispatch_lag_is_request_start_minus_targeted_start(benchmark):
+    # concurrent 8 on 2 cores: the recorded client sent requests 0.34 s late at the median
+    lag = dispatch_lag(benchmark)
+    assert lag == {"dispatch_lag_p50_ms": 338.4, "dispatch_lag_p95_ms": 761.0}
+    assert client_columns(benchmark)["dispatch_lag_p95_ms"] == 761.0
+    assert dispatch_lag({"requests": {"successful": [{"request_latency": 1.0}]}}) == {
+        "dispatch_lag_p50_ms": None,
+        "dispatch_lag_p95_ms": None,
     }

@@ -165,6 +165,35 @@ def test_no_slo_gives_empty_columns():
             True,
             "over-driven: concurrency 4.90 for 4 streams",
         ),
+        # measured on 2 cores: a client sharing them with vLLM waited 29-61% of the window,
+        # one pinned next to 3 spinners 88-95% while its concurrency still read 0.90 of 1
+        (
+            {
+                "load_kind": "concurrent",
+                "target": 1,
+                "achieved_concurrency": 0.9,
+                "client_busiest_pct": 11.1,
+                "client_wait_pct": 88.6,
+            },
+            True,
+            "client starved: a load-generator thread waited for a CPU 89% of the window",
+        ),
+        (
+            {
+                "load_kind": "concurrent",
+                "target": 1,
+                "achieved_concurrency": 0.9,
+                "client_busiest_pct": 38.1,
+                "client_wait_pct": 59.7,
+            },
+            False,
+            "",
+        ),
+        (
+            {"load_kind": "synchronous", "client_busiest_pct": 97.0, "client_wait_pct": 2.0},
+            True,
+            "client saturated: its busiest thread used 97% of a core",
+        ),
     ],
 )
 def test_client_limited(row, limited, reason):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tunebench.errors import LoadError
+from tunebench.load.client_usage import ProcessGroupUsage
 from tunebench.load.guidellm_report import (
     client_columns,
     measured_window,
@@ -144,6 +145,7 @@ class GuideLLMDriver:
         self._events: queue.Queue[str | None] = queue.Queue()
         self._abort_reason: str | None = None
         self.retried: list[dict[str, str]] = []  # points redone in a fresh worker, and why
+        self._usage = ProcessGroupUsage()  # the worker's CPU and run-queue wait per point
 
     @property
     def pgid(self) -> int | None:
@@ -185,6 +187,7 @@ class GuideLLMDriver:
             log_path=work_dir / f"guidellm{suffix}.log",
             capture_stdout=True,
         )
+        self._usage.follow(self._process.pgid)
         self._events = queue.Queue()
         process, events = self._process, self._events
 
@@ -262,6 +265,7 @@ class GuideLLMDriver:
             process.stop(grace_s=2)
 
     def close(self) -> None:
+        self._usage.follow(None)
         if self._process is not None:
             self._process.stop(grace_s=5)
             self._process = None
@@ -334,6 +338,7 @@ class GuideLLMDriver:
         point_id = f"sweep-{index}" if point.kind == "sweep" else point.point_id
         warnings = [w.get("message", "") for w in benchmark.get("warnings") or []]
         columns = client_columns(benchmark)
+        columns.update(self._usage.window(start, end))
         columns["target"] = target if point.kind == "sweep" else point.target
         columns["strategy"] = kind
         return ClientResult(

@@ -91,9 +91,32 @@ def client_columns(benchmark: dict[str, Any]) -> dict[str, Any]:
         dist = _successful(metrics, name)
         for which in stats:
             row[f"{prefix}_{which}_{unit}"] = _stat(dist, which)
+    row.update(dispatch_lag(benchmark))
     codes = [w.get("code", "?") for w in benchmark.get("warnings") or [] if isinstance(w, dict)]
     row["client_warnings"] = ";".join(codes)
     return row
+
+
+def dispatch_lag(benchmark: dict[str, Any]) -> dict[str, Any]:
+    """p50/p95 of how late the client sent each request (every request, failed and cut off
+    ones included): `request_start - targeted_start` of GuideLLM 0.4+'s timings, in ms. For
+    rate profiles the target is the planned arrival; for concurrent ones the moment a stream
+    was free. None for reports without these timings."""
+    lags = []
+    for status in ("successful", "errored", "incomplete"):
+        for request in (benchmark.get("requests") or {}).get(status) or []:
+            timings = (request.get("info") or {}).get("timings") or {}
+            sent, target = timings.get("request_start"), timings.get("targeted_start")
+            if sent is not None and target is not None:
+                lags.append(max(0.0, (float(sent) - float(target)) * 1000))
+    if not lags:
+        return {"dispatch_lag_p50_ms": None, "dispatch_lag_p95_ms": None}
+    lags.sort()
+
+    def at(q: float) -> float:
+        return round(lags[min(len(lags) - 1, int(q * len(lags)))], 1)
+
+    return {"dispatch_lag_p50_ms": at(0.50), "dispatch_lag_p95_ms": at(0.95)}
 
 
 def request_samples(benchmark: dict[str, Any]) -> list[dict[str, Any]]:

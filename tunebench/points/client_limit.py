@@ -12,7 +12,14 @@ A point is `client_limited` when the load it got is not the load it names:
   is not used, because an overloaded server completes fewer than it was sent, or
 - either of the above is *above* its target by more than `tolerance` (over-driven: the
   point measured a heavier load than its label, so its numbers cannot be credited to it), or
-- GuideLLM itself warned that it fell behind (`root_late`: requests sent late).
+- GuideLLM itself warned that it fell behind (`root_late`: requests sent late), or
+- the load generator was short of CPU (load/client_usage.py): its busiest thread used
+  `SATURATED_PCT`% of a core or more (an event loop that cannot keep up), or one of its
+  threads waited in a run queue for `STARVED_PCT`% of the window or more. A starved client
+  reads its streams late, inflating TTFT and ITL while its concurrency still looks right.
+  Measured on 2 cores (AMD EPYC): a GuideLLM client sharing them with vLLM waited 29-61%
+  of the window; pinned to one core next to 3 busy processes it waited 88-95%, its TTFT
+  p50 at concurrency 1 rose from 103 to 266 ms and its concurrency still read 0.90.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from tunebench.points.columns import LIMIT_COLUMNS  # noqa: F401
 
 DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
+SATURATED_PCT = 90.0
+STARVED_PCT = 80.0
 REPLAY_BEYOND = "replay_extrapolated"  # a replayed point past the recording: not evidence
 
 
@@ -51,6 +60,13 @@ def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[s
     late = [w for w in warnings if w in CLIENT_WARNINGS]
     if late:
         reasons.append(f"GuideLLM warned: {', '.join(late)}")
+    busiest, waited = to_float(row.get("client_busiest_pct")), to_float(row.get("client_wait_pct"))
+    if busiest is not None and busiest >= SATURATED_PCT:
+        reasons.append(f"client saturated: its busiest thread used {busiest:.0f}% of a core")
+    if waited is not None and waited >= STARVED_PCT:
+        reasons.append(
+            f"client starved: a load-generator thread waited for a CPU {waited:.0f}% of the window"
+        )
     if REPLAY_BEYOND in warnings:
         reasons.append("beyond the highest recorded rate (replay cannot tell)")
     return {"client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons)}

@@ -40,6 +40,17 @@ CLIENT_COLUMNS = (
     "client_warnings",
 )
 
+# The load generator itself over the window: how late it sent requests (GuideLLM's request
+# start minus its targeted start) and its CPU (load/client_usage.py); points/client_limit.py
+# flags a saturated or starved client.
+CLIENT_LOAD_COLUMNS = (
+    "dispatch_lag_p50_ms",
+    "dispatch_lag_p95_ms",
+    "client_cpu_pct",
+    "client_busiest_pct",
+    "client_wait_pct",
+)
+
 # What the server's /metrics said over the point's window (metrics/summary.py).
 SERVER_COLUMNS = (
     "kv_usage_mean",
@@ -120,6 +131,7 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *ID_COLUMNS,
         *varied_args,
         *(c for c in CLIENT_COLUMNS if c != "client_warnings"),
+        *CLIENT_LOAD_COLUMNS,
         *SERVER_COLUMNS,
         *SLO_COLUMNS,
         *LIMIT_COLUMNS,

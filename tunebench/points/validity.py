@@ -131,6 +131,30 @@ KNOWN_ARGS: dict[str, KnownArg] = {
     ),
 }
 
+#: What a `vllm serve` runs when an arg is absent from a `non-default args` line that the
+#: log does show: vLLM logs every arg that differs from its command-line default, so an
+#: absent arg runs that default. None: the default is "vLLM chooses" (any value asked for
+#: would have been logged). Only defaults that have not changed across vLLM releases are
+#: listed (gpu-memory-utilization moved from 0.90 to 0.92, so it stays unverified);
+#: tests/unit/test_validity.py checks this table against the installed vLLM.
+ABSENT_MEANS_DEFAULT: dict[str, Any] = {
+    "max-model-len": None,
+    "max-num-batched-tokens": None,
+    "max-num-seqs": None,
+    "kv-cache-memory-bytes": None,
+    "block-size": None,
+    "enable-prefix-caching": None,
+    "enable-chunked-prefill": None,
+    "quantization": None,
+    "speculative-config": None,
+    "kv-cache-dtype": "auto",
+    "dtype": "auto",
+    "enforce-eager": False,
+    "tensor-parallel-size": 1,
+    "pipeline-parallel-size": 1,
+    "data-parallel-size": 1,
+}
+
 #: Front-end and access options: they do not change what is measured, and some are secrets,
 #: so they are not reported at all. Any other arg tunebench does not know is "unverified"
 #: unless the server's non-default args show the same value.
@@ -341,6 +365,9 @@ def _check_known(arg: str, value: Any, effective: dict[str, Any]) -> ArgCheck:
             source.label,
             f"{arg} requested {shown}, server runs {running_shown}",
         )
+    absent = _absent_from_non_default(arg, wanted, shown, effective)
+    if absent is not None:
+        return absent
     labels = ", ".join(source.label for source in KNOWN_ARGS[arg].sources)
     return ArgCheck(
         arg,
@@ -350,6 +377,30 @@ def _check_known(arg: str, value: Any, effective: dict[str, Any]) -> ArgCheck:
         None,
         f"{arg} requested {shown}: not verified, this server shows it in none of: {labels}",
     )
+
+
+def _absent_from_non_default(
+    arg: str, wanted: Any, shown: str, effective: dict[str, Any]
+) -> ArgCheck | None:
+    """The server logged its non-default args and this arg is not among them: it runs
+    vLLM's default (e.g. helm values that never reached the pod, a port-forward to another
+    server). None when there is no such line or the default is not known."""
+    if not isinstance(effective.get(NON_DEFAULT_KEY), dict) or arg not in ABSENT_MEANS_DEFAULT:
+        return None
+    default = ABSENT_MEANS_DEFAULT[arg]
+    if default is None:
+        if wanted is AUTO:
+            return None
+        running = "vLLM's default (not in its non-default args)"
+        same = False
+    else:
+        running = f"the default {default} (not in its non-default args)"
+        same = wanted is AUTO or _same(wanted, normalise(arg, default))
+    if same:
+        reason = f"{arg} {shown}: server runs {running}"
+        return ArgCheck(arg, "verified", shown, running, NON_DEFAULT, reason)
+    reason = f"{arg} requested {shown}, server runs {running}"
+    return ArgCheck(arg, "mismatch", shown, running, NON_DEFAULT, reason)
 
 
 def _read(arg: str, source: Source, effective: dict[str, Any]) -> tuple[bool, Any]:
