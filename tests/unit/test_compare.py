@@ -69,6 +69,26 @@ def test_a_candidate_failing_half_its_requests_fails_the_gate():
     assert gate["verdict"] == "regression" and gate["worst"]["unit"] == "pp"
 
 
+def test_a_point_invalid_for_its_failures_still_fails_the_gate_on_its_error_rate():
+    # points/row.py marks a point with over 5% failed requests invalid: its latencies come
+    # from the survivors, but the failures are evidence and must reach the gate.
+    reason = "requests failed: 200 of 400 (50%, a valid point allows 5%)"
+    result = compare_sides(
+        [side("a", 1), side("b", 2, failed=200, valid=False, invalid_reason=reason)], DEFAULT
+    )
+    errors = result.rows[result.rows["metric"] == "error_rate"]
+    others = result.rows[result.rows["metric"] != "error_rate"]
+    assert (errors["verdict"] == "worse").all()
+    assert others["verdict"].str.startswith("excluded (B invalid: requests failed").all()
+    assert regression_gate(result, 5)["verdict"] == "regression"
+    # another reason beside the failures excludes the error rate too
+    both = f"max-model-len requested 512, server runs 256; {reason}"
+    mixed = compare_sides(
+        [side("a", 1), side("b", 2, failed=200, valid=False, invalid_reason=both)], DEFAULT
+    )
+    assert mixed.rows["verdict"].str.startswith("excluded").all()
+
+
 def test_invalid_points_are_excluded_and_client_limited_ones_marked():
     result = compare_sides(
         [

@@ -106,3 +106,17 @@ def test_dispatch_lag_is_request_start_minus_targeted_start(benchmark):
         "dispatch_lag_p50_ms": None,
         "dispatch_lag_p95_ms": None,
     }
+
+
+def test_warmup_and_cooldown_reach_guidellm_and_split_profiles():
+    from dataclasses import replace
+
+    steady = replace(_point("poisson", 2.0, 60.0), warmup=0.1, cooldown=0.1)
+    groups = build_groups([steady, replace(steady, target=4.0), _point("poisson", 8.0, 60.0)])
+    assert groups[0]["profile"] == {
+        "kind": "poisson",
+        "warmup": 0.1,
+        "cooldown": 0.1,
+        "rate": [2.0, 4.0],
+    }
+    assert "cooldown" not in groups[1]["profile"]  # another crop: another GuideLLM profile

@@ -176,3 +176,17 @@ def test_repeats_are_planned_alternating_and_estimated():
     once = validate_spec({**BASE, "server": {"matrix": {"max-num-seqs": [2, 8]}}}, Path("x.yaml"))
     single = estimate_seconds(once, build_plan(once, Path("x.yaml")))
     assert estimate_seconds(spec, plan) == pytest.approx(3 * single)
+
+
+def test_warmup_and_cooldown_are_carried_to_every_point_and_probe():
+    profile = {"kind": "poisson", "rate": [1, 2], "max_seconds": 30, "warmup": 0.1, "cooldown": 3}
+    spec = validate_spec(
+        {**BASE, "load": {**BASE["load"], "profiles": [profile]}}, Path("x.yaml")
+    )
+    points = build_plan(spec, Path("x.yaml")).points
+    assert [(p.warmup, p.cooldown) for p in points] == [(0.1, 3), (0.1, 3)]
+    with pytest.raises(Exception, match="cooldown"):
+        validate_spec(
+            {**BASE, "load": {**BASE["load"], "profiles": [{**profile, "cooldown": -1}]}},
+            Path("x.yaml"),
+        )

@@ -56,3 +56,29 @@ def test_invalid_points_say_why_under_the_table():
     ]
     text = render(rows, {"c1": {"max-num-seqs": 2}}, 100)
     assert "no: c1 mns=2 concurrent-1: max-model-len requested 512, server runs 256" in text
+
+
+def test_show_names_every_arg_the_server_could_not_read_back():
+    from types import SimpleNamespace
+
+    from tunebench.report.tables import arg_check_lines
+
+    checks = [
+        {"arg": "max-model-len", "state": "verified", "reason": "ok"},
+        {"arg": "dtype", "state": "mismatch", "reason": "dtype requested half, server runs bf16"},
+        {
+            "arg": "max-num-seqs",
+            "state": "unverified",
+            "reason": "max-num-seqs requested 64: not verified, this server shows it in none "
+            "of: non-default args log line",
+        },
+    ]
+    configs = [
+        SimpleNamespace(config_id="c1", arg_checks=checks),
+        SimpleNamespace(config_id="c2", arg_checks=None),
+    ]
+    (line,) = arg_check_lines(configs)
+    assert line.plain == (
+        "c1 args: 1 verified, 1 not in effect, 1 unverified: max-num-seqs requested 64: not "
+        "verified, this server shows it in none of: non-default args log line"
+    )

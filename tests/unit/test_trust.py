@@ -30,3 +30,16 @@ def test_an_invalid_probe_that_met_the_slo_is_no_capacity():
     row = {"valid": False, "client_limited": False, "slo_met": True}
     search.tell(rate, trust.flag(row["slo_met"]), not trust.is_server_evidence(row), 0.5)
     assert search.capacity is None
+
+
+def test_a_point_with_half_its_requests_failed_is_invalid_with_the_count():
+    from tunebench.points.row import PointId, build_row
+
+    point = PointId("r", "c1", "c1", "concurrent-2", "concurrent")
+    client = {"target": 2, "requests_ok": 20, "requests_failed": 19, "achieved_concurrency": 2}
+    row = build_row(point, {}, client, [], {})
+    assert row["valid"] is False
+    assert row["invalid_reason"] == "requests failed: 19 of 39 (49%, a valid point allows 5%)"
+    # 1 of 40: an incident, not a broken point
+    fine = build_row(point, {}, {**client, "requests_ok": 39, "requests_failed": 1}, [], {})
+    assert fine["valid"] is True and fine["invalid_reason"] == ""

@@ -30,6 +30,7 @@ import pandas as pd
 from tunebench.analysis import stats
 from tunebench.errors import TunebenchError, UsageError
 from tunebench.points import trust
+from tunebench.points.row import FAILED_REQUESTS
 
 SIGNIFICANT_WORSE = "worse"
 SIGNIFICANT_BETTER = "better"
@@ -322,12 +323,21 @@ def verdict(metric: CompareMetric, change: stats.Change, min_change_pct: float) 
     return SIGNIFICANT_BETTER if increased == metric.higher_is_better else SIGNIFICANT_WORSE
 
 
+def _problems_for(metric: CompareMetric, problems: list[str]) -> list[str]:
+    """A point invalid only for its failed requests still shows its error rate."""
+    if metric.kind != "proportion":
+        return problems
+    return [p for p in problems if not p.split(" invalid: ", 1)[-1].startswith(FAILED_REQUESTS)]
+
+
 def _validity(rows: pd.DataFrame, side: str) -> tuple[list[str], bool]:
-    """Why a side's point cannot be compared (invalid), and whether the client held it back."""
+    """Why a side's point cannot be compared (invalid, one problem per reason), and whether
+    the client held it back."""
     problems, limited = [], False
     for _, row in rows.iterrows():
         if "valid" in row and not trust.flag(row["valid"]):
-            problems.append(f"{side} invalid: {row.get('invalid_reason') or 'invalid'}")
+            reasons = str(row.get("invalid_reason") or "invalid").split("; ")
+            problems += [f"{side} invalid: {reason}" for reason in reasons]
         limited |= trust.flag(row.get("client_limited"))
     return problems, limited
 
@@ -369,9 +379,10 @@ def compare_sides(
             limited = ",".join(s for s, f in (("A", limited_a), ("B", limited_b)) if f)
             first = cand_rows.iloc[0]
             for metric in metrics:
-                if problems_a or problems_b:
+                problems = _problems_for(metric, problems_a + problems_b)
+                if problems:
                     change = stats.not_available(
-                        "", len(base_rows), len(cand_rows), "; ".join(problems_a + problems_b)
+                        "", len(base_rows), len(cand_rows), "; ".join(problems)
                     )
                     text = f"{EXCLUDED} ({change.note})"
                 else:

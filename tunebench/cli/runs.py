@@ -68,7 +68,12 @@ def register(app: typer.Typer) -> None:
           tunebench show cpu-demo --format json | jq '.[].ttft_p50_ms'
         """
         from tunebench.report.points_table import points_table
-        from tunebench.report.tables import capacity_lines, failure_lines, wide_console
+        from tunebench.report.tables import (
+            arg_check_lines,
+            capacity_lines,
+            failure_lines,
+            wide_console,
+        )
         from tunebench.store.run import RunStore, resolve_run
 
         store = RunStore.open(resolve_run(run, root_of(root)))
@@ -93,4 +98,6 @@ def register(app: typer.Typer) -> None:
         for line in capacity_lines(manifest.configs):
             console.print(line)
         for text in failure_lines(manifest.configs):
+            console.print(text)
+        for text in arg_check_lines(manifest.configs):
             console.print(text)

@@ -66,7 +66,13 @@ def expected_benchmarks(point: LoadPoint) -> int:
 def build_groups(points: list[LoadPoint]) -> list[dict[str, Any]]:
     """Consecutive points sharing kind and limits -> one GuideLLM profile with overrides."""
     groups: list[dict[str, Any]] = []
-    key_of = lambda p: (p.kind, p.warmup, p.max_seconds is None, p.max_requests is None)  # noqa: E731
+    key_of = lambda p: (  # noqa: E731
+        p.kind,
+        p.warmup,
+        p.cooldown,
+        p.max_seconds is None,
+        p.max_requests is None,
+    )
     for point in points:
         if (
             groups
@@ -84,6 +90,8 @@ def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
     profile: dict[str, Any] = {"kind": first.kind}
     if first.warmup is not None:
         profile["warmup"] = first.warmup
+    if first.cooldown is not None:
+        profile["cooldown"] = first.cooldown
     if first.kind == "sweep" and first.sweep_points:
         profile["sweep_size"] = first.sweep_points
     field = _PROFILE_TARGET_FIELD.get(first.kind)

@@ -14,6 +14,23 @@ from tunebench.points import client_limit, slo, tokens
 from tunebench.points import samples as samples_rule
 from tunebench.spec.plan import format_value
 
+#: More failed requests than this share of the finished ones make a point invalid: its
+#: latencies come from the survivors, at a lighter load than the point names. The failures
+#: themselves are evidence: compare still compares the error rate of such a point.
+MAX_FAILED_SHARE = 0.05
+FAILED_REQUESTS = "requests failed"
+
+
+def failed_requests(row: dict[str, Any]) -> list[str]:
+    ok, failed = row.get("requests_ok") or 0, row.get("requests_failed") or 0
+    finished = int(ok) + int(failed)
+    if not finished or int(failed) <= MAX_FAILED_SHARE * finished:
+        return []
+    return [
+        f"{FAILED_REQUESTS}: {int(failed)} of {finished} ({int(failed) / finished:.0%}, "
+        f"a valid point allows {MAX_FAILED_SHARE:.0%})"
+    ]
+
 
 @dataclass(frozen=True)
 class PointId:
@@ -73,6 +90,8 @@ def build_row(
     problems = list(config_problems or [])
     if not client.get("requests_ok"):
         problems.append("no successful requests")
+    else:
+        problems += failed_requests(row)
     problems += tokens.reconcile(row, samples, expected_output_tokens)
     row["valid"] = not problems
     row["invalid_reason"] = "; ".join(problems)

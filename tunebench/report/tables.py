@@ -57,6 +57,26 @@ def failure_lines(configs: list[Any]) -> list[Text]:
     ]
 
 
+def arg_check_lines(configs: list[Any]) -> list[Text]:
+    """Per configuration, how many requested args the server showed, and every arg it could
+    not read back (never silently "ok"); mismatches are in the points' invalid reasons."""
+    lines = []
+    for config in configs:
+        checks = config.arg_checks or []
+        if not checks:
+            continue
+        states = [c.get("state") for c in checks]
+        line = Text(f"{config.config_id} args: {states.count('verified')} verified")
+        if states.count("mismatch"):
+            line += Text(f", {states.count('mismatch')} not in effect", style="red")
+        unverified = [c for c in checks if c.get("state") == "unverified"]
+        if unverified:
+            line += Text(f", {len(unverified)} unverified: ", style="yellow")
+            line += Text("; ".join(str(c.get("reason")) for c in unverified))
+        lines.append(line)
+    return lines
+
+
 def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
     configs = Table(
         title=f"plan for {spec.name}: {len(plan.configs)} configurations x "
@@ -69,7 +89,13 @@ def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
             f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args())
         )
     points = Table(title="load points (each configuration)")
-    for header in ("point", "kind", "target (streams or req/s)", "limit", "warmup (s or share)"):
+    for header in (
+        "point",
+        "kind",
+        "target (streams or req/s)",
+        "limit",
+        "warmup / cooldown (s or share)",
+    ):
         points.add_column(header)
     for point in plan.points:
         limit = ", ".join(
@@ -80,7 +106,8 @@ def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
             )
             if x
         )
-        points.add_row(point.point_id, point.kind, sig(point.target), limit, sig(point.warmup))
+        crop = " / ".join(sig(x) if x is not None else "-" for x in (point.warmup, point.cooldown))
+        points.add_row(point.point_id, point.kind, sig(point.target), limit, crop)
     return Group(
         configs,
         points,

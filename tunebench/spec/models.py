@@ -108,6 +108,9 @@ class Profile(Strict):
     warmup: float | None = Field(
         None, ge=0, description="<1: fraction of the point excluded; ≥1: seconds"
     )
+    cooldown: float | None = Field(
+        None, ge=0, description="as warmup, at the end: the drain is not measured"
+    )
     sweep_points: int | None = Field(None, ge=3, description="kind: sweep; GuideLLM default 10")
     # kind: capacity -- the highest rate meeting the spec's slo, see tunebench/points/capacity.py
     arrival: Literal["poisson", "constant"] | None = None

@@ -53,6 +53,7 @@ class LoadPoint:
     warmup: float | None
     sweep_points: int | None = None
     search: SearchSettings | None = None  # kind capacity only
+    cooldown: float | None = None  # as warmup, cropped from the end of the window
 
     def probe(self, number: int, rate: float) -> "LoadPoint":
         """Probe `number` of a capacity search, at `rate` req/s."""
@@ -64,6 +65,7 @@ class LoadPoint:
             max_seconds=self.max_seconds,
             max_requests=None,
             warmup=self.warmup,
+            cooldown=self.cooldown,
         )
 
 
@@ -220,6 +222,7 @@ def _expand_points(spec: SweepSpec, spec_path: Path) -> list[LoadPoint]:
                     max_seconds=profile.max_seconds,
                     max_requests=profile.max_requests,
                     warmup=profile.warmup,
+                    cooldown=profile.cooldown,
                     sweep_points=profile.sweep_points,
                     search=_search_settings(profile) if profile.kind == "capacity" else None,
                 )
