@@ -180,9 +180,7 @@ def test_repeats_are_planned_alternating_and_estimated():
 
 def test_warmup_and_cooldown_are_carried_to_every_point_and_probe():
     profile = {"kind": "poisson", "rate": [1, 2], "max_seconds": 30, "warmup": 0.1, "cooldown": 3}
-    spec = validate_spec(
-        {**BASE, "load": {**BASE["load"], "profiles": [profile]}}, Path("x.yaml")
-    )
+    spec = validate_spec({**BASE, "load": {**BASE["load"], "profiles": [profile]}}, Path("x.yaml"))
     points = build_plan(spec, Path("x.yaml")).points
     assert [(p.warmup, p.cooldown) for p in points] == [(0.1, 3), (0.1, 3)]
     with pytest.raises(Exception, match="cooldown"):
