@@ -38,6 +38,7 @@ lint: setup
 # report/compare times on a synthetic run of 50 configurations x 10 points.
 benchmark: setup
 	$(PY) benchmarks/sweep_overhead.py sweeps/cpu-demo.yaml
+	$(PY) benchmarks/validity_overhead.py
 	$(PY) benchmarks/analysis_speed.py
 	$(PY) benchmarks/tune_efficiency.py
 	$(PY) benchmarks/batch_throughput.py

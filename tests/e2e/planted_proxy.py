@@ -10,6 +10,7 @@ uvicorn server on a thread, loopback only) and forwards everything else unchange
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -34,6 +35,7 @@ class PlantedProxy:
         self.failed = 0
         self.cut = 0
         self._client: httpx.AsyncClient | None = None
+        self._draining: set[asyncio.Task] = set()
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -98,15 +100,24 @@ class PlantedProxy:
             await upstream.aclose()
 
     async def _cut(self, upstream: httpx.Response) -> AsyncIterator[bytes]:
+        lines = upstream.aiter_lines()
         sent = 0
+        async for line in lines:
+            if line.startswith("data: ") and line != "data: [DONE]" and '"text"' in line:
+                yield f"{line}\n\n".encode()
+                sent += 1
+                if sent == self.keep_events:
+                    break
+        # The rest is read to its end apart from the client's response (whose closing
+        # cancels this generator), so the server generates and counts every token.
+        drain = asyncio.create_task(self._drain(upstream, lines))
+        self._draining.add(drain)
+        drain.add_done_callback(self._draining.discard)
+        yield b"data: [DONE]\n\n"
+
+    async def _drain(self, upstream: httpx.Response, lines: AsyncIterator[str]) -> None:
         try:
-            async for line in upstream.aiter_lines():
-                if sent >= self.keep_events:
-                    continue  # keep reading: the server finishes and counts the tokens
-                if line.startswith("data: ") and line != "data: [DONE]" and '"text"' in line:
-                    yield f"{line}\n\n".encode()
-                    sent += 1
-                    if sent == self.keep_events:
-                        yield b"data: [DONE]\n\n"
+            async for _ in lines:
+                pass
         finally:
             await upstream.aclose()

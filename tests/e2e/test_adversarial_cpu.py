@@ -6,7 +6,8 @@ small proxy that plants the fault (tests/e2e/planted_proxy.py):
 - declared args that the server does not run, and streams cut short by a proxy;
 - half of the requests failed by a proxy;
 - over-drive: the load generator is handed twice the rate its point names;
-- a starved client: the sweep pinned to one core beside three busy processes.
+- a starved client: once its point starts, the load generator pinned to one core beside six
+  busy processes.
 (The helm port-forward case, two configurations measured on one server that runs neither,
 is in tests/e2e/test_helm_cpu.py.)
 """
@@ -19,13 +20,15 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO, invoke
-from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER
+from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER, wait_for
 from tests.e2e.planted_proxy import PlantedProxy
+from tunebench.load import client_usage
 from tunebench.store.run import read_points
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
@@ -145,6 +148,17 @@ def test_a_load_generator_sending_twice_its_rate_is_flagged(tmp_path, guarded_se
     print(f"\nflagged: {row['client_limited_reason']}")
 
 
+def pin_group(pgid: int, core: int) -> None:
+    """Every thread of every process of the group onto one core (GuideLLM spawns its
+    request worker when the point starts, so this is repeated while the point runs)."""
+    for pid in client_usage.group_pids(pgid):
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                os.sched_setaffinity(int(task.name), {core})
+            except OSError:
+                pass  # exited meanwhile
+
+
 def test_a_starved_client_is_flagged(tmp_path, guarded_server):
     spec = endpoint_spec(
         tmp_path,
@@ -156,43 +170,51 @@ def test_a_starved_client_is_flagged(tmp_path, guarded_server):
         load:
           data: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
           profiles:
-            - {kind: concurrent, streams: 1, max_seconds: 5}
+            - {kind: concurrent, streams: 1, max_seconds: 8}
         """,
     )
+    runs = tmp_path / "runs"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec), "--root", str(runs),
+         "--no-report"],
+        cwd=REPO,
+        env={**os.environ, **ENV, "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
     core = sorted(os.sched_getaffinity(0))[0]
-    pin = lambda: os.sched_setaffinity(0, {core})  # noqa: E731  (in the child, before exec)
-    spinners = [
-        subprocess.Popen(
-            [sys.executable, "-c", "while True: pass"], preexec_fn=pin, start_new_session=True
-        )
-        for _ in range(3)
-    ]
+    spinners: list[subprocess.Popen] = []
     try:
-        sweep = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tunebench.cli.main",
-                "sweep",
-                str(spec),
-                "--root",
-                str(tmp_path / "runs"),
-                "--no-report",
-            ],
-            cwd=REPO,
-            env={**os.environ, **ENV, "COLUMNS": "200"},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            preexec_fn=pin,
-            start_new_session=True,
+        # Starve the client once its point starts (not while it imports GuideLLM): six busy
+        # processes on its core, so it gets a seventh of that core at most.
+        log = wait_for(
+            lambda: next(runs.glob("*/guidellm/c1/guidellm.log"), None), 300, "its log", sweep
         )
+        wait_for(lambda: "Starting benchmark" in log.read_text(), 300, "the point", sweep)
+        pgid = json.loads((log.parents[2] / "manifest.json").read_text())["configs"][0]["load_pgid"]
+        spinners = [
+            subprocess.Popen(
+                [sys.executable, "-c", "while True: pass"],
+                preexec_fn=lambda: os.sched_setaffinity(0, {core}),
+                start_new_session=True,
+            )
+            for _ in range(6)
+        ]
+        while sweep.poll() is None:
+            pin_group(pgid, core)
+            time.sleep(0.2)
+        _, stderr = sweep.communicate(timeout=60)
     finally:
         for spinner in spinners:
             os.killpg(spinner.pid, signal.SIGKILL)
             spinner.wait()
-    assert sweep.returncode == 0, sweep.stderr[-2000:]
-    row, _ = only_point(tmp_path / "runs")
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+            sweep.wait()
+    assert sweep.returncode == 0, stderr[-2000:]
+    row, _ = only_point(runs)
     assert row["client_limited"] == "True", row
     assert (
         "client starved: a load-generator thread waited for a CPU" in row["client_limited_reason"]
