@@ -217,7 +217,8 @@ def test_a_starved_client_is_flagged(tmp_path, guarded_server):
     row, _ = only_point(runs)
     assert row["client_limited"] == "True", row
     assert (
-        "client starved: a load-generator thread waited for a CPU" in row["client_limited_reason"]
+        "client starved: the load generator's busiest thread waited for a CPU"
+        in row["client_limited_reason"]
     )
     assert float(row["client_wait_pct"]) >= 80
     print(f"\nflagged: {row['client_limited_reason']}")

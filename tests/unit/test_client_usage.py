@@ -37,11 +37,12 @@ def test_only_the_followed_group_is_counted(tmp_path):
 def test_usage_between_two_samples():
     before = Sample(100.0, {1: (0, 0), 2: (0, 0)})
     after = Sample(102.0, {1: (int(1.8e9), int(0.1e9)), 2: (int(0.4e9), int(1.0e9)), 3: (5, 5)})
-    # whole group 2.2 s of CPU in 2 s; busiest thread 90% of a core; thread 2 waited 50%
+    # whole group 2.2 s of CPU in 2 s; the busiest thread ran 1.8 s and waited 0.1 s of the
+    # 1.9 s it had work (thread 2's long wait is not the busiest thread's)
     assert usage_between(before, after) == {
         "client_cpu_pct": 110.0,
         "client_busiest_pct": 90.0,
-        "client_wait_pct": 50.0,
+        "client_wait_pct": 5.3,
     }
     assert usage_between(after, after)["client_cpu_pct"] is None
 

@@ -165,8 +165,9 @@ def test_no_slo_gives_empty_columns():
             True,
             "over-driven: concurrency 4.90 for 4 streams",
         ),
-        # measured on 2 cores: a client sharing them with vLLM waited 29-61% of the window,
-        # one pinned next to 3 spinners 88-95% while its concurrency still read 0.90 of 1
+        # measured on 2 cores: the demo's client, sharing them with vLLM, waited 54-76% of
+        # the time it had work; one pinned next to busy processes 91%, its concurrency
+        # still reading 0.90 of 1
         (
             {
                 "load_kind": "concurrent",
@@ -176,7 +177,8 @@ def test_no_slo_gives_empty_columns():
                 "client_wait_pct": 88.6,
             },
             True,
-            "client starved: a load-generator thread waited for a CPU 89% of the window",
+            "client starved: the load generator's busiest thread waited for a CPU 89% of the "
+            "time it had work",
         ),
         (
             {

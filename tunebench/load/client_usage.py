@@ -11,8 +11,10 @@ around a point's measured window into:
 - `client_cpu_pct`: CPU used by the whole group, in % of one core;
 - `client_busiest_pct`: the busiest thread, in % of one core. An event loop is one thread:
   near 100% it cannot keep up, however many cores are free;
-- `client_wait_pct`: the most-delayed thread's run-queue wait, in % of the window: time it
-  had work but no CPU (starved by other processes, the server's included).
+- `client_wait_pct`: of the time the busiest thread had work (ran or waited in a run
+  queue), the share it waited: 50% means it got the CPU half of the time it wanted it
+  (one other busy process on its core), 87% a seventh (six others). The busiest thread is
+  the one whose delay delays the requests; an idle thread's waits say nothing.
 
 Where /proc has no schedstat (not Linux), every value is None and nothing is flagged.
 """
@@ -89,21 +91,23 @@ def usage_between(before: Sample, after: Sample) -> dict[str, Any]:
     span = after.time - before.time
     if span <= 0:
         return dict.fromkeys(USAGE_COLUMNS)
-    runs, waits = [], []
-    for tid, (run_ns, wait_ns) in after.threads.items():
-        if tid in before.threads:
-            runs.append(max(0, run_ns - before.threads[tid][0]))
-            waits.append(max(0, wait_ns - before.threads[tid][1]))
-    if not runs:
+    deltas = [
+        (max(0, run_ns - before.threads[tid][0]), max(0, wait_ns - before.threads[tid][1]))
+        for tid, (run_ns, wait_ns) in after.threads.items()
+        if tid in before.threads
+    ]
+    if not deltas:
         return dict.fromkeys(USAGE_COLUMNS)
+    busiest_run, busiest_wait = max(deltas)
 
     def pct(ns: float) -> float:
         return round(100 * ns / 1e9 / span, 1)
 
+    wanted = busiest_run + busiest_wait
     return {
-        "client_cpu_pct": pct(sum(runs)),
-        "client_busiest_pct": pct(max(runs)),
-        "client_wait_pct": pct(max(waits)),
+        "client_cpu_pct": pct(sum(run for run, _ in deltas)),
+        "client_busiest_pct": pct(busiest_run),
+        "client_wait_pct": round(100 * busiest_wait / wanted, 1) if wanted else None,
     }
 
 

@@ -14,12 +14,12 @@ A point is `client_limited` when the load it got is not the load it names:
   point measured a heavier load than its label, so its numbers cannot be credited to it), or
 - GuideLLM itself warned that it fell behind (`root_late`: requests sent late), or
 - the load generator was short of CPU (load/client_usage.py): its busiest thread used
-  `SATURATED_PCT`% of a core or more (an event loop that cannot keep up), or one of its
-  threads waited in a run queue for `STARVED_PCT`% of the window or more. A starved client
-  reads its streams late, inflating TTFT and ITL while its concurrency still looks right.
-  Measured on 2 cores (AMD EPYC): a GuideLLM client sharing them with vLLM waited 29-61%
-  of the window; pinned to one core next to 3 busy processes it waited 88-95%, its TTFT
-  p50 at concurrency 1 rose from 103 to 266 ms and its concurrency still read 0.90.
+  `SATURATED_PCT`% of a core or more (an event loop that cannot keep up), or that thread
+  waited in a run queue for `STARVED_PCT`% or more of the time it had work (it got the CPU
+  a fifth of the time it wanted it: four other busy processes on its core). A starved
+  client reads its streams late, inflating TTFT and ITL while its concurrency still looks
+  right (measured on 2 cores: pinned next to busy processes, a client's TTFT p50 at one
+  stream rose from 103 to 266 ms with its concurrency still at 0.90).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[s
         reasons.append(f"client saturated: its busiest thread used {busiest:.0f}% of a core")
     if waited is not None and waited >= STARVED_PCT:
         reasons.append(
-            f"client starved: a load-generator thread waited for a CPU {waited:.0f}% of the window"
+            f"client starved: the load generator's busiest thread waited for a CPU {waited:.0f}% "
+            "of the time it had work"
         )
     if REPLAY_BEYOND in warnings:
         reasons.append("beyond the highest recorded rate (replay cannot tell)")
