@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tunebench.environment import cpu_info  # noqa: E402
+from tunebench.kinds import fixed_output_tokens  # noqa: E402
 from tunebench.load import client_usage  # noqa: E402
 from tunebench.load.guidellm_report import dispatch_lag  # noqa: E402
 from tunebench.points.row import PointId, build_row  # noqa: E402
@@ -71,7 +72,9 @@ def run_demo(spec: Path) -> tuple[Path, float]:
     return run, wall
 
 
-def time_verdicts(run: Path, manifest: dict, rows: list[dict], slo: dict | None) -> float:
+def time_verdicts(
+    run: Path, manifest: dict, rows: list[dict], slo: dict | None, output_tokens: int | None
+) -> float:
     """The rows' inputs are prepared first (the runner holds them in memory); only
     `build_row` is timed."""
     requests = {
@@ -111,7 +114,7 @@ def time_verdicts(run: Path, manifest: dict, rows: list[dict], slo: dict | None)
             server,
             slo_spec=slo,
             config_problems=config_problems,
-            expected_output_tokens=32,
+            expected_output_tokens=output_tokens,
         )
     return time.perf_counter() - started
 
@@ -188,7 +191,9 @@ def main() -> int:
     }
     try:
         for _ in range(args.repeats):  # alternated: one of each per round
-            costs["verdicts"].append(time_verdicts(run, manifest, rows, slo))
+            costs["verdicts"].append(
+                time_verdicts(run, manifest, rows, slo, fixed_output_tokens(spec))
+            )
             costs["arg checks"].append(time_arg_checks(manifest))
             costs["dispatch lag"].append(time_dispatch_lag(reports))
             per_sample = time_one_sample(os.getpgrp())

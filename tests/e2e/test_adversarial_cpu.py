@@ -159,7 +159,7 @@ def pin_group(pgid: int, core: int) -> None:
                 pass  # exited meanwhile
 
 
-def test_a_starved_client_is_flagged(tmp_path, guarded_server):
+def test_a_starved_client_is_flagged(tmp_path, guarded_server, budget):
     spec = endpoint_spec(
         tmp_path,
         "adv-starved",
@@ -190,9 +190,18 @@ def test_a_starved_client_is_flagged(tmp_path, guarded_server):
         # Starve the client once its point starts (not while it imports GuideLLM): six busy
         # processes on its core, so it gets a seventh of that core at most.
         log = wait_for(
-            lambda: next(runs.glob("*/guidellm/c1/guidellm.log"), None), 300, "its log", sweep
+            lambda: next(runs.glob("*/guidellm/c1/guidellm.log"), None),
+            budget.run_directory(),
+            "its log",
+            sweep,
         )
-        wait_for(lambda: "Starting benchmark" in log.read_text(), 300, "the point", sweep)
+        # an endpoint: no server start, only the load generator's import before the point
+        wait_for(
+            lambda: "Starting benchmark" in log.read_text(),
+            budget.first_point(8),
+            "the point",
+            sweep,
+        )
         pgid = json.loads((log.parents[2] / "manifest.json").read_text())["configs"][0]["load_pgid"]
         spinners = [
             subprocess.Popen(
