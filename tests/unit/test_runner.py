@@ -106,6 +106,24 @@ def test_ctrl_c_during_the_load_still_tears_everything_down(tmp_path):
     assert [r["point_id"] for r in read_points(store.path)] == ["concurrent-1"]
 
 
+def test_a_load_retry_is_kept_when_the_run_is_interrupted_after_it(tmp_path):
+    driver = FakeLoadDriver()
+
+    def retry_then_interrupt(point):
+        if point.point_id == "concurrent-2":
+            driver.retried.append({"point": "concurrent-2", "reason": "worker died"})
+        if point.point_id == POINTS[-1].point_id:
+            raise KeyboardInterrupt
+
+    driver.before_point = retry_then_interrupt
+    store, runner = make_runner(tmp_path, FakeDeployment(), driver)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(CONFIG, POINTS)
+    assert store.manifest.config("c1").load_retries == [
+        {"point": "concurrent-2", "reason": "worker died"}
+    ]
+
+
 def test_args_that_did_not_take_effect_make_every_point_invalid(tmp_path):
     deployment = FakeDeployment(effective={"max_model_len": 256})
     store, runner = make_runner(tmp_path, deployment, FakeLoadDriver())

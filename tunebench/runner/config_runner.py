@@ -134,6 +134,8 @@ class ConfigRunner:
             watch = ServerWatch(self.deployment, driver).start()
             return self._measure(state, handle, driver)
         finally:
+            if driver.retried:  # also when the run is interrupted or fails mid point
+                store.update_config(config.config_id, load_retries=driver.retried)
             if watch is not None:
                 watch.stop()
             driver.close()
