@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tunebench.deploy.local import LocalVllmServer
+from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.spec.deployments import LocalSettings
 from tunebench.spec.plan import ServerConfig
 from tunebench.store.layout import RunLayout
@@ -104,8 +105,23 @@ class Budget:
 
     def first_point(self, point_s: float, server_starts: int = 0) -> float:
         """Until the first point of a sweep is stored: its server start(s), the load
-        generator's start, twice the point's own length, and slack for a busy machine."""
-        return 10 * self.cli_s + 3 * self.server_s * server_starts + 2 * point_s + 60
+        generator's start, twice the point's own length, slack for a busy machine, and one
+        recovery from GuideLLM 0.8.1's rare start-up hang (the driver stops the stalled
+        worker at its own deadline and runs the point again in a fresh one)."""
+        return (
+            10 * self.cli_s
+            + 3 * self.server_s * server_starts
+            + 2 * point_s
+            + 60
+            + self.stall_recovery(point_s)
+        )
+
+    @staticmethod
+    def stall_recovery(point_s: float) -> float:
+        """The driver's deadline for a worker's first point (GuideLLMDriver._follow), plus
+        a fresh worker's start."""
+        margin = GuideLLMDriver.stall_margin_s
+        return (2 * point_s + margin) + margin + 2 * margin + 30
 
 
 def wait_for(predicate, timeout_s: float, what: str, process=None):

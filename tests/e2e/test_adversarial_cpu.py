@@ -144,7 +144,9 @@ def test_a_load_generator_sending_twice_its_rate_is_flagged(tmp_path, guarded_se
     row, _ = only_point(tmp_path / "runs")
     assert row["client_limited"] == "True"
     assert row["client_limited_reason"].startswith("over-driven: sent ")
-    assert row["client_limited_reason"].split(" req/s")[1] == " for a target of 1.5"
+    # (a busy 2-core client may add "; GuideLLM warned: root_late": the machine, not the code)
+    over = row["client_limited_reason"].split("; ")[0]
+    assert over.split(" req/s")[1] == " for a target of 1.5", over
     print(f"\nflagged: {row['client_limited_reason']}")
 
 

