@@ -7,7 +7,8 @@ assumptions, and benchmarks/compare_calibration.py measures how often each is wr
   bootstrap over the requests in time order gives each side's standard error (latencies
   under load are autocorrelated: a queue builds and drains, so neighbouring requests are
   not independent draws; kernel noise on each resampled value keeps a resampled median
-  from sticking to a few order statistics), and Welch's t with the blocks' degrees of freedom makes the interval. Below the
+  from sticking to a few order statistics, and the blocks' first-order variance bias is
+  undone), and Welch's t with the blocks' degrees of freedom makes the interval. Below the
   fewest samples for which a distribution-free interval of that percentile exists at all
   (`min_samples`, counted in *effective* samples: requests divided by their integrated
   autocorrelation time) there is no verdict;
