@@ -19,9 +19,9 @@ import pytest
 
 from tests.conftest import run_cli
 from tunebench.deploy.local import LocalVllmServer
-from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.load.guidellm import GuideLLMDriver, point_budget_s
 from tunebench.spec.deployments import LocalSettings
-from tunebench.spec.plan import ServerConfig
+from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.store.layout import RunLayout
 from tunebench.store.run import read_points
 
@@ -118,10 +118,11 @@ class Budget:
 
     @staticmethod
     def stall_recovery(point_s: float) -> float:
-        """The driver's deadline for a worker's first point (GuideLLMDriver._follow), plus
-        a fresh worker's start."""
+        """The driver's deadline for a worker's first point (GuideLLMDriver._follow: the
+        point's budget plus two margins), plus a fresh worker's start."""
         margin = GuideLLMDriver.stall_margin_s
-        return (2 * point_s + margin) + margin + 2 * margin + 30
+        point = LoadPoint("first", "concurrent", 1, point_s, None, None)
+        return point_budget_s(point, margin) + 2 * margin + 30
 
 
 def wait_for(predicate, timeout_s: float, what: str, process=None):

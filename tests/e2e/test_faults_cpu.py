@@ -49,27 +49,26 @@ def endpoint_spec(tmp_path: Path, server, name: str, metrics_url: str | None = N
     )
 
 
-def start(spec: Path, runs: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "TB_FAULT_KEY": GUARDED_KEY, "COLUMNS": "200"}
+def sweep_process(*args: str, ignore_sigint: bool = False) -> subprocess.Popen:
+    """`tunebench sweep ARGS --no-report` in its own process group. `ignore_sigint`: as a
+    background job of a non-interactive shell starts it (Ctrl-C must still stop it
+    cleanly, and does under a terminal anyway)."""
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tunebench.cli.main",
-            "sweep",
-            str(spec),
-            "-o",
-            str(runs),
-            "--no-report",
-            *extra,
-        ],
+        [sys.executable, "-m", "tunebench.cli.main", "sweep", *args, "--no-report"],
         cwd=REPO,
-        env=env,
+        env={**os.environ, "TB_FAULT_KEY": GUARDED_KEY, "COLUMNS": "200"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if ignore_sigint
+        else None,
     )
+
+
+def start(spec: Path, runs: Path) -> subprocess.Popen:
+    return sweep_process(str(spec), "-o", str(runs))
 
 
 def finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[str, str]:
@@ -84,21 +83,6 @@ def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-
-
-def start_resume(run: Path) -> subprocess.Popen:
-    """`sweep --resume RUN` as a background job of a non-interactive shell starts it: SIGINT
-    ignored. Ctrl-C must still stop it cleanly (and does under a terminal anyway)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tunebench.cli.main", "sweep", "--resume", str(run), "--no-report"],
-        cwd=REPO,
-        env={**os.environ, "TB_FAULT_KEY": GUARDED_KEY, "COLUMNS": "200"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
 
 
 def manifest_of(run: Path) -> dict:
@@ -167,7 +151,7 @@ def test_server_killed_then_the_resume_is_stopped_by_ctrl_c(tmp_path, budget):
     assert read_points(run) == [first]  # the finished point intact, the broken one not stored
     assert_gone(config["server_pgid"], config["load_pgid"])
 
-    resumed = start_resume(run)
+    resumed = sweep_process("--resume", str(run), ignore_sigint=True)
     try:
         wait_for(
             lambda: len(read_points(run)) >= 2,
