@@ -7,6 +7,8 @@ real GuideLLM report for each benchmark. FAKE_WORKER_MODE:
   die-once    the first worker exits with code 1 on its second benchmark
   stall       every worker stalls on its second benchmark
   slow        every benchmark takes a second (a run long enough to abort)
+  hang-once   the first worker starts its second benchmark but never sends a request (the
+              GuideLLM 0.8.1 hang the "benchmark"/"sending" events expose); a retry finishes
 """
 
 import json
@@ -32,7 +34,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     mode = os.environ.get("FAKE_WORKER_MODE", "")
     first = job.get("first_index", 0)
-    # The real worker's order of events: "start" of the first benchmark, then after each
+    # The real worker's order of events: "start" of the first benchmark, "benchmark" and
+    # "sending" as GuideLLM begins it and its first request is under way, then after each
     # benchmark "done" and the "start" of the next one; "idle" when the groups are done.
     index, groups = first, job["groups"]
     emit("start", index=index)
@@ -45,6 +48,10 @@ def main():
                 time.sleep(600)
             if index == 1 and mode == "die-once" and first == 0:
                 sys.exit(1)
+            emit("benchmark")
+            if index == 1 and mode == "hang-once" and first == 0:
+                time.sleep(600)
+            emit("sending")
             if mode == "slow":
                 time.sleep(1.0)
             path = out / f"{index:03d}.json"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.conftest import REPO
@@ -15,14 +17,15 @@ POINTS = [LoadPoint(f"concurrent-{n}", "concurrent", n, 0.5, None, None) for n i
 HANDLE = ServerHandle("http://127.0.0.1:9", "http://127.0.0.1:9/metrics", "m")
 
 
-def drive(tmp_path, monkeypatch, mode):
+def drive(tmp_path, monkeypatch, mode, stall_margin_s=1.0, first_request_s=1.0):
     monkeypatch.setenv("FAKE_WORKER_MODE", mode)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     driver = GuideLLMDriver(
         SyntheticData(kind="synthetic", prompt_tokens=8, output_tokens=8), tmp_path, "tok"
     )
     driver.worker_module = "tests.fakes.fake_guidellm_worker"
-    driver.stall_margin_s = 1.0
+    driver.stall_margin_s = stall_margin_s
+    driver.first_request_s = first_request_s
     results = []
     driver.prepare(POINTS, tmp_path / "work")
     try:
@@ -43,3 +46,19 @@ def test_remaining_points_run_again_in_a_fresh_worker(tmp_path, monkeypatch, mod
 def test_gives_up_after_the_retry(tmp_path, monkeypatch):
     with pytest.raises(LoadError, match="no progress on concurrent-2.*after 1 retry"):
         drive(tmp_path, monkeypatch, "stall")
+
+
+def test_a_benchmark_that_never_sends_is_stopped_at_the_first_request_deadline(
+    tmp_path, monkeypatch
+):
+    """A point's own budget here is over a minute (stall margin 30 s); the hang between
+    GuideLLM starting a benchmark and its first request is cut after first_request_s."""
+    started = time.monotonic()
+    points, _, driver = drive(
+        tmp_path, monkeypatch, "hang-once", stall_margin_s=30.0, first_request_s=1.0
+    )
+    assert points == ["concurrent-1", "concurrent-2", "concurrent-4"]
+    assert driver.retried == [
+        {"point": "concurrent-2", "reason": "GuideLLM made no progress on concurrent-2; stopped it"}
+    ]
+    assert time.monotonic() - started < 30  # not the 30 s + 2 x 0.5 s + 30 s point budget

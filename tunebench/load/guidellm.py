@@ -131,6 +131,9 @@ class GuideLLMDriver:
 
     worker_module = "tunebench.load.guidellm_worker"
     stall_margin_s = 30.0  # per point, beyond twice its duration
+    # From GuideLLM starting a benchmark to its first request update: spawning its scheduler
+    # workers takes 1-4 s on 2 busy cores; GuideLLM 0.8.1's rare hang sits exactly here.
+    first_request_s = 30.0
 
     def __init__(
         self,
@@ -309,6 +312,11 @@ class GuideLLMDriver:
                 deadline = time.monotonic() + point_budget_s(point, self.stall_margin_s)
                 if j == 0 and on_start:
                     on_start(point)
+            elif kind == "benchmark":
+                deadline = min(deadline, time.monotonic() + self.first_request_s)
+            elif kind == "sending":
+                current = slots[min(done, len(slots) - 1)][0]
+                deadline = time.monotonic() + point_budget_s(current, self.stall_margin_s)
             elif kind == "done":
                 point, j = slots[event["index"]]
                 on_result(self._result(point, j, Path(event["path"])))

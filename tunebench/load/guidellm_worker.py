@@ -9,7 +9,8 @@ says {"event": "idle"} and reads further lines {"groups": [...]} with points cho
 time, until {"groups": []} or end of input. It writes each finished benchmark at once as a
 one-benchmark GuideLLM report `<out_dir>/<index>.json` (atomically), so the parent can
 store that point before the next one ends. Progress goes to stdout as JSON lines:
-{"event": "start"|"done", ...}.
+{"event": "start"|"benchmark"|"sending"|"done", ...} ("benchmark": GuideLLM began a
+benchmark; "sending": its first request update arrived).
 
 The API key, if any, arrives with the stdin line, never in the job file.
 """
@@ -101,7 +102,7 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
         backend=backend_obj,
         profile=profile,
         environment=NonDistributedEnvironment(),
-        progress=CompositeBenchmarkerProgress([]),
+        progress=CompositeBenchmarkerProgress([_first_request_progress()]),
         sample_size=metrics.sample_size,
         warmup=args.profile.warmup,
         cooldown=args.profile.cooldown,
@@ -119,6 +120,37 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
         index += 1
         _emit("start", index=index)
     return index
+
+
+def _first_request_progress() -> Any:
+    """A GuideLLM progress hook that says {"event": "benchmark"} when a benchmark starts
+    and {"event": "sending"} at its first request update. GuideLLM 0.8.1 rarely hangs
+    between the two (its scheduler workers never start); the parent sees the missing
+    "sending" within seconds instead of waiting out the whole point's budget."""
+    from guidellm.benchmark.progress import BenchmarkerProgress
+
+    class FirstRequestProgress(BenchmarkerProgress):  # type: ignore[type-arg]
+        sent = False
+
+        async def on_initialize(self, profile: Any) -> None:
+            return None
+
+        async def on_benchmark_start(self, strategy: Any) -> None:
+            self.sent = False
+            _emit("benchmark")
+
+        async def on_benchmark_update(self, accumulator: Any, scheduler_state: Any) -> None:
+            if not self.sent:
+                self.sent = True
+                _emit("sending")
+
+        async def on_benchmark_complete(self, benchmark: Any) -> None:
+            return None
+
+        async def on_finalize(self) -> None:
+            return None
+
+    return FirstRequestProgress()
 
 
 def _fix_poisson_start_race() -> None:
