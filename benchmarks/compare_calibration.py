@@ -101,13 +101,15 @@ def one_run_rows(a, b, rng, run_cv: float) -> dict[str, stats.Change]:
     return out
 
 
-def repeat_rows(a: list, b: list, rng) -> dict[str, stats.Change]:
-    def values(streams, name):
-        if name in QUANTILES:
-            field, q = QUANTILES[name]
-            return np.array([np.quantile(getattr(s, field), q) for s in streams])
-        return np.array([rate_of(s, name)[1] for s in streams])
+def values(streams: list, name: str) -> np.ndarray:
+    """One value of the metric per repeat."""
+    if name in QUANTILES:
+        field, q = QUANTILES[name]
+        return np.array([np.quantile(getattr(s, field), q) for s in streams])
+    return np.array([rate_of(s, name)[1] for s in streams])
 
+
+def repeat_rows(a: list, b: list, rng) -> dict[str, stats.Change]:
     out = {name: stats.repeats_change(values(a, name), values(b, name)) for name in METRICS[:-1]}
     failed_a, failed_b = sum(s.failed for s in a), sum(s.failed for s in b)
     total_a = sum(s.n + s.failed for s in a)
@@ -117,6 +119,32 @@ def repeat_rows(a: list, b: list, rng) -> dict[str, stats.Change]:
 
 
 HIGHER_IS_WORSE = {m: m not in RATES for m in METRICS}
+
+
+def all_points_rows(
+    points: list[dict[str, stats.Change]], sides: list[tuple[list, list]], run_cv: float
+) -> list[dict[str, stats.Change]]:
+    """The rows over all points that compare adds (analysis/compare.py `_pooled`): none
+    when the intervals assume a run-to-run spread; with repeats, Welch's t over each
+    repeat's geometric mean across the points; otherwise the mean of the points' changes."""
+    if run_cv > 0:
+        return []
+    out: dict[str, stats.Change] = {}
+    for name in METRICS:
+        usable = [p[name] for p in points if p[name].available]
+        if len(usable) < 2:
+            continue
+        if name != "error_rate" and usable[0].method == stats.REPEATS_METHOD:
+            keep = [i for i, p in enumerate(points) if p[name].available]
+
+            def mean_over_points(side: int) -> np.ndarray:
+                logs = [np.log(values(sides[i][side], name)) for i in keep]
+                return np.exp(np.mean(logs, axis=0))
+
+            out[name] = stats.repeats_change(mean_over_points(0), mean_over_points(1))
+        else:
+            out[name] = stats.pooled_change(usable)
+    return [out]
 
 
 def gate_fails(all_rows: list[dict[str, stats.Change]]) -> bool:
@@ -138,7 +166,7 @@ def one_seed(task: tuple) -> tuple[dict[str, bool], dict[str, bool], bool]:
     whether the gate failed."""
     method, n, kind, slowdown, error_a, error_b, seed = task
     rng = np.random.default_rng(10_000 + seed)
-    points = []
+    points, sides = [], []
     for point in range(POINTS):
         base = 1_000_000 * seed + 1_000 * point
 
@@ -157,6 +185,7 @@ def one_seed(task: tuple) -> tuple[dict[str, bool], dict[str, bool], bool]:
 
         a = streams(1, 0.0, error_a)
         b = streams(2, slowdown, error_b or error_a)
+        sides.append((a, b))
         if method.repeats > 1:
             points.append(repeat_rows(a, b, rng))
         else:
@@ -165,7 +194,7 @@ def one_seed(task: tuple) -> tuple[dict[str, bool], dict[str, bool], bool]:
     return (
         {m: significant(first[m]) for m in METRICS},
         {m: not first[m].available for m in METRICS},
-        gate_fails(points),
+        gate_fails(points + all_points_rows(points, sides, method.run_cv)),
     )
 
 
@@ -191,7 +220,8 @@ def synthetic(seeds: int) -> bool:
     ok = True
     print(
         f"A/A: false 'significant' per metric (nominal 5%) and gate failures (5% gate), "
-        f"{seeds} seeds, {POINTS} points x {len(METRICS)} metrics per gate; "
+        f"{seeds} seeds, {POINTS} points x {len(METRICS)} metrics per gate (and a row over all "
+        "points per metric where compare adds one); "
         f"run-to-run spread of the data and of 'one run + spread': {DEFAULT_RUN_CV:.0%}"
     )
     print(

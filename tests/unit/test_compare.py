@@ -264,3 +264,36 @@ def test_errors_are_one_line(real_runs, cli, args, message):
     result = cli("compare", *args, "--root", str(real_runs))
     assert result.returncode in (1, 2)
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_rows_over_all_points_where_the_intervals_measure_all_their_variability():
+    """Within-run intervals without an assumed spread, and repeats: one row per metric over
+    every aligned point; with the default assumed spread (shared by the points): none."""
+    a, b = side("a", 1), side("b", 2, slowdown=0.3)
+    rows = compare_sides([a, b], DEFAULT, run_cv=0.0).rows
+    over_all = rows["point"] == "all points"
+    per_point = rows[~over_all & ~rows["verdict"].str.startswith("n/a")]
+    counts = per_point.groupby("metric").size()
+    assert set(rows[over_all]["metric"]) == set(counts[counts >= 2].index)
+    assert len(rows[over_all]) >= 5
+    itl = compare_sides([a, b], [METRICS["itl_p50"]], run_cv=0.0).rows
+    one, over_all = itl.iloc[0], itl[itl["point"] == "all points"].iloc[0]
+    assert over_all["note"] == "mean over 3 points" and over_all["verdict"] == "worse"
+    width = over_all["ci_high_pct"] - over_all["ci_low_pct"]
+    assert width < 0.8 * (one["ci_high_pct"] - one["ci_low_pct"])
+    assumed = compare_sides([a, b], DEFAULT).rows
+    assert "all points" not in set(assumed["point"])
+
+    rep_a, rep_b = side("a", 1, repeats=3, run_sd=0.06), side("b", 2, repeats=3, run_sd=0.06)
+    rows = compare_sides([rep_a, rep_b], [METRICS["ttft_p50"]]).rows
+    over_all = rows[rows["point"] == "all points"].iloc[0]
+    assert over_all["method"] == "Welch's t over repeats"
+    assert over_all["note"] == "geometric mean over 3 points per repeat"
+    assert (over_all["repeats_a"], over_all["repeats_b"]) == (3, 3)
+
+
+def test_the_gate_counts_the_rows_over_all_points():
+    result = compare_sides([side("a", 1), side("b", 2, slowdown=0.3)], DEFAULT, run_cv=0.0)
+    gate = regression_gate(result, 5)
+    assert gate["rows_gated"] == int((~result.rows["verdict"].str.startswith("n/a")).sum())
+    assert gate["verdict"] == "regression"

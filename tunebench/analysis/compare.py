@@ -12,6 +12,11 @@ against A gets an interval from the method that fits the evidence (analysis/stat
   the request-to-request variability inside each run only, not a new server start's or
   the machine's: the row's note says so, and `repeats: N` in the sweep closes the gap.
 
+Where the intervals measure all their variability (repeats, or no assumed run-to-run
+spread), each metric also gets a row over all aligned points (point "all points", the
+geometric mean of the points' ratios), which sees a change common to every point with about
+sqrt(points) times the precision of one.
+
 A verdict is "better" or "worse" when the two-sided interval excludes no change (and the
 change is at least `min_change_pct`); "n/a" with the reason when the evidence is too thin
 (too few samples for a percentile); "excluded" when a side's point is invalid. Points the
@@ -20,6 +25,7 @@ client held back are compared but marked (`client_limited`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -299,17 +305,7 @@ def measure_change(
     note = WITHIN_RUN_NOTE.format(cv=run_cv)
     if len(a.rows) != len(b.rows):
         note = "one side has repeats, the other not (its requests are pooled): " + note
-    return stats.Change(
-        found.change,
-        found.low,
-        found.high,
-        found.method,
-        found.n_a,
-        found.n_b,
-        note,
-        found._t,
-        found.additive,
-    )
+    return dataclasses.replace(found, note=note)
 
 
 def verdict(metric: CompareMetric, change: stats.Change, min_change_pct: float) -> str:
@@ -368,6 +364,8 @@ def compare_sides(
     for candidate in sides[1:]:
         cand_samples = _samples_index(candidate)
         cand_points = _with_align(candidate.points)
+        # per (extra key, metric): the points pooled into one row over all points
+        compared: dict[tuple[Any, ...], list[_Compared]] = {}
         for point_key, cand_rows in cand_points.groupby(group_key, sort=False, dropna=False):
             base_rows = base_groups.get(point_key)
             if base_rows is None:
@@ -378,6 +376,15 @@ def compare_sides(
             problems_b, limited_b = _validity(cand_rows, "B")
             limited = ",".join(s for s, f in (("A", limited_a), ("B", limited_b)) if f)
             first = cand_rows.iloc[0]
+            where = {
+                "point": point_key[0] if isinstance(point_key, tuple) else point_key,
+                "load_kind": first.get("load_kind"),
+                "target": first.get("target"),
+                **{
+                    k: v
+                    for k, v in zip(extra, point_key[1:] if isinstance(point_key, tuple) else ())
+                },
+            }
             for metric in metrics:
                 problems = _problems_for(metric, problems_a + problems_b)
                 if problems:
@@ -388,39 +395,39 @@ def compare_sides(
                 else:
                     change = measure_change(metric, a, b, confidence, rng, run_cv)
                     text = verdict(metric, change, min_change_pct)
+                    pool = (*(where[k] for k in extra), metric.name)
+                    compared.setdefault(pool, []).append(_Compared(a, b, change, limited))
                 value_a, value_b = _point_value(metric, a), _point_value(metric, b)
                 records.append(
-                    {
-                        "baseline": baseline.name,
-                        "candidate": candidate.name,
-                        "point": point_key[0] if isinstance(point_key, tuple) else point_key,
-                        "load_kind": first.get("load_kind"),
-                        "target": first.get("target"),
-                        **{
-                            k: v
-                            for k, v in zip(
-                                extra, point_key[1:] if isinstance(point_key, tuple) else ()
-                            )
-                        },
-                        "metric": metric.name,
-                        "label": metric.label,
-                        "a": value_a,
-                        "b": value_b,
-                        "unit": "pp" if metric.kind == "proportion" else "%",
-                        "change_pct": None if change.change is None else 100 * change.change,
-                        "ci_low_pct": None if change.low is None else 100 * change.low,
-                        "ci_high_pct": None if change.high is None else 100 * change.high,
-                        "verdict": text,
-                        "method": change.method,
-                        "note": change.note,
+                    _record(baseline, candidate, where, metric, value_a, value_b, change, text)
+                    | {
                         "client_limited": limited,
-                        "n_a": change.n_a,
-                        "n_b": change.n_b,
                         "repeats_a": len(base_rows),
                         "repeats_b": len(cand_rows),
                     }
                 )
                 changes.append(change)
+        # An assumed run-to-run spread is shared by every point of a run: averaging points
+        # cannot narrow it, so rows over all points would only widen the gate's correction.
+        assumed_spread = any(c.change.shared_var > 0 for e in compared.values() for c in e)
+        for pool, evidence in compared.items() if not assumed_spread else ():
+            metric = METRICS[pool[-1]]
+            pooled = _pooled(metric, evidence, confidence)
+            if pooled is None:
+                continue
+            change, value_a, value_b, limited, repeats = pooled
+            where = {
+                "point": ALL_POINTS,
+                "load_kind": "",
+                "target": None,
+                **dict(zip(extra, pool[:-1])),
+            }
+            text = verdict(metric, change, min_change_pct)
+            records.append(
+                _record(baseline, candidate, where, metric, value_a, value_b, change, text)
+                | {"client_limited": limited, "repeats_a": repeats[0], "repeats_b": repeats[1]}
+            )
+            changes.append(change)
     rows = pd.DataFrame.from_records(records)
     if rows.empty:
         raise TunebenchError(
@@ -439,6 +446,116 @@ def compare_sides(
         changes,
         hardware_warnings(sides),
     )
+
+
+# -- the mean over all aligned points -------------------------------------------------------
+
+ALL_POINTS = "all points"  # the point of the rows that pool every aligned point of a metric
+
+
+@dataclass
+class _Compared:
+    """One aligned point's evidence for one metric, kept for the row over all points."""
+
+    a: _Evidence
+    b: _Evidence
+    change: stats.Change
+    limited: str
+
+
+def _record(
+    baseline: Side,
+    candidate: Side,
+    where: dict[str, Any],
+    metric: CompareMetric,
+    value_a: float | None,
+    value_b: float | None,
+    change: stats.Change,
+    text: str,
+) -> dict[str, Any]:
+    return {
+        "baseline": baseline.name,
+        "candidate": candidate.name,
+        **where,
+        "metric": metric.name,
+        "label": metric.label,
+        "a": value_a,
+        "b": value_b,
+        "unit": "pp" if metric.kind == "proportion" else "%",
+        "change_pct": None if change.change is None else 100 * change.change,
+        "ci_low_pct": None if change.low is None else 100 * change.low,
+        "ci_high_pct": None if change.high is None else 100 * change.high,
+        "verdict": text,
+        "method": change.method,
+        "note": change.note,
+        "n_a": change.n_a,
+        "n_b": change.n_b,
+    }
+
+
+def _pooled(
+    metric: CompareMetric, compared: list[_Compared], confidence: float
+) -> tuple[stats.Change, float | None, float | None, str, tuple[int, int]] | None:
+    """The metric's change over all aligned points that have a verdict (the geometric mean of
+    the points' ratios; for the error rate, the mean difference), or None when fewer than two
+    points have one. A regression that is moderate at every point is clearer here than at
+    any single point."""
+    usable = [c for c in compared if c.change.available]
+    if len(usable) < 2:
+        return None
+    limited = ",".join(s for s in ("A", "B") if any(s in c.limited.split(",") for c in usable))
+    repeats = (min(len(c.a.rows) for c in usable), min(len(c.b.rows) for c in usable))
+    values_a = [_point_value(metric, c.a) for c in usable]
+    values_b = [_point_value(metric, c.b) for c in usable]
+    value_a, value_b = _mean_value(metric, values_a), _mean_value(metric, values_b)
+    if metric.kind == "proportion" or all(c.change.method != stats.REPEATS_METHOD for c in usable):
+        change = stats.pooled_change([c.change for c in usable], confidence)
+    elif all(c.change.method == stats.REPEATS_METHOD for c in usable):
+        change = _pooled_repeats(metric, usable, confidence)
+    else:
+        change = stats.not_available(
+            "", repeats[0], repeats[1], "some points were measured with repeats, some without"
+        )
+    return change, value_a, value_b, limited, repeats
+
+
+def _mean_value(metric: CompareMetric, values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    if len(known) != len(values) or not known:
+        return None
+    if metric.kind == "proportion":
+        return float(np.mean(known))
+    if min(known) <= 0:
+        return None
+    return float(np.exp(np.log(known).mean()))
+
+
+def _pooled_repeats(
+    metric: CompareMetric, usable: list[_Compared], confidence: float
+) -> stats.Change:
+    """Repeats on both sides: each repeat's geometric mean over the points, then Welch's t
+    over the repeats, so the run-to-run spread the points share stays in the interval."""
+
+    def per_repeat(evidence: list[_Evidence]) -> np.ndarray:
+        by_repeat: list[dict[int, float]] = []
+        for side in evidence:
+            values: dict[int, float] = {}
+            for _, row in side.rows.iterrows():
+                value = pd.to_numeric(pd.Series([row.get(metric.column)]), errors="coerce").iloc[0]
+                if np.isfinite(value) and value > 0:
+                    values[_repeat_of(row)] = float(value)
+            by_repeat.append(values)
+        common = set.intersection(*(set(v) for v in by_repeat))
+        return np.array(
+            [np.exp(np.mean([np.log(v[r]) for v in by_repeat])) for r in sorted(common)]
+        )
+
+    found = stats.repeats_change(
+        per_repeat([c.a for c in usable]), per_repeat([c.b for c in usable]), confidence
+    )
+    if not found.available:
+        return dataclasses.replace(found, note="fewer than 2 repeats common to every point")
+    return dataclasses.replace(found, note=f"geometric mean over {len(usable)} points per repeat")
 
 
 def _samples_of(index: dict, rows: pd.DataFrame) -> list[pd.DataFrame]:

@@ -1,8 +1,9 @@
 """The regression gate of `tunebench compare --fail-on-regression PCT`: its rule and verdict.
 
-The rule, in its own words: the gate fails when some metric of some aligned point is worse
-than the baseline by more than PCT with the comparison's confidence, after correcting for
-testing many rows at once. Each gated row gets the one-sided p-value of "not worse by more
+The rule, in its own words: the gate fails when some metric of some aligned point (or of
+all aligned points together, where compare has such a row) is worse than the baseline by
+more than PCT with the comparison's confidence, after correcting for testing many rows at
+once. Each gated row gets the one-sided p-value of "not worse by more
 than PCT" (latencies: B/A - 1 <= PCT; throughput: B/A - 1 >= -PCT; the error rate: B - A <=
 PCT percentage points); Holm's step-down over all gated rows keeps the chance that an
 A/A comparison fails at 1 - confidence or less, however many rows there are.

@@ -54,6 +54,9 @@ class Change:
     # p_worse's t moments: (centre of the log ratio or difference, its SE, degrees of freedom)
     _t: tuple[float, float, float] | None = field(default=None, repr=False, compare=False)
     additive: bool = False  # change is a difference (proportions), not a ratio
+    # the part of the SE's square that every point of the same two runs shares (the assumed
+    # run-to-run spread): pooling points cannot average it away
+    shared_var: float = 0.0
 
     @property
     def available(self) -> bool:
@@ -345,16 +348,65 @@ def _welch(
         n_b,
         note,
         _t=(center, se, df),
+        shared_var=2 * run_cv**2,
+    )
+
+
+def pooled_change(changes: list[Change], confidence: float = 0.95) -> Change:
+    """The mean change of several points' within-run changes (ratios: the geometric mean),
+    when they come from separate windows of the same two runs.
+
+    The points' sampling errors are independent (separate windows of requests), so their
+    variance shrinks by the number of points; the run-to-run spread (`shared_var`) is common
+    to every point of a run and is added once, in full. The degrees of freedom follow
+    Welch-Satterthwaite over the points' sampled parts. A uniform change across the points
+    (a slower image, a smaller cache) is seen with about sqrt(points) times the precision
+    of one point."""
+    method = "mean over points of within-run changes"
+    usable = [c for c in changes if c.available and c._t is not None]
+    n_a, n_b = sum(c.n_a for c in usable), sum(c.n_b for c in usable)
+    if len(usable) < 2:
+        return not_available(method, n_a, n_b, "fewer than 2 points with a verdict")
+    k = len(usable)
+    centers = [c._t[0] for c in usable if c._t is not None]
+    center = sum(centers) / k
+    sampled = [max(0.0, c._t[1] ** 2 - c.shared_var) for c in usable if c._t is not None]
+    shared = max(c.shared_var for c in usable)
+    variance = sum(sampled) / k**2 + shared
+    spread = sum(
+        (v / k**2) ** 2 / c._t[2] for v, c in zip(sampled, usable) if c._t is not None and v > 0
+    )
+    df = variance**2 / spread if spread > 0 else 1e9
+    se = math.sqrt(variance)
+    half = float(sps.t.ppf(1 - (1 - confidence) / 2, df)) * se
+    additive = usable[0].additive
+    if additive:
+        low, mid, high = center - half, center, center + half
+    else:
+        low, mid, high = math.expm1(center - half), math.expm1(center), math.expm1(center + half)
+    return Change(
+        mid,
+        low,
+        high,
+        method,
+        n_a,
+        n_b,
+        f"mean over {k} points",
+        _t=(center, se, df),
+        additive=additive,
+        shared_var=shared,
     )
 
 
 # -- across repeats ------------------------------------------------------------------------
 
+REPEATS_METHOD = "Welch's t over repeats"
+
 
 def repeats_change(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> Change:
     """The change of a metric measured in several repeats per side (each a separate run of
     the point): Welch's t on the logs, so the run-to-run spread is in the interval."""
-    method = "Welch's t over repeats"
+    method = REPEATS_METHOD
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
