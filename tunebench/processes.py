@@ -36,6 +36,7 @@ class ManagedProcess:
         cwd: str | Path | None = None,
         log_path: Path | None = None,
         capture_stdout: bool = False,
+        cpus: set[int] | None = None,
     ):
         self.argv = list(argv)
         self.log_path = log_path
@@ -58,6 +59,14 @@ class ManagedProcess:
         self.pgid = self.popen.pid
         with _live_lock:
             _live[self.pgid] = self
+        if cpus:
+            # Set on the leader before it can start its own children (a Python start-up
+            # takes far longer than this call): they inherit it.
+            try:
+                os.sched_setaffinity(self.popen.pid, cpus)
+            except OSError as exc:
+                self.stop()
+                raise OSError(exc.errno, f"cannot pin to CPUs {sorted(cpus)}: {exc.strerror}")
 
     @property
     def pid(self) -> int:
@@ -126,3 +135,19 @@ def _stop_all_at_exit() -> None:
         remaining = list(_live.values())
     for process in remaining:
         process.stop(grace_s=5)
+
+
+def parse_cpus(text: str) -> set[int]:
+    """A Linux CPU list ("0", "0-3", "0,2-3") as a set; ValueError names what is wrong."""
+    cpus: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            raise ValueError(f"empty item in CPU list {text!r}")
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"{part!r} is not a CPU number or range, e.g. 0 or 0-3")
+        first, last = int(low), int(high or low)
+        if last < first:
+            raise ValueError(f"range {part!r} runs backwards")
+        cpus.update(range(first, last + 1))
+    return cpus

@@ -287,6 +287,20 @@ SWEEP_CASES = [
         "greater than 0",
     ),
     sweep(
+        "bad-server-cpus",
+        "wrong-type",
+        variant("deployment: {kind: local}", "deployment: {kind: local, cpus: 'zero'}"),
+        "deployment.cpus",
+        "'zero' is not a CPU number or range",
+    ),
+    sweep(
+        "backwards-client-cpus",
+        "bad-number",
+        variant("load:\n", "load:\n  client_cpus: '3-1'\n"),
+        "load.client_cpus",
+        "runs backwards",
+    ),
+    sweep(
         "negative-rate",
         "bad-number",
         variant(PROFILE, "{kind: poisson, rate: -1, max_seconds: 5}"),

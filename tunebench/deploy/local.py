@@ -16,7 +16,7 @@ import httpx
 from tunebench import demo
 from tunebench.environment import cache_root
 from tunebench.errors import DeploymentError, tail
-from tunebench.processes import ManagedProcess
+from tunebench.processes import ManagedProcess, parse_cpus
 from tunebench.redact import remember
 from tunebench.seams.deployment import ServerHandle, StatusCallback
 from tunebench.spec.deployments import LocalSettings
@@ -223,6 +223,8 @@ class LocalVllmServer:
             self.settings.kv_cache_space_gib,
             self.settings.python,
             self.settings.env,
+            # pinned: vLLM-CPU's OpenMP threads on exactly those cores
+            threads_bind=self.settings.cpus or "auto",
         )
 
     def start(self, config: ServerConfig) -> ServerHandle:
@@ -242,10 +244,16 @@ class LocalVllmServer:
         argv = self.command(config, model_path, port)
         try:
             self._process = ManagedProcess(
-                argv, env=self.environment(model_path), log_path=self._log_path
+                argv,
+                env=self.environment(model_path),
+                log_path=self._log_path,
+                cpus=parse_cpus(self.settings.cpus) if self.settings.cpus else None,
             )
         except OSError as exc:
-            raise DeploymentError(f"cannot launch {argv[0]}: {exc.strerror}") from None
+            raise DeploymentError(
+                f"cannot launch {argv[0]}: {exc.strerror}"
+                + ("; check deployment.cpus against this host's CPUs" if self.settings.cpus else "")
+            ) from None
         self.last_pgid = self._process.pgid
         launched = time.monotonic()
         self._wait_healthy(base_url, launched)

@@ -143,8 +143,10 @@ class GuideLLMDriver:
         python: str | None = None,
         request_format: str = "/v1/completions",
         retries: int = 1,
+        cpus: set[int] | None = None,
     ):
         self.data = data
+        self.cpus = cpus  # the worker's CPU affinity (load.client_cpus), None: any
         self.spec_dir = spec_dir
         self.tokenizer = tokenizer
         self.python = python or sys.executable
@@ -192,12 +194,19 @@ class GuideLLMDriver:
         # the stall the retry below recovers from. One tokenizer thread avoids the state.
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         env["PYTHONWARNINGS"] = "ignore::FutureWarning"
-        self._process = ManagedProcess(
-            [self.python, "-m", self.worker_module, str(job_path)],
-            env=env,
-            log_path=work_dir / f"guidellm{suffix}.log",
-            capture_stdout=True,
-        )
+        try:
+            self._process = ManagedProcess(
+                [self.python, "-m", self.worker_module, str(job_path)],
+                env=env,
+                log_path=work_dir / f"guidellm{suffix}.log",
+                capture_stdout=True,
+                cpus=self.cpus,
+            )
+        except OSError as exc:
+            raise LoadError(
+                f"cannot start the load generator: {exc.strerror}"
+                + ("; check load.client_cpus against this host's CPUs" if self.cpus else "")
+            ) from None
         self._usage.follow(self._process.pgid)
         self._events = queue.Queue()
         process, events = self._process, self._events
