@@ -22,12 +22,14 @@ from tunebench.deploy.helm import HelmDeployment
 from tunebench.deploy.local import LocalVllmServer
 from tunebench.errors import SpecError, StoreError
 from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.processes import parse_cpus
 from tunebench.replay.deployment import ReplayDeployment
 from tunebench.replay.driver import ReplayDriver
 from tunebench.runner import ConfigRunner
 from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
+from tunebench.spec.deployments import ReplaySettings
 from tunebench.spec.kserve_chart import check_helm_plan, release_name, tokenizer_for
 from tunebench.spec.models import SweepSpec, SyntheticData
 from tunebench.spec.plan import Plan, ServerConfig, build_plan
@@ -62,6 +64,9 @@ class Kind:
     driver: DriverFactory
     resolve: Callable[[Settings, Where], Settings] = lambda settings, where: settings
     check_plan: Callable[[SweepSpec, list[ServerConfig], Path], None] | None = None
+    # Does measuring the same point twice give two answers? A capacity search then confirms
+    # its decisions near the knee (points/capacity.py); the interpolating replay does not.
+    noisy: Callable[[Settings], bool] = lambda settings: True
 
 
 def guidellm_driver(
@@ -69,8 +74,16 @@ def guidellm_driver(
 ) -> LoadDriver:
     tokenizer = config.tokenizer or config.model
     return GuideLLMDriver(
-        spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer), python=sys.executable
+        spec.load.data,
+        spec_path.parent,
+        demo.resolve_builtin(tokenizer),
+        python=sys.executable,
+        cpus=_client_cpus(spec),
     )
+
+
+def _client_cpus(spec: SweepSpec) -> set[int] | None:
+    return parse_cpus(spec.load.client_cpus) if spec.load.client_cpus else None
 
 
 def _helm_driver(
@@ -79,7 +92,11 @@ def _helm_driver(
     # The model is a storage URI on the cluster; GuideLLM needs a tokenizer it can load here.
     tokenizer = tokenizer_for(config.model, config.tokenizer, config.label)
     return GuideLLMDriver(
-        spec.load.data, spec_path.parent, demo.resolve_builtin(tokenizer), python=sys.executable
+        spec.load.data,
+        spec_path.parent,
+        demo.resolve_builtin(tokenizer),
+        python=sys.executable,
+        cpus=_client_cpus(spec),
     )
 
 
@@ -126,6 +143,7 @@ KINDS: dict[str, Kind] = {
         lambda settings, layout, on_status, served: ReplayDeployment(settings),
         _replay_driver,
         resolve=_resolve_replay,
+        noisy=lambda settings: isinstance(settings, ReplaySettings) and settings.noisy,
     ),
     "helm": Kind(
         "helm",
@@ -145,8 +163,10 @@ def kind_of(spec: SweepSpec) -> Kind:
 def plan(spec: SweepSpec, spec_path: Path) -> Plan:
     """The plan of a sweep (or tune) with its kind's checks made: nothing starts after this
     fails for a reason that could be known before."""
-    planned = build_plan(spec, spec_path)
-    check = kind_of(spec).check_plan
+    kind = kind_of(spec)
+    noisy = kind.noisy(spec.deployment)
+    planned = build_plan(spec, spec_path, default_noise=None if noisy else 0.0)
+    check = kind.check_plan
     if check is not None:
         check(spec, planned.configs, spec_path)
     return planned

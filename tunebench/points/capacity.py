@@ -17,11 +17,28 @@ answer is probably near; a cold start doubles. A probe the client could not driv
 (`client_limited`) never counts as server capacity (a miss still counts as a miss: the
 server missed with less load than asked): it bounds the search like a miss does, and when
 the bracket under it closes the result is "at least this much", flagged `client_bound`.
+
+Noise (`noise` > 0, the sd of one probe's log SLO ratio): a window of requests measures a
+percentile with sampling error, so a probe near the knee can land on the wrong side of the
+limit. Probes at one rate are then taken together (the mean of their log ratios), and a
+rate that bounds the bracket is re-probed until its verdict is clear of the noise (its mean
+is more than `z` standard errors from the limit) or it has `1 + max_confirm` probes. A miss
+below a pass contradicts itself and is re-probed too, so one unlucky window no longer caps
+the search for good. The answer comes with its bracket (`interval`) and the probability,
+under that noise model, that this deployment's capacity lies inside it (`confidence`).
+Probe windows are sized so the SLO percentile has the requests it needs (`probe_seconds`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from tunebench.points.samples import needed
+
+SAMPLE_MARGIN = 1.25  # a probe window expects this many times the requests its percentile needs
+MAX_WINDOW_FACTOR = 10  # ... but is never more than this many times the spec's max_seconds
+SELECTION = 2.5  # see CapacitySearch._verdict; checked by tests/unit/test_capacity_noise.py
 
 
 @dataclass(frozen=True)
@@ -30,6 +47,31 @@ class Probe:
     slo_met: bool
     client_limited: bool = False
     ratio: float | None = None  # worst measured/limit; > 1 means missed
+
+
+@dataclass(frozen=True)
+class RateVerdict:
+    """Every measured probe at one rate, taken together."""
+
+    rate: float
+    slo_met: bool
+    ratio: float | None  # geometric mean of the probes' ratios
+    count: int
+    settled: bool  # clear of the noise, or out of confirmations
+    p_met: float | None  # probability that this deployment meets the SLO at this rate
+
+    def as_probe(self) -> Probe:
+        return Probe(self.rate, self.slo_met, False, self.ratio)
+
+
+def probe_seconds(rate: float, base_seconds: float, quantile: float | None) -> float:
+    """A probe's window: `base_seconds`, or longer so that `rate` brings the requests the
+    SLO's percentile needs (p90: 36, p95: 72; points/samples.py) with a margin; capped at
+    MAX_WINDOW_FACTOR x base_seconds (a thinner window is flagged by thin_percentiles)."""
+    if not quantile or rate <= 0:
+        return base_seconds
+    wanted = SAMPLE_MARGIN * needed(quantile) / rate
+    return float(min(max(base_seconds, math.ceil(wanted)), MAX_WINDOW_FACTOR * base_seconds))
 
 
 @dataclass
@@ -41,11 +83,16 @@ class CapacitySearch:
     max_probes: int = 12
     min_rate: float = 0.05
     max_rate: float | None = None  # the client's limit, if known
+    noise: float = 0.0  # sd of one probe's log SLO ratio; 0: every probe is taken at its word
+    max_confirm: int = 2  # extra probes a rate may get before its verdict stands
+    z: float = 1.645  # a verdict is clear when its mean is this many standard errors away
     probes: list[Probe] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.start_rate <= 0 or not 0 < self.tolerance < 1 or self.growth <= 1:
             raise ValueError("start_rate > 0, 0 < tolerance < 1 and growth > 1 are required")
+        if self.noise < 0 or self.max_confirm < 0:
+            raise ValueError("noise >= 0 and max_confirm >= 0 are required")
 
     def _measured(self) -> list[Probe]:
         """Probes that say something about the server. A client that fell behind sent less
@@ -53,11 +100,39 @@ class CapacitySearch:
         asked rate too; if it was met, that proves nothing."""
         return [p for p in self.probes if not (p.client_limited and p.slo_met)]
 
+    def verdicts(self) -> list[RateVerdict]:
+        """The measured probes grouped by rate, lowest rate first."""
+        groups: dict[float, list[Probe]] = {}
+        for probe in self._measured():
+            groups.setdefault(round(probe.rate, 9), []).append(probe)
+        return [self._verdict(rate, group) for rate, group in sorted(groups.items())]
+
+    def _verdict(self, rate: float, group: list[Probe]) -> RateVerdict:
+        if any(not p.slo_met and (not p.ratio or p.ratio <= 1) for p in group):
+            # missed with no latency margin (no request finished, the error rate): not noise
+            return RateVerdict(rate, False, None, len(group), True, 0.0)
+        ratios = [p.ratio for p in group if p.ratio]
+        if self.noise <= 0 or len(ratios) < len(group):
+            met = all(p.slo_met for p in group)
+            mean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+            return RateVerdict(rate, met, mean, len(group), True, None)
+        log_mean = sum(math.log(r) for r in ratios) / len(ratios)
+        error = self.noise / math.sqrt(len(ratios))
+        settled = abs(log_mean) >= self.z * error or len(group) > self.max_confirm
+        # The bracket's ends were chosen for landing on their side of the limit, so their
+        # own probes overstate how clearly they did (the winner's curse): the probability
+        # counts their noise SELECTION times.
+        p_met = _normal_cdf(-log_mean / (SELECTION * error))
+        return RateVerdict(rate, log_mean <= 0, math.exp(log_mean), len(group), settled, p_met)
+
+    def _upper_verdict(self, verdicts: list[RateVerdict]) -> RateVerdict | None:
+        return next((v for v in verdicts if not v.slo_met), None)
+
     @property
     def upper(self) -> Probe | None:
-        """The lowest probe that missed the SLO."""
-        missed = [p for p in self._measured() if not p.slo_met]
-        return min(missed, key=lambda p: p.rate) if missed else None
+        """The lowest rate that missed the SLO (its probes taken together)."""
+        found = self._upper_verdict(self.verdicts())
+        return found.as_probe() if found else None
 
     @property
     def late(self) -> Probe | None:
@@ -72,18 +147,84 @@ class CapacitySearch:
         candidates = [p for p in (self.upper, self.late) if p is not None]
         return min(candidates, key=lambda p: p.rate) if candidates else None
 
+    def _lower_verdict(self, verdicts: list[RateVerdict]) -> RateVerdict | None:
+        bound = self.bound
+        met = [v for v in verdicts if v.slo_met and (bound is None or v.rate < bound.rate)]
+        return met[-1] if met else None
+
     @property
     def lower(self) -> Probe | None:
-        """The highest probe below `bound` that met the SLO (noise can make a higher rate
-        pass after a lower one failed; the failure wins)."""
-        bound = self.bound
-        met = [p for p in self._measured() if p.slo_met and (bound is None or p.rate < bound.rate)]
-        return max(met, key=lambda p: p.rate) if met else None
+        """The highest rate below `bound` that met the SLO (noise can make a higher rate
+        pass after a lower one failed; once confirmed, the failure wins)."""
+        found = self._lower_verdict(self.verdicts())
+        return found.as_probe() if found else None
+
+    @property
+    def proven(self) -> float | None:
+        """The highest rate that met the SLO below the bound: what was shown to hold."""
+        lower = self.lower
+        return lower.rate if lower else None
 
     @property
     def capacity(self) -> float | None:
-        lower = self.lower
-        return lower.rate if lower else None
+        """The estimate: where 1/ratio, linear between the bracket's ends, reaches 1 (the
+        ends' ratios taken together over their probes), inside the bracket; the proven
+        rate when the bound is the client's or a margin is missing. The proven rate alone
+        sits up to `tolerance` below the crossing, every time."""
+        lower, upper, bound = self.lower, self.upper, self.bound
+        if lower is None:
+            return None
+        if upper is None or bound is None or bound.rate != upper.rate:
+            return lower.rate
+        if not (lower.ratio and upper.ratio):
+            return lower.rate
+        if upper.ratio <= lower.ratio:
+            return lower.rate
+        return min(upper.rate, max(lower.rate, _crossing(lower, upper)))
+
+    def unsettled(self) -> RateVerdict | None:
+        """A rate whose verdict the next probe must confirm before the search acts on it:
+        a miss that a pass above it contradicts, or, once the bracket is nearly closed, an
+        end of it still within the noise (the upper end first). Far from the knee a probe's
+        verdict is clear; confirming there would only spend probes."""
+        if self.noise <= 0:
+            return None
+        verdicts = self.verdicts()
+        upper, lower = self._upper_verdict(verdicts), self._lower_verdict(verdicts)
+        if upper is not None and upper.count <= self.max_confirm:
+            if any(v.slo_met and v.rate > upper.rate for v in verdicts):
+                return upper
+        if upper is None or lower is None:
+            return None
+        if upper.rate - lower.rate > 2 * self.tolerance * upper.rate:
+            return None
+        return next((v for v in (upper, lower) if not v.settled), None)
+
+    @property
+    def interval(self) -> tuple[float, float | None] | None:
+        """Where this deployment's capacity lies: (highest pass, lowest miss or the rate the
+        client could not drive); (0, miss) when nothing passed; (pass, None) when unbounded."""
+        lower, bound = self.lower, self.bound
+        if lower is None and bound is None:
+            return None
+        return (lower.rate if lower else 0.0, bound.rate if bound else None)
+
+    @property
+    def confidence(self) -> float | None:
+        """The probability, under the noise model, that the capacity lies in `interval`:
+        P(the lower end truly meets the SLO) x P(the upper end truly misses it); a bound set
+        by the client counts as certain. None without a noise model (noise 0)."""
+        if self.noise <= 0 or not self.probes:
+            return None
+        verdicts = self.verdicts()
+        upper, lower = self._upper_verdict(verdicts), self._lower_verdict(verdicts)
+        bound = self.bound
+        chance = 1.0
+        if lower is not None and lower.p_met is not None:
+            chance *= lower.p_met
+        if upper is not None and bound is not None and bound.rate == upper.rate:
+            chance *= 1.0 - (upper.p_met or 0.0)
+        return round(chance, 3)
 
     @property
     def capped(self) -> bool:
@@ -104,6 +245,7 @@ class CapacitySearch:
             lower is not None
             and bound is not None
             and bound.rate - lower.rate <= self.tolerance * bound.rate
+            and self.unsettled() is None
         )
 
     @property
@@ -122,13 +264,18 @@ class CapacitySearch:
         if self.capped or self.converged or len(self.probes) >= self.max_probes:
             return True
         bound = self.bound
-        return bound is not None and bound.rate <= self.min_rate  # nothing to search below
+        return (
+            bound is not None and bound.rate <= self.min_rate and self.unsettled() is None
+        )  # nothing to search below
 
     def next_rate(self) -> float | None:
         if self.done:
             return None
         if not self.probes:
             return self._clamp(self.start_rate)
+        pending = self.unsettled()
+        if pending is not None:  # confirm an end of the bracket before moving it
+            return pending.rate
         lower, bound = self.lower, self.bound
         if bound is None:  # everything met so far: grow, to just past the projected knee
             assert lower is not None  # probes, none missed nor client-limited: one met
@@ -190,6 +337,10 @@ class CapacitySearch:
         return min(max(estimate, low + reach), high - reach)
 
 
+def _normal_cdf(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
 def _crossing(a: Probe, b: Probe) -> float:
     """The rate where the line through (rate, 1/ratio) of `a` and `b` reaches 1/ratio = 1.
 
@@ -202,3 +353,56 @@ def _crossing(a: Probe, b: Probe) -> float:
     if xa == xb:
         return (a.rate + b.rate) / 2
     return a.rate + (xa - 1) / (xa - xb) * (b.rate - a.rate)
+
+
+@dataclass(frozen=True)
+class RatePoint:
+    """One fixed-rate load point as the SLO saw it."""
+
+    rate: float
+    slo_met: bool
+    ratio: float | None = None
+    client_limited: bool = False
+
+
+@dataclass(frozen=True)
+class SustainedCapacity:
+    """The capacity a set of fixed-rate points shows. `kind`: "exact" (crossed between two
+    measured rates), "below" (the lowest rate already missed: under `rate`), "at-least"
+    (every rate met it, or the client could not drive the next: `rate` or more)."""
+
+    rate: float
+    kind: str
+
+
+def sustained_capacity(points: list[RatePoint]) -> SustainedCapacity | None:
+    """The one rule for "how much load does this configuration sustain within the SLO",
+    shared by `results`, the report, the replay's truth and the benchmarks: walk up the
+    rates; the SLO must hold at every rate up to the capacity (a pass above a miss is luck,
+    not capacity); between the last pass and the first miss the capacity is where 1/ratio,
+    linear in the rate, reaches 1 (as the search interpolates; ratios taken as a running
+    maximum, as the replay makes latencies monotone). A pass the client could not drive
+    ends the walk: the capacity is at least the last pass."""
+    if not points:
+        return None
+    passed: RatePoint | None = None
+    worst = 0.0  # a server is not faster under more load: ratios as a running maximum
+    for point in sorted(points, key=lambda p: p.rate):
+        if point.ratio:
+            worst = max(worst, point.ratio)
+            point = RatePoint(point.rate, point.slo_met, worst, point.client_limited)
+        if not point.slo_met:
+            if passed is None:
+                return SustainedCapacity(point.rate, "below")
+            as_probe = Probe(passed.rate, True, False, passed.ratio)
+            miss = Probe(point.rate, False, False, point.ratio)
+            if passed.ratio and point.ratio and point.ratio > passed.ratio:
+                rate = min(point.rate, max(passed.rate, _crossing(as_probe, miss)))
+            else:
+                rate = (passed.rate + point.rate) / 2
+            return SustainedCapacity(rate, "exact")
+        if point.client_limited:
+            return SustainedCapacity(passed.rate if passed else point.rate, "at-least")
+        passed = point
+    assert passed is not None
+    return SustainedCapacity(passed.rate, "at-least")

@@ -6,7 +6,8 @@ from typing import Any
 
 from tunebench.numbers import to_float
 from tunebench.points import trust
-from tunebench.points.capacity import CapacitySearch
+from tunebench.points.capacity import CapacitySearch, probe_seconds
+from tunebench.points.slo import thresholds_of
 from tunebench.spec.plan import LoadPoint
 
 
@@ -26,7 +27,11 @@ class CapacityProbing:
             tolerance=settings.tolerance,
             max_probes=settings.max_probes,
             max_rate=settings.max_rate,
+            noise=settings.noise,
         )
+        # the highest percentile the SLO names sets how many requests a probe needs
+        levels = [t.percentile / 100 for t in thresholds_of(slo)]
+        self.quantile = max(levels) if levels else None
         self._pending: dict[str, float] = {}
 
     def next_points(self) -> list[LoadPoint]:
@@ -35,7 +40,9 @@ class CapacityProbing:
         rate = self.search.next_rate()
         if rate is None:
             return []
-        probe = self.point.probe(len(self.search.probes) + 1, float(f"{rate:.3g}"))
+        rate = float(f"{rate:.3g}")
+        seconds = probe_seconds(rate, self.point.max_seconds or 0.0, self.quantile)
+        probe = self.point.probe(len(self.search.probes) + 1, rate, seconds)
         assert probe.target is not None
         self._pending[probe.point_id] = probe.target
         return [probe]
@@ -70,6 +77,9 @@ class CapacityProbing:
             "probes": len(search.probes),
             "probe_rates": [p.rate for p in search.probes],
             "upper": search.bound.rate if search.bound else None,
+            "interval": list(search.interval) if search.interval else None,
+            "confidence": search.confidence,
+            "noise": search.noise,
             "tolerance": search.tolerance,
             "converged": search.converged,
             "done": search.done,  # the search stopped by its own rule (resume: not again)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from tunebench.spec.base import Strict
-from tunebench.spec.deployments import DeploymentSettings, EndpointSettings
+from tunebench.spec.deployments import DeploymentSettings, EndpointSettings, check_cpu_list
 
 # Engine-arg values as they may appear in YAML. A mapping becomes a JSON argument
 # (e.g. speculative-config), a list becomes several values after one flag.
@@ -124,6 +124,13 @@ class Profile(Strict):
     tolerance: float | None = Field(None, gt=0, lt=1, description="relative; default 0.05")
     max_probes: int | None = Field(None, ge=2, le=30, description="default 8")
     max_rate: float | None = Field(None, gt=0, description="req/s the client can drive")
+    noise: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="sd of one probe's log SLO ratio (default 0.15); a rate closer to the "
+        "limit than the noise allows is re-probed; 0 takes every probe at its word",
+    )
 
     @model_validator(mode="after")
     def _fits_kind(self) -> "Profile":
@@ -140,7 +147,7 @@ class Profile(Strict):
             raise ValueError(f"kind {kind} takes streams, not rate")
         if kind in ("poisson", "constant") and streams is not None:
             raise ValueError(f"kind {kind} takes rate, not streams")
-        search_fields = ("arrival", "start_rate", "tolerance", "max_probes", "max_rate")
+        search_fields = ("arrival", "start_rate", "tolerance", "max_probes", "max_rate", "noise")
         if kind != "capacity" and any(getattr(self, f) is not None for f in search_fields):
             raise ValueError(f"{', '.join(search_fields)} only apply to kind capacity")
         if kind == "capacity" and (streams is not None or rate is not None):
@@ -166,6 +173,17 @@ class Profile(Strict):
 class Load(Strict):
     data: Data
     profiles: list[Profile] = Field(min_length=1)
+    client_cpus: str | None = Field(
+        None,
+        description="Linux CPU list the load generator is pinned to, e.g. '1' (see "
+        "deployment.cpus): on a small box a server and a client on the same cores starve "
+        "each other and every point turns client-limited",
+    )
+
+    @field_validator("client_cpus")
+    @classmethod
+    def _cpu_list(cls, value: str | None) -> str | None:
+        return check_cpu_list(value)
 
 
 Percentile = Literal["p50", "p90", "p95", "p99"]
@@ -262,6 +280,14 @@ class Tune(Strict):
         default_factory=list,
         description="param sets to try right after the baseline, e.g. "
         "the configuration in production today",
+    )
+    revalidate: int = Field(
+        0,
+        ge=0,
+        le=10,
+        description="after the study, re-run the best, the runner-up and the baseline this "
+        "many times each (alternated) and report the best's gain with an interval, or a tie; "
+        "0: off (3 is a good choice: Welch's t needs 2 per side)",
     )
 
     @model_validator(mode="after")

@@ -17,6 +17,9 @@ from tunebench.spec.engine_args import token_count
 from tunebench.spec.models import NON_ARG_KEYS, SweepSpec
 
 BUILTIN_PREFIX = "builtin:"
+# A capacity search's default sd of one probe's log SLO ratio (points/capacity.py): chosen on
+# the training repeats of the recorded grid (benchmarks/capacity_accuracy.py measures it).
+DEFAULT_NOISE = 0.2
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class SearchSettings:
     tolerance: float = 0.05
     max_probes: int = 8
     max_rate: float | None = None
+    noise: float = DEFAULT_NOISE  # sd of one probe's log SLO ratio (points/capacity.py)
 
 
 @dataclass(frozen=True)
@@ -55,14 +59,15 @@ class LoadPoint:
     search: SearchSettings | None = None  # kind capacity only
     cooldown: float | None = None  # as warmup, cropped from the end of the window
 
-    def probe(self, number: int, rate: float) -> "LoadPoint":
-        """Probe `number` of a capacity search, at `rate` req/s."""
+    def probe(self, number: int, rate: float, seconds: float | None = None) -> "LoadPoint":
+        """Probe `number` of a capacity search, at `rate` req/s, over `seconds` (default:
+        the profile's max_seconds)."""
         assert self.search is not None, "only a capacity point is probed"
         return LoadPoint(
             point_id=f"capacity-{number}",
             kind=self.search.arrival,
             target=rate,
-            max_seconds=self.max_seconds,
+            max_seconds=seconds or self.max_seconds,
             max_requests=None,
             warmup=self.warmup,
             cooldown=self.cooldown,
@@ -146,12 +151,16 @@ def resolve_model(model: str, spec_dir: Path, key: str, spec_path: Path) -> str:
     return model
 
 
-def build_plan(spec: SweepSpec, spec_path: Path) -> Plan:
+def build_plan(spec: SweepSpec, spec_path: Path, default_noise: float | None = None) -> Plan:
     """Configurations x points; checks that depend on the deployment kind are made by
-    `kinds.plan`, which services call instead of this."""
+    `kinds.plan`, which services call instead of this. `default_noise`: a capacity search's
+    noise model where the profile sets none (default DEFAULT_NOISE; 0 for a kind whose
+    measurements repeat exactly)."""
     spec_dir = spec_path.parent
     configs = expand_configs(spec, spec_dir, spec_path)
-    points = _expand_points(spec, spec_path)
+    points = _expand_points(
+        spec, spec_path, DEFAULT_NOISE if default_noise is None else default_noise
+    )
     _check_context_fits(spec, configs, spec_path)
     return Plan(configs=configs, points=points, repeats=spec.repeats)
 
@@ -202,7 +211,7 @@ def expand_configs(spec, spec_dir: Path, spec_path: Path) -> list[ServerConfig]:
     return configs
 
 
-def _expand_points(spec: SweepSpec, spec_path: Path) -> list[LoadPoint]:
+def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> list[LoadPoint]:
     points: list[LoadPoint] = []
     seen: set[str] = set()
     for number, profile in enumerate(spec.load.profiles):
@@ -224,17 +233,23 @@ def _expand_points(spec: SweepSpec, spec_path: Path) -> list[LoadPoint]:
                     warmup=profile.warmup,
                     cooldown=profile.cooldown,
                     sweep_points=profile.sweep_points,
-                    search=_search_settings(profile) if profile.kind == "capacity" else None,
+                    search=(
+                        _search_settings(profile, default_noise)
+                        if profile.kind == "capacity"
+                        else None
+                    ),
                 )
             )
     return points
 
 
-def _search_settings(profile) -> SearchSettings:
+def _search_settings(profile, default_noise: float) -> SearchSettings:
     given = {
         k: getattr(profile, k)
-        for k in ("arrival", "start_rate", "tolerance", "max_probes", "max_rate")
+        for k in ("arrival", "start_rate", "tolerance", "max_probes", "max_rate", "noise")
     }
+    if given["noise"] is None:
+        given["noise"] = default_noise
     return SearchSettings(**{k: v for k, v in given.items() if v is not None})
 
 

@@ -1,0 +1,129 @@
+"""The capacity search under noise: confirmation, the estimate inside the bracket, the
+interval and its confidence (calibrated over many seeds), probe windows, the shared rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tunebench.points.capacity import (
+    CapacitySearch,
+    RatePoint,
+    probe_seconds,
+    sustained_capacity,
+)
+
+
+def queueing_ratio(rate: float, saturation: float) -> float:
+    """SLO ratio of an M/M/1-like server: 0.3 at no load, 1 at 0.7 x saturation."""
+    return 0.3 / max(1e-6, 1 - rate / saturation)
+
+
+def noisy_run(search: CapacitySearch, saturation: float, sd: float, rng) -> CapacitySearch:
+    while (rate := search.next_rate()) is not None:
+        ratio = queueing_ratio(rate, saturation) * math.exp(rng.normal(0.0, sd))
+        search.tell(rate, ratio <= 1, ratio=ratio)
+    return search
+
+
+def test_a_miss_that_a_pass_above_contradicts_is_probed_again():
+    search = CapacitySearch(start_rate=2.0, noise=0.15)
+    search.tell(2.0, False, ratio=1.04)  # an unlucky window
+    search.tell(1.0, True, ratio=0.5)
+    search.tell(3.0, True, ratio=0.9)  # but a higher rate met the SLO
+    assert search.next_rate() == 2.0
+    search.tell(2.0, True, ratio=0.7)  # taken together: mean log ratio < 0, met
+    assert search.upper is None and search.lower.rate == 3.0
+
+
+def test_without_a_noise_model_the_failure_wins_at_once():
+    search = CapacitySearch(start_rate=2.0)
+    search.tell(2.0, False, ratio=1.04)
+    search.tell(3.0, True, ratio=0.9)
+    assert search.upper.rate == 2.0 and search.next_rate() != 2.0
+
+
+def test_the_ends_of_a_narrow_bracket_are_confirmed_before_it_converges():
+    search = CapacitySearch(start_rate=4.0, noise=0.15, tolerance=0.05)
+    search.tell(4.0, True, ratio=0.97)
+    search.tell(4.2, False, ratio=1.02)
+    assert not search.converged  # both ends within the noise of the limit
+    assert search.next_rate() == 4.2  # the upper end first
+    search.tell(4.2, False, ratio=1.05)
+    assert search.next_rate() in (4.2, 4.0)
+
+
+def test_the_estimate_lies_inside_the_bracket_where_the_ratio_crosses_one():
+    search = CapacitySearch(start_rate=1.0)
+    while (rate := search.next_rate()) is not None:
+        ratio = queueing_ratio(rate, 10.0)
+        search.tell(rate, ratio <= 1, ratio=ratio)
+    low, high = search.interval
+    assert low <= search.capacity <= high
+    assert search.proven == low
+    assert abs(search.capacity - 7.0) <= abs(low - 7.0) + 1e-9  # no further than the proven rate
+    assert search.confidence is None  # no noise model, no stated confidence
+
+
+@pytest.mark.parametrize("sd", [0.05, 0.10, 0.20])
+def test_the_stated_confidence_is_calibrated(sd):
+    """Over 400 seeds, the share of searches whose true capacity lies in the reported
+    interval must reach the mean stated confidence (5 points of slack for the seeds)."""
+    rng = np.random.default_rng(20261124)
+    inside, stated = [], []
+    for _ in range(400):
+        saturation = float(rng.uniform(2.0, 20.0))
+        search = noisy_run(CapacitySearch(start_rate=1.0, noise=sd), saturation, sd, rng)
+        truth = 0.7 * saturation
+        low, high = search.interval
+        inside.append(low <= truth <= (high if high is not None else math.inf))
+        stated.append(search.confidence)
+    assert np.mean(inside) >= np.mean(stated) - 0.05, (np.mean(inside), np.mean(stated))
+
+
+@pytest.mark.parametrize("sd", [0.05, 0.10])
+def test_under_noise_the_estimate_is_within_10_percent_nine_times_in_ten(sd):
+    rng = np.random.default_rng(7)
+    right, probes = [], []
+    for _ in range(400):
+        saturation = float(rng.uniform(2.0, 20.0))
+        search = noisy_run(CapacitySearch(start_rate=1.0, noise=sd), saturation, sd, rng)
+        right.append(abs(search.capacity / (0.7 * saturation) - 1) <= 0.10)
+        probes.append(len(search.probes))
+    assert np.mean(right) >= 0.90, np.mean(right)
+    assert np.median(probes) <= 12
+
+
+def test_probe_windows_hold_the_requests_the_slo_percentile_needs():
+    assert probe_seconds(2.0, 10.0, 0.95) == 45  # 1.25 x 72 requests at 2 req/s
+    assert probe_seconds(2.0, 60.0, 0.95) == 60  # the spec's window is long enough
+    assert probe_seconds(20.0, 10.0, 0.90) == 10
+    assert probe_seconds(0.05, 10.0, 0.95) == 100  # at most 10 x the spec's window
+    assert probe_seconds(2.0, 10.0, None) == 10
+
+
+def test_the_shared_rule_walks_up_the_rates_and_stops_at_the_first_miss():
+    exact = sustained_capacity(
+        [
+            RatePoint(1.0, True, 0.5),
+            RatePoint(2.0, True, 0.8),
+            RatePoint(3.0, False, 1.6),
+            RatePoint(4.0, True, 0.9),  # a pass above a miss is luck, not capacity
+        ]
+    )
+    # 1/ratio from 1.25 at 2 req/s to 0.625 at 3 req/s reaches 1 at 2.4
+    assert exact.kind == "exact" and exact.rate == pytest.approx(2.4)
+    assert sustained_capacity([RatePoint(1.0, False, 1.2)]).kind == "below"
+    capped = sustained_capacity([RatePoint(1.0, True, 0.5), RatePoint(2.0, True, 0.6)])
+    assert (capped.kind, capped.rate) == ("at-least", 2.0)
+    client = sustained_capacity(
+        [RatePoint(1.0, True, 0.5), RatePoint(2.0, True, 0.6, client_limited=True)]
+    )
+    assert (client.kind, client.rate) == ("at-least", 1.0)
+    # a server is not faster under more load: the ratio is a running maximum
+    bumpy = sustained_capacity(
+        [RatePoint(1.0, True, 0.9), RatePoint(2.0, True, 0.4), RatePoint(3.0, False, 1.8)]
+    )
+    assert bumpy.rate == pytest.approx(2.0 + (1 / 0.9 - 1) / (1 / 0.9 - 1 / 1.8))
