@@ -3,16 +3,20 @@
 `start(config)` finds the recorded configuration with the same engine args; a configuration
 that failed when recorded fails the same way, and one never recorded fails with the list
 of recorded ones. Nothing is started, so there is no process, log or metrics endpoint; the
-recorded effective configuration travels in the handle.
+recorded effective configuration travels in the handle. A noisy replay (`noisy: true`)
+also draws which recorded server start this start is (replay/noisy.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tunebench.errors import DeploymentError
+import numpy as np
+
+from tunebench.errors import DeploymentError, StoreError
 from tunebench.redact import redact
 from tunebench.replay.model import RecordedConfig, RecordedRun
+from tunebench.replay.noisy import RecordedGrid, RecordedStart
 from tunebench.seams.deployment import ServerHandle
 from tunebench.spec.deployments import ReplaySettings
 from tunebench.spec.plan import ServerConfig, format_value
@@ -24,6 +28,15 @@ class ReplayDeployment:
     def __init__(self, settings: ReplaySettings):
         self.recorded = RecordedRun(Path(settings.run))
         self.current: RecordedConfig | None = None
+        self.grid: RecordedGrid | None = None
+        self.start_drawn: RecordedStart | None = None  # noisy: the recorded start in use
+        self.rng = np.random.default_rng(settings.seed)
+        if settings.noisy:
+            try:
+                self.grid = RecordedGrid(Path(settings.run))
+            except StoreError as exc:
+                raise DeploymentError(f"{exc}; or set noisy: false") from None
+            self.repeats = settings.repeats or self.grid.repeats
 
     def start(self, config: ServerConfig) -> ServerHandle:
         recorded = self.recorded.find(config.args)
@@ -37,6 +50,14 @@ class ReplayDeployment:
             )
         if recorded.status != "complete" and not recorded.rows:
             raise DeploymentError(f"replay: {recorded.error or 'failed when recorded'}")
+        if self.grid is not None:
+            starts = self.grid.find(config.args)
+            if starts is None or not any(r in starts.starts for r in self.repeats):
+                raise DeploymentError(
+                    f"replay: {recorded.label} has no recorded start with per-request "
+                    f"samples in repeats {self.repeats}"
+                )
+            self.start_drawn = starts.deploy(self.repeats, self.rng)
         self.current = recorded
         return ServerHandle(
             base_url=f"replay:{self.recorded.path.name}/{recorded.config_id}",
@@ -48,6 +69,7 @@ class ReplayDeployment:
 
     def stop(self) -> None:
         self.current = None
+        self.start_drawn = None
 
     def log_text(self) -> str:
         return ""

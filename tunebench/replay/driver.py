@@ -1,4 +1,5 @@
-"""The LoadDriver of a replay deployment: each point is interpolated from the recording."""
+"""The LoadDriver of a replay deployment: each point is interpolated from the recording, or,
+for a noisy replay, drawn from the requests of the recorded start the deployment drew."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from tunebench.replay.deployment import ReplayDeployment
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
 from tunebench.spec.plan import LoadPoint
+
+NOISY_DEFAULT_SECONDS = 10.0  # a noisy point without max_seconds: the requests of 10 s
 
 
 class ReplayDriver:
@@ -52,15 +55,25 @@ class ReplayDriver:
                 f"replay: {point.point_id} has no target to interpolate at; "
                 "replay concurrent, throughput, poisson, constant or capacity points"
             )
+        samples: list[dict] = []
         try:
-            columns = recorded.point_at(point.kind, float(point.target))
+            start = self.deployment.start_drawn
+            if start is not None:
+                seconds = float(point.max_seconds or NOISY_DEFAULT_SECONDS)
+                columns, samples = start.draw(
+                    point.kind, float(point.target), seconds, self.deployment.rng
+                )
+            else:
+                columns = recorded.point_at(point.kind, float(point.target))
         except StoreError as exc:
             raise LoadError(str(exc)) from None
         columns.pop("load_kind")
         warnings = [w for w in columns["client_warnings"].split(";") if w]
         now = time.time()
         duration = float(columns.get("duration_s") or 0)
-        return ClientResult(point, point.point_id, columns, now - duration, now, None, warnings)
+        return ClientResult(
+            point, point.point_id, columns, now - duration, now, None, warnings, samples
+        )
 
     @property
     def pgid(self) -> int | None:

@@ -234,3 +234,78 @@ def _fill_rate_grid(
                     "valid": True,
                 }
             )
+
+
+def make_repeats_grid_run(
+    root: Path,
+    saturation: dict[str, tuple[dict, float]],
+    rates: tuple[float, ...] = (1, 2, 3, 4),
+    repeats: int = 3,
+    window_s: float = 30.0,
+    request_sd: float = 0.4,
+    run_sd: float = 0.05,
+    seed: int = 0,
+    name: str = "repeats-grid",
+) -> RunStore:
+    """A recorded grid with repeats and per-request samples: label -> (engine args,
+    saturation req/s), each started `repeats` times (configurations alternating).
+
+    A request's TTFT is lognormal (sd `request_sd` of its log) around a median of
+    60 ms / (1 - rate/saturation), times one lognormal factor per start (sd `run_sd`), so
+    the spec's SLO (TTFT p90 <= 300 ms) holds up to about 2/3 of the saturation. Clock: a
+    deployment costs 50 s, a point its window plus 2 s.
+    """
+    rng = np.random.default_rng(seed)
+    slo = {"ttft_ms": {"p90": 300}}
+    store = RunStore.create(
+        Path(root),
+        RunKind.SWEEP,
+        name,
+        spec={"name": name, "slo": slo, "repeats": repeats},
+        versions={},
+        host={},
+        deployment_kind="synthetic",
+    )
+    clock = 1_700_000_000.0
+    with store.running("synthetic"):
+        for index, (label, (args, _sat)) in enumerate(saturation.items(), start=1):
+            store.update_config(f"c{index}", label=label, args=args, status="complete")
+        for repeat in range(1, repeats + 1):
+            for index, (label, (_args, sat)) in enumerate(saturation.items(), start=1):
+                clock += 50.0
+                factor = float(np.exp(rng.normal(0.0, run_sd)))
+                for rate in rates:
+                    count = int(rng.poisson(rate * window_s))
+                    median = 60.0 / max(1e-3, 1 - rate / sat) * factor
+                    ttft = median * np.exp(rng.normal(0.0, request_sd, count))
+                    point_id = f"poisson-{rate:g}"
+                    store.add_point(
+                        {
+                            "run_id": store.run_id,
+                            "config_id": f"c{index}",
+                            "config_label": label,
+                            "point_id": point_id,
+                            "load_kind": "poisson",
+                            "target": rate,
+                            "repeat": repeat,
+                            "achieved_rps": count / window_s,
+                            "requests_ok": count,
+                            "requests_failed": 0,
+                            "requests_incomplete": 0,
+                            "duration_s": window_s,
+                            "ttft_p90_ms": float(np.percentile(ttft, 90)) if count else None,
+                            "output_tokens_mean": 32,
+                            "prompt_tokens_mean": 256,
+                            "valid": True,
+                            "start_time": clock,
+                            "end_time": clock + window_s,
+                        }
+                    )
+                    store.add_requests(
+                        f"c{index}",
+                        point_id,
+                        [{"ttft_ms": float(v), "output_tokens": 32} for v in ttft],
+                        repeat=repeat,
+                    )
+                    clock += window_s + 2.0
+    return store

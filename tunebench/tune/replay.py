@@ -1,20 +1,25 @@
 """Capacity searches and tune trials against a recorded run, in memory (no run store).
 
-The same decisions as a sweep over a replay deployment (the CapacitySearch, SLO
-evaluation and client-limited verdict), without writing files, so search strategies can
-be compared over many seeds in seconds (benchmarks/tune_efficiency.py).
+The same decisions as a sweep over a replay deployment (the CapacitySearch, its probe
+windows, SLO evaluation and client-limited verdict), without writing files, so search
+strategies can be compared over many seeds in seconds (benchmarks/capacity_accuracy.py,
+benchmarks/tune_efficiency.py). Against the noisy replay (replay/noisy.py) every search
+also counts what it cost: a deployment, and each probe's window plus its overhead.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tunebench.points import client_limit, trust
-from tunebench.points.capacity import CapacitySearch
-from tunebench.points.slo import evaluate
+from tunebench.points.capacity import CapacitySearch, probe_seconds
+from tunebench.points.slo import evaluate, thresholds_of
 from tunebench.replay.model import RecordedConfig, RecordedRun
-from tunebench.spec.plan import ServerConfig
+from tunebench.replay.noisy import GridCosts, RecordedGrid, RecordedStart
+from tunebench.spec.plan import DEFAULT_NOISE, ServerConfig
 from tunebench.tune.study import TrialOutcome
 
 
@@ -93,5 +98,133 @@ class ReplayCapacityEvaluator:
         return TrialOutcome(
             [float(search.capacity or 0.0)],
             attrs={"probes": len(search.probes)},
+            effective=recorded.effective,
+        )
+
+
+@dataclass(frozen=True)
+class SearchRules:
+    """How a capacity search runs: the settings of a `kind: capacity` profile."""
+
+    window_s: float = 10.0  # the profile's max_seconds
+    tolerance: float = 0.05
+    max_probes: int = 8
+    noise: float = DEFAULT_NOISE
+    sized_windows: bool = True  # lengthen windows for the SLO percentile (probe_seconds)
+    max_rate: float | None = None  # what the client can drive (a replay: its top rate)
+
+
+@dataclass
+class SearchCost:
+    deployments: int = 0
+    probes: int = 0
+    seconds: float = 0.0  # server starts + load windows + per-point overhead
+
+    def add(self, other: "SearchCost") -> None:
+        self.deployments += other.deployments
+        self.probes += other.probes
+        self.seconds += other.seconds
+
+
+def slo_quantile(slo: dict) -> float | None:
+    levels = [t.percentile / 100 for t in thresholds_of(slo)]
+    return max(levels) if levels else None
+
+
+def noisy_probe(
+    start: RecordedStart,
+    rate: float,
+    seconds: float,
+    slo: dict,
+    rng: np.random.Generator,
+    extra: float = 0.0,
+    kind: str = "poisson",
+) -> dict[str, Any]:
+    """The row a probe of one recorded start would store: drawn requests + SLO + client."""
+    row = start.probe(kind, rate, seconds, rng, extra)
+    row.update(evaluate(row, [], slo))
+    row.update(client_limit.verdict(row))
+    return row
+
+
+def search_noisy(
+    start: RecordedStart,
+    slo: dict,
+    start_rate: float,
+    warm: bool,
+    rules: SearchRules,
+    costs: GridCosts,
+    rng: np.random.Generator,
+    extra: float = 0.0,
+) -> tuple[CapacitySearch, SearchCost]:
+    """One capacity search on one deployment (a recorded start), with what it cost."""
+    search = CapacitySearch(
+        start_rate=start_rate,
+        warm=warm,
+        tolerance=rules.tolerance,
+        max_probes=rules.max_probes,
+        noise=rules.noise,
+        max_rate=rules.max_rate,
+    )
+    quantile = slo_quantile(slo) if rules.sized_windows else None
+    cost = SearchCost(deployments=1, seconds=costs.deployment_s)
+    while (rate := search.next_rate()) is not None:
+        rate = float(f"{rate:.3g}")  # as the runner rounds probe rates
+        seconds = probe_seconds(rate, rules.window_s, quantile)
+        row = noisy_probe(start, rate, seconds, slo, rng, extra)
+        cost.probes += 1
+        cost.seconds += seconds + costs.point_overhead_s
+        search.tell(
+            rate, trust.flag(row["slo_met"]), trust.is_client_limited(row), row["slo_ratio"]
+        )
+    return search, cost
+
+
+@dataclass
+class NoisyCapacityEvaluator:
+    """TrialEvaluator on the noisy replay: each trial deploys (draws a recorded start of
+    the configuration among `repeats`) and searches its capacity, warm-started like the
+    runner; `cost` sums what every trial paid."""
+
+    grid: RecordedGrid
+    slo: dict
+    repeats: list[int]
+    rules: SearchRules
+    rng: np.random.Generator
+    start_rate: float = 1.0
+    extra: float = 0.0
+    cost: SearchCost = field(default_factory=SearchCost)
+
+    def __post_init__(self) -> None:
+        self.hint: float | None = None
+        self.costs = self.grid.costs()
+
+    def evaluate(self, config: ServerConfig) -> TrialOutcome:
+        recorded = self.grid.find(config.args)
+        if recorded is None:
+            return TrialOutcome(None, "replay: not recorded")
+        if not any(r in recorded.starts for r in self.repeats):
+            return TrialOutcome(
+                None,
+                f"replay: {recorded.error or 'failed when recorded'}",
+                effective=recorded.effective,
+            )
+        start = recorded.deploy(self.repeats, self.rng)
+        search, cost = search_noisy(
+            start,
+            self.slo,
+            self.hint or self.start_rate,
+            self.hint is not None,
+            self.rules,
+            self.costs,
+            self.rng,
+            self.extra,
+        )
+        self.cost.add(cost)
+        if search.capacity:
+            self.hint = search.capacity
+        return TrialOutcome(
+            [float(search.capacity or 0.0)],
+            attrs={"probes": len(search.probes), "label": recorded.label},
             effective=recorded.effective,
         )
