@@ -9,16 +9,28 @@ import pytest
 
 from tests.conftest import FIXTURES, invoke
 from tunebench.analysis.best import MAX_BEST_CONFIG_BYTES, best_config, compact, compare_verdict
+from tunebench.replay.model import RecordedRun, true_capacity
 from tunebench.testing import make_synthetic_run
 
+RECORDED_GRIDS = ["grid-cpu", "grid-cpu-repeats"]
 
-def test_slo_run_best_is_the_highest_goodput_among_points_that_met_the_slo():
+
+@pytest.mark.parametrize("grid", RECORDED_GRIDS)
+def test_results_and_the_replay_agree_on_the_best_of_every_recorded_grid(grid):
+    best = best_config(FIXTURES / grid)
+    assert best["rule"] == "slo-capacity" and best["metric"] == "capacity_rps"
+    recorded = RecordedRun(FIXTURES / grid)
+    by_replay = {c.label: true_capacity(c, recorded.slo) or 0.0 for c in recorded.configs}
+    top = max(by_replay.values())
+    assert by_replay[best["label"]] == pytest.approx(top), (best, by_replay)
+    # on grid-cpu the defaults' 8 req/s point met the SLO after lower rates missed it: luck,
+    # not capacity; it used to be named best
+    assert best["label"] != "defaults" or by_replay["defaults"] > 0
+
+
+def test_a_pass_above_a_miss_does_not_make_a_configuration_best():
     best = best_config(FIXTURES / "grid-cpu")
-    assert best["rule"] == "slo-goodput" and best["metric"] == "goodput_rps"
-    # Checked against points.csv: the largest goodput of a valid, server-bound point with
-    # slo_met (client-limited points and SLO misses with more goodput do not count).
-    assert (best["config_id"], best["point"], best["value"]) == ("c1", "poisson-8", 8.6)
-    assert best["args"] == {"max-model-len": 512}
+    assert (best["label"], best["value"]) == ("mns8-mnbt64", 5.086)
 
 
 def test_run_without_slo_best_is_the_highest_output_tok_s(tmp_path):
@@ -114,7 +126,7 @@ def test_cli_writes_the_three_result_files_verbatim(tmp_path):
     assert (out / "run-id").read_text() == "grid-cpu"
     assert (out / "verdict").read_text() == "complete"
     best = (out / "best-config").read_text()
-    assert not best.endswith("\n") and json.loads(best)["config_id"] == "c1"
+    assert not best.endswith("\n") and json.loads(best)["config_id"] == "c11"
     assert f"best-config: {best}" in result.stdout
 
 

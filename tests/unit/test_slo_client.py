@@ -222,3 +222,14 @@ def test_a_point_where_no_request_completed_misses_the_slo_and_says_why():
         "ttft_ms p95 <= 1000: not measured: no request completed "
         "in the window (0 failed, 12 still running at its end)"
     )
+
+
+def test_an_slo_from_command_line_items():
+    from tunebench.points.slo import slo_from_items
+
+    assert slo_from_items(["ttft_ms.p90=30", "itl_ms.p50=5"]) == {
+        "ttft_ms": {"p90": 30.0},
+        "itl_ms": {"p50": 5.0},
+    }
+    with pytest.raises(ValueError, match="METRIC.PCT=LIMIT"):
+        slo_from_items(["ttft.p90=30"])

@@ -1,15 +1,20 @@
 """The one best configuration of a run, and a run's verdict, small enough for a pipeline result.
 
 The rule, in order (a tune run's own answer comes first):
-  1. a tune run: the best trial of `tune-result.json` (its objective, e.g. capacity at SLO);
+  1. a tune run: the best trial of `tune-result.json` (its objective, e.g. capacity at SLO;
+     with the re-validation's verdict on its lead when the study ran one);
   2. a capacity search: the configuration with the highest capacity (req/s at the SLO);
-  3. a run with an SLO: the configuration whose best point has the highest goodput_rps
+  3. a run with an SLO and fixed request rates (poisson, constant): the configuration that
+     sustains the highest rate within the SLO, by the rule the replay, the benchmarks and
+     the capacity search share (points/capacity.py `sustained_capacity`: the SLO must hold
+     at every rate up to it; the median over repeats);
+  4. a run with an SLO: the configuration whose best point has the highest goodput_rps
      (requests/s that met every threshold; output tok/s when the run has no per-request
-     samples, e.g. a replay), among points that met the SLO (if none did: among all,
-     flagged `slo_met: false`);
-  4. otherwise: the configuration whose best point has the highest output tok/s.
-Rules 3 and 4 use valid points the client did not hold back; when every valid point was
-client-limited they fall back to those, and say so (`client_limited: true`).
+     samples, e.g. a replay), among points that met the SLO below the configuration's
+     first miss (if none did: among all, flagged `slo_met: false`);
+  5. otherwise: the configuration whose best point has the highest output tok/s.
+Rules 3 to 5 use valid points the client did not hold back; when every valid point was
+client-limited rules 4 and 5 fall back to those, and say so (`client_limited: true`).
 
 Verdicts: a sweep or tune run's is its status (complete, failed, interrupted); a
 comparison's is `regression` or `no-regression` (see `compare_verdict`).
@@ -18,11 +23,17 @@ comparison's is `regression` or `no-regression` (see `compare_verdict`).
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from tunebench.analysis.frames import load_manifest, load_run, run_path
 from tunebench.numbers import to_float
+from tunebench.points.capacity import RatePoint, sustained_capacity
+
+RATE_KINDS = ("poisson", "constant")
 
 # Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
 MAX_BEST_CONFIG_BYTES = 1500
@@ -55,6 +66,9 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
     }
     if result.get("improvement_pct") is not None:
         out["improvement_pct"] = _round(result["improvement_pct"])
+    check = result.get("revalidation")
+    if check:  # the re-runs' verdict on the lead: confirmed, tie or inconclusive
+        out["revalidation"] = check.get("verdict")
     return out
 
 
@@ -71,6 +85,54 @@ def _from_capacity(manifest: dict) -> dict[str, Any] | None:
     return out
 
 
+def _from_rates(points: pd.DataFrame, manifest: dict) -> dict[str, Any] | None:
+    """Rule 3: the highest sustained rate within the SLO (median over repeats)."""
+    rates = points[points["load_kind"].isin(RATE_KINDS) & points["target"].notna()]
+    found: dict[str, float] = {}
+    for config_id, rows in rates.groupby("config_id", sort=False):
+        per_repeat = []
+        group_by = ["load_kind", "repeat"] if "repeat" in rows else ["load_kind"]
+        for _key, window in rows.groupby(group_by, sort=False, dropna=False):
+            counted = [
+                RatePoint(
+                    float(r["target"]),
+                    r["slo_met"] == True,  # noqa: E712
+                    to_float(r.get("slo_ratio")),
+                    r.get("client_limited") == True,  # noqa: E712
+                )
+                for _, r in window.iterrows()
+                if r["valid"] == True  # noqa: E712
+            ]
+            capacity = sustained_capacity(counted)
+            if capacity is not None:
+                per_repeat.append(0.0 if capacity.kind == "below" else capacity.rate)
+        if per_repeat:
+            found[str(config_id)] = statistics.median(per_repeat)
+    if not found or max(found.values()) <= 0:
+        return None
+    best = max(found, key=lambda c: found[c])
+    config = _config(manifest, best) or {"config_id": best}
+    return _describe(config, "slo-capacity", "capacity_rps", found[best])
+
+
+def _below_first_miss(points: pd.DataFrame) -> pd.DataFrame:
+    """The points that count under an SLO: for each configuration, load kind and repeat,
+    those at targets below its first miss (a pass above a miss is luck, not capacity)."""
+    keep = []
+    keys = [k for k in ("config_id", "load_kind", "repeat") if k in points]
+    for _key, group in points.groupby(keys, sort=False, dropna=False):
+        ordered = group.sort_values("target", na_position="first")
+        missed = False
+        for index, row in ordered.iterrows():
+            if pd.isna(row["target"]):
+                keep.append(index)
+                continue
+            missed = missed or row["slo_met"] == False  # noqa: E712
+            if not missed:
+                keep.append(index)
+    return points.loc[keep]
+
+
 def _from_points(path: Path, manifest: dict) -> dict[str, Any] | None:
     points = load_run(path)
     if points.empty or "valid" not in points or "output_tok_s" not in points:
@@ -78,9 +140,15 @@ def _from_points(path: Path, manifest: dict) -> dict[str, Any] | None:
     has_slo = bool((manifest.get("spec") or {}).get("slo")) and "slo_met" in points
     # Object columns of True/False/None: compare with == True, not truthiness.
     valid = points[points["valid"] == True]  # noqa: E712
+    if has_slo:
+        by_rate = _from_rates(valid, manifest)
+        if by_rate is not None:
+            return by_rate
     server_bound = valid[valid["client_limited"] != True] if "client_limited" in valid else valid  # noqa: E712
     candidates = server_bound if not server_bound.empty else valid
     met = candidates[candidates["slo_met"] == True] if has_slo else candidates  # noqa: E712
+    if has_slo:
+        met = met.loc[met.index.intersection(_below_first_miss(candidates).index)]
     pool = met if not met.empty else candidates
     goodput = pool["goodput_rps"].notna().any() if has_slo and "goodput_rps" in pool else False
     metric = "goodput_rps" if goodput else "output_tok_s"

@@ -60,6 +60,18 @@ def _point_value(
     return float(np.percentile(values, threshold.percentile)) if values else None
 
 
+def slo_from_items(items: list[str]) -> dict[str, dict[str, float]]:
+    """An SLO from command-line items such as "ttft_ms.p90=30" (benchmarks' --slo)."""
+    slo: dict[str, dict[str, float]] = {}
+    for item in items:
+        key, _, limit = item.partition("=")
+        metric, _, percentile = key.partition(".")
+        if metric not in SLO_METRICS or not percentile.startswith("p") or not limit:
+            raise ValueError(f"{item!r}: write METRIC.PCT=LIMIT, e.g. ttft_ms.p90=30")
+        slo.setdefault(metric, {})[percentile] = float(limit)
+    return slo
+
+
 def evaluate(
     row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, Any] | None
 ) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from tunebench.errors import StoreError
 from tunebench.numbers import to_float
 from tunebench.points import client_limit
+from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.slo import evaluate
 from tunebench.spec.plan import args_key
 from tunebench.store.run import RunStore
@@ -183,39 +184,18 @@ def true_capacity(
     config: RecordedConfig,
     slo: dict,
     kind: str = "poisson",
-    min_rate: float = 0.05,
-    client_tolerance: float = 0.10,
-    relative: float = 1e-4,
+    client_tolerance: float = client_limit.DEFAULT_TOLERANCE,
 ) -> float | None:
-    """The highest `kind` rate at which the replayed SLO holds (None: not even `min_rate`).
-
-    The exact answer a capacity search over this replay should approach: latencies are
-    monotone in the rate, so the SLO holds up to one crossing; found by scanning the
-    recorded targets, then bisecting the interpolated segment. Rates the recording calls
-    client-limited, or beyond its highest target, are not claimed.
-    """
-
-    def holds(rate: float) -> bool:
-        row = config.point_at(kind, rate)
-        if "replay_extrapolated" in row["client_warnings"]:
-            return False
-        return (
-            bool(evaluate(row, [], slo)["slo_met"])
-            and not client_limit.verdict(row, client_tolerance)["client_limited"]
+    """The capacity the recorded `kind` points show, by the rule every "best" shares
+    (points/capacity.py `sustained_capacity`); None when the lowest recorded rate missed."""
+    points = []
+    for row in config.rows:
+        if row["load_kind"] != kind or not to_float(row.get("target")):
+            continue
+        verdict = evaluate(row, [], slo)
+        limited = client_limit.verdict(row, client_tolerance)["client_limited"]
+        points.append(
+            RatePoint(float(row["target"]), bool(verdict["slo_met"]), verdict["slo_ratio"], limited)
         )
-
-    targets = sorted({float(r["target"]) for r in config.rows if r["load_kind"] == kind})
-    if not targets or not holds(min_rate):
-        return None
-    low = min_rate
-    for target in targets:
-        if not holds(target):
-            high = target
-            break
-        low = target
-    else:
-        return targets[-1]
-    while high - low > relative * high:
-        middle = (low + high) / 2
-        low, high = (middle, high) if holds(middle) else (low, middle)
-    return low
+    found = sustained_capacity(points)
+    return None if found is None or found.kind == "below" else found.rate

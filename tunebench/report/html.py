@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from tunebench.analysis.best import best_config
 from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
@@ -142,6 +143,9 @@ def report_context(run_path: Path) -> dict:
         }
     return {
         "batch": batch,
+        "best": best_config(run_path)
+        if manifest.get("kind") != "batch" and not raw.empty
+        else None,
         "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
         "tune": tune,
         "m": {
