@@ -41,6 +41,16 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(
             False, "--dry-run", help="Print the search space and a time estimate; start nothing."
         ),
+        revalidate: Optional[int] = typer.Option(
+            None,
+            "--revalidate",
+            min=0,
+            max=10,
+            metavar="N",
+            help="After the study, re-run the best, the runner-up and the baseline N times "
+            "each, alternated, and report the gain with a 95% interval or a tie "
+            "(overrides tune.revalidate; 0: off).",
+        ),
     ) -> None:
         """Find the engine args that serve the most traffic within the SLO (or the most tok/s).
 
@@ -52,10 +62,12 @@ def register(app: typer.Typer) -> None:
         Examples:
           tunebench tune sweeps/tune-cpu.yaml
           tunebench tune sweeps/tune-cpu.yaml --trials 20
+          tunebench tune sweeps/tune-cpu.yaml --revalidate 3
           tunebench tune --resume tune-cpu --trials 12
           tunebench tune sweeps/tune-latency.yaml --dry-run
         """
         from tunebench import kinds
+        from tunebench.analysis.stats import repeats_change
         from tunebench.report.tables import tune_space, tune_summary, wide_console
         from tunebench.spec.loading import read_yaml_mapping, validate_spec
         from tunebench.store.run import RunStore, resolve_run
@@ -81,6 +93,8 @@ def register(app: typer.Typer) -> None:
         assert job.spec.tune is not None
         if dry_run:
             count = trials or job.spec.tune.trials
+            checks = job.spec.tune.revalidate if revalidate is None else revalidate
+            count += 3 * checks  # best, runner-up and baseline again
             seconds = estimate_seconds(job.spec, job.plan) * count
             out.print(tune_space(job.spec, job.plan, count, seconds))
             return
@@ -102,6 +116,8 @@ def register(app: typer.Typer) -> None:
                 resume=store,
                 trials=trials,
                 on_store=lambda s: stores.append(s) if not stores else None,
+                revalidate=revalidate,
+                compare=repeats_change,
             )
         if report and result.store.rows:
             write_report_keeping_the_run(out, result.store.path)

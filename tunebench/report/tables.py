@@ -216,6 +216,19 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
                 )
             )
         )
+    check = summary.get("revalidation")
+    if check:
+        style = {"confirmed": "bold green", "tie": "bold yellow"}.get(check["verdict"], "yellow")
+        parts.append(Text(f"  re-validation: {check['verdict_text']}", style=style))
+        for entry in check["contenders"]:
+            runs = ", ".join(sig(v, 4) for v in entry["values"]) or "none"
+            failed = f"; {len(entry['failures'])} failed" if entry["failures"] else ""
+            parts.append(
+                Text(
+                    f"    {entry['role']} (trial {entry['trial']}, {entry['label']}): tuned "
+                    f"{sig(entry['tuned'], 4)}, re-runs {runs}{failed}"
+                )
+            )
     if summary["importances"]:
         parts.append(
             Text(

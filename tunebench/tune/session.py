@@ -14,12 +14,13 @@ from tunebench.points.slo import thresholds_of
 from tunebench.seams.progress import Reporter, SilentReporter
 from tunebench.spec.loading import validate_spec
 from tunebench.spec.models import SweepSpec
-from tunebench.spec.plan import BUILTIN_PREFIX, Plan
+from tunebench.spec.plan import BUILTIN_PREFIX, Plan, ServerConfig
 from tunebench.store.manifest import RunKind, spec_of
 from tunebench.store.run import RunStore
 from tunebench.tune import results
 from tunebench.tune.evaluate import RunnerEvaluator
-from tunebench.tune.study import Tuner, open_study
+from tunebench.tune.revalidate import Compare, Contender, contenders, judge, run_revalidation
+from tunebench.tune.study import TrialOutcome, Tuner, open_study
 
 
 @dataclass
@@ -67,8 +68,14 @@ def run_tune(
     resume: RunStore | None = None,
     trials: int | None = None,
     on_store: Callable[[RunStore], None] | None = None,
+    revalidate: int | None = None,
+    compare: Compare | None = None,
 ) -> TuneResult:
-    """Start a study in a new run, or continue the study of `resume` (a tune run)."""
+    """Start a study in a new run, or continue the study of `resume` (a tune run).
+
+    With `revalidate` runs (default: the spec's `tune.revalidate`) and a `compare` function,
+    the best, the runner-up and the baseline are re-measured after the study
+    (tune/revalidate.py) and the verdict goes into the summary."""
     reporter = reporter or SilentReporter()
     spec, spec_path, plan = job.spec, job.spec_path, job.plan
     assert spec.tune is not None
@@ -124,9 +131,28 @@ def run_tune(
             tuner.run()
             if tuner.stopped_early:
                 reporter.note(tuner.stopped_early)
+            checks = tune.revalidate if revalidate is None else revalidate
+            revalidation = None
+            if checks and compare is not None:
+                entries = contenders(study)
+                reporter.note(
+                    f"re-validating {', '.join(f'{e.role} (trial {e.trial})' for e in entries)}: "
+                    f"{checks} more run(s) each, alternated"
+                )
+
+                def measure(config: ServerConfig, entry: Contender) -> TrialOutcome:
+                    runner.capacity_hint = entry.tuned or None  # warm-start at its own value
+                    return evaluator.evaluate(config)
+
+                evaluator.total = evaluator.count + checks * len(entries)
+                run_revalidation(entries, checks, measure, base.model, base.tokenizer)
+                revalidation = judge(entries, compare)
+                reporter.note(revalidation["verdict_text"])
         finally:
             runner.deployment.stop()
     summary = results.summarize(study, tune.objective)
+    if revalidation is not None:
+        summary["revalidation"] = revalidation
     slo_text = "; ".join(t.label for t in thresholds_of(spec.slo.as_dict() if spec.slo else None))
     model = base.model
     if model.startswith(BUILTIN_PREFIX):  # the path it is served from, without building it
