@@ -1,17 +1,27 @@
-"""How efficiently do the capacity search and the tuner find the answer? Measured by replay.
+"""How cheaply does tuning find a configuration as good as the best? Graded on held-out data.
 
-    python benchmarks/tune_efficiency.py [--grid tests/fixtures/grid-cpu] [--seeds 20]
+    python benchmarks/tune_efficiency.py [--grid tests/fixtures/grid-cpu-repeats] [--seeds 50]
 
-Replays a recorded grid (every configuration measured at several poisson rates on the
-CPU server: benchmarks/grid/grid-cpu.yaml) and prints:
+The recorded grid (benchmarks/grid/grid-cpu-repeats.yaml: every configuration started
+several times, per-request samples kept) is split by repeat, as in
+benchmarks/capacity_accuracy.py: the strategies deploy the *replay* part (each deployment
+one recorded start, each probe requests drawn from it: tunebench/replay/noisy.py); the
+truth is the *held-out* repeat's capacity per configuration.
 
-1. Capacity search: probes (load points) until the search has proven a rate within 5% of
-   the configuration's true capacity (the replay's exact SLO crossing), from a cold start
-   (1 req/s) and a warm start (the previous configuration's capacity); beside it the
-   auto_tune.sh way (from the highest rate down by 1 req/s until the SLO holds).
-2. Tuning: deployments until a configuration within 5% of the grid's best capacity was
-   deployed, median over seeds, for the tuner (TPE, baseline first), random search
-   (baseline first) and the full grid (file order; it needs every deployment to know).
+"As good as the best": the held-out capacities of two configurations differ by the
+between-start spread (sd s of log capacity, measured on the replay part) even when they
+are the same, so every configuration within 1.96 x sqrt(2) x s of the best one's held-out
+capacity is indistinguishable from it (the best set).
+
+Each strategy is charged what it pays (the recording's own measured costs: a deployment,
+and per probe its window plus a load point's overhead) and stops by its own rule:
+- the tuner (TPE, baseline first) and random search (baseline first): `--trials`
+  deployments, each a capacity search warm-started like `tunebench tune`;
+- the full grid: every configuration deployed once and measured at the recorded rates with
+  the recorded windows, the highest sustained rate wins (it must deploy everything to know).
+Printed per strategy, median over seeds: GPU-minutes until it first deployed a
+configuration of the best set, as a share of what the held-out grid cost to record; and
+how often the configuration it names at its stop is in the best set.
 """
 
 from __future__ import annotations
@@ -20,188 +30,196 @@ import argparse
 import math
 import statistics
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import optuna
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tunebench.replay.model import RecordedRun, true_capacity  # noqa: E402
+from tunebench.numbers import to_float  # noqa: E402
+from tunebench.points import trust  # noqa: E402
+from tunebench.points.capacity import RatePoint, sustained_capacity  # noqa: E402
+from tunebench.points.slo import slo_from_items  # noqa: E402
+from tunebench.replay.noisy import RecordedGrid, held_out_capacity, run_spread  # noqa: E402
 from tunebench.spec.models import Tune  # noqa: E402
-from tunebench.tune.replay import ReplayCapacityEvaluator, replay_probe, search_capacity  # noqa: E402
+from tunebench.tune.replay import (  # noqa: E402
+    NoisyCapacityEvaluator,
+    SearchRules,
+    noisy_probe,
+)
 from tunebench.tune.study import Tuner  # noqa: E402
 
-TOLERANCE = 0.05
 
-
-def probes_to_within(search, truth: float) -> int | None:
-    """Probes until the proven capacity (highest passing rate) is >= (1 - 5%) x truth."""
-    best = 0.0
-    for count, probe in enumerate(search.probes, start=1):
-        if probe.slo_met and not probe.client_limited and probe.rate <= truth * 1.0001:
-            best = max(best, probe.rate)
-        if best >= (1 - TOLERANCE) * truth:
-            return count
-    return None
-
-
-def auto_tune_probes(config, slo: dict, top: float) -> tuple[int, float | None]:
-    """vLLM's auto_tune.sh: start at `top` req/s and lower by 1 until the SLO holds."""
-    rate, count = top, 0
-    while rate >= 1:
-        count += 1
-        row = replay_probe(config, "poisson", rate, slo)
-        if row["slo_met"] and not row["client_limited"]:
-            return count, rate
-        rate -= 1
-    return count, None
-
-
-def space_of(recorded: RecordedRun) -> dict:
+def space_of(grid: RecordedGrid, base: dict) -> dict:
     values: dict[str, list] = {}
-    for config in recorded.configs:
+    for config in grid.configs:
         for name, value in config.args.items():
-            if name != "max-model-len":
+            if base.get(name) != value:
                 values.setdefault(name, [])
                 if value not in values[name]:
                     values[name].append(value)
     return {name: {"choices": sorted(choices), "ordered": True} for name, choices in values.items()}
 
 
-def tuner_deployments(
-    recorded: RecordedRun,
-    slo: dict,
-    base_args: dict,
-    sampler: str,
-    seed: int,
-    target: float,
-    budget: int,
-) -> tuple[int | None, int]:
-    """Deployments (baseline included) until one within 5% of `target`; and probes used."""
-    tune = Tune.model_validate(
-        {"space": space_of(recorded), "trials": budget, "seed": seed, "sampler": sampler}
+def held_out_cost_s(grid: RecordedGrid, repeats: list[int]) -> float:
+    """What recording the held-out repeat(s) cost: every window, a load point's overhead
+    each, and a deployment per configuration (the recording's own measured costs)."""
+    costs = grid.costs()  # its deployment cost holds the warm-up points
+    rows = [
+        r
+        for r in grid.rows
+        if int(to_float(r.get("repeat")) or 1) in repeats and r["load_kind"] == grid.kind
+    ]
+    windows = sum(
+        (to_float(r.get("end_time")) or 0) - (to_float(r.get("start_time")) or 0) for r in rows
     )
-    study = optuna.create_study(directions=["maximize"], sampler=open_study_sampler(tune))
-    evaluator = ReplayCapacityEvaluator(recorded, slo)
-    reached: list[int] = []
+    deployments = len({r["config_id"] for r in rows}) * len(repeats)
+    return windows + len(rows) * costs.point_overhead_s + deployments * costs.deployment_s
+
+
+def run_study(grid, slo, base, sampler, seed, trials, replay, best_set, rules):
+    tune = Tune.model_validate(
+        {"space": space_of(grid, base), "trials": trials, "seed": seed, "sampler": sampler}
+    )
+    if sampler == "random":
+        chosen = optuna.samplers.RandomSampler(seed=seed)
+    else:
+        chosen = optuna.samplers.TPESampler(seed=seed, n_startup_trials=tune.startup_trials)
+    study = optuna.create_study(directions=["maximize"], sampler=chosen)
+    evaluator = NoisyCapacityEvaluator(grid, slo, replay, rules, np.random.default_rng(seed))
+    reached: list[float] = []
 
     def on_trial(trial, note):
-        if (
-            trial.user_attrs.get("deployed")
-            and trial.values
-            and trial.values[0] >= (1 - TOLERANCE) * target
-            and not reached
-        ):
-            reached.append(
-                sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("deployed"))
+        label = trial.user_attrs.get("label")
+        if trial.user_attrs.get("deployed") and label in best_set and not reached:
+            reached.append(evaluator.cost.seconds)
+
+    Tuner(study, tune, base, "replay", None, evaluator, on_trial).run()
+    done = [t for t in study.trials if t.values and t.user_attrs.get("deployed")]
+    pick = max(done, key=lambda t: t.values[0]).user_attrs.get("label") if done else None
+    return (reached[0] if reached else None), evaluator.cost.seconds, pick in best_set
+
+
+def full_grid(grid, slo, replay, rules, seed, best_set):
+    rng = np.random.default_rng(seed)
+    costs = grid.costs()
+    seconds, found = 0.0, {}
+    # the recorded rates, each with its recorded window: what measuring the grid costs
+    windows = {
+        w.target: w.seconds for c in grid.configs for s in c.starts.values() for w in s.windows
+    }
+    first = None
+    for config in grid.configs:
+        if not any(r in config.starts for r in replay):
+            continue
+        start = config.deploy(replay, rng)
+        seconds += costs.deployment_s
+        points = []
+        for rate, window_s in sorted(windows.items()):
+            row = noisy_probe(start, rate, window_s, slo, rng)
+            seconds += window_s + costs.point_overhead_s
+            points.append(
+                RatePoint(
+                    rate,
+                    trust.flag(row["slo_met"]),
+                    row.get("slo_ratio"),
+                    trust.is_client_limited(row),
+                )
             )
-
-    Tuner(study, tune, base_args, "replay", None, evaluator, on_trial).run()
-    return (reached[0] if reached else None), evaluator.probes
-
-
-def open_study_sampler(tune: Tune):
-    if tune.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=tune.seed)
-    return optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials)
+        capacity = sustained_capacity(points)
+        found[config.label] = 0.0 if capacity is None or capacity.kind == "below" else capacity.rate
+        if first is None and config.label in best_set:
+            first = seconds
+    pick = max(found, key=lambda label: found[label])
+    return seconds, seconds, pick in best_set
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--grid", type=Path, default=REPO / "tests/fixtures/grid-cpu")
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--grid", type=Path, default=REPO / "tests/fixtures/grid-cpu-repeats")
+    parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument("--trials", type=int, default=6, help="deployments, baseline included")
+    parser.add_argument("--window", type=float, default=10.0, help="a probe's base window, s")
     parser.add_argument(
         "--slo",
         action="append",
         metavar="METRIC.PCT=LIMIT",
-        help="SLO instead of the recorded one, e.g. ttft_ms.p90=300 (repeatable)",
+        help="SLO instead of the recorded one, e.g. ttft_ms.p90=30 (repeatable); the truth "
+        "is recomputed from the held-out requests",
     )
     args = parser.parse_args()
+    began = time.monotonic()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    recorded = RecordedRun(args.grid)
-    slo = recorded.slo
-    if args.slo:
-        slo = {}
-        for item in args.slo:
-            key, limit = item.split("=")
-            metric, percentile = key.split(".")
-            slo.setdefault(metric, {})[percentile] = float(limit)
-    complete = [c for c in recorded.configs if c.status == "complete" and c.rows]
-    base_args = next((c.args for c in recorded.configs if c.label == "defaults"), {})
-    truths = {c.label: true_capacity(c, slo) or 0.0 for c in complete}
-    grid = [c for c in complete if c.label != "defaults"]
-    best_label = max((c.label for c in grid), key=lambda label: truths[label])
+    grid = RecordedGrid(args.grid)
+    slo = slo_from_items(args.slo) if args.slo else grid.slo
+    replay, held = grid.repeats[:-1], grid.repeats[-1:]
+    configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
+    truths = {}
+    for config in configs:
+        truth = held_out_capacity(config, held, slo)
+        truths[config.label] = 0.0 if truth is None or truth.kind == "below" else truth.rate
+    spread = run_spread(configs, replay, slo)
+    band = 1.96 * math.sqrt(2) * spread
+    best_label = max(truths, key=lambda label: truths[label])
     best = truths[best_label]
-    top = max(float(r["target"]) for c in complete for r in c.rows)
-    print(f"grid: {args.grid} ({len(grid)} configurations + defaults), SLO {slo}")
+    best_set = {
+        label for label, rate in truths.items() if rate > 0 and math.log(best / rate) <= band
+    }
+    base = next((c.args for c in configs if c.label == "defaults"), {})
+    grid_cost = held_out_cost_s(grid, held)
+    top = max(w.target for c in configs for s in c.starts.values() for w in s.windows)
+    rules = SearchRules(window_s=args.window, max_rate=top)  # the recording's client limit
+    print(f"grid: {args.grid} ({len(configs)} configurations), SLO {slo}")
     print(
-        f"true capacity (replay): best {best_label} {best:.3f} req/s; "
-        f"defaults {truths.get('defaults', 0):.3f} req/s; "
-        f"{sum(1 for c in grid if truths[c.label] >= (1 - TOLERANCE) * best)} configurations "
-        f"within 5% of the best"
+        f"held-out truth (repeat {held}): best {best_label} {best:.3g} req/s; between-start "
+        f"spread sd {spread:.3f} (log) -> best set within {band:.1%} (log): "
+        f"{', '.join(sorted(best_set))}"
     )
-
-    # 1. capacity search
-    cold, warm, auto, final_ok = [], [], [], 0
-    previous = None
-    for config in complete:
-        truth = truths[config.label]
-        if truth <= 0:
-            continue
-        c = search_capacity(config, slo, 1.0, False)
-        cold.append(probes_to_within(c, truth))
-        final_ok += (1 - TOLERANCE) * truth <= (c.capacity or 0) <= truth * 1.0001
-        if previous:
-            w = search_capacity(config, slo, previous, True)
-            warm.append(probes_to_within(w, truth))
-        previous = c.capacity or previous
-        auto.append(auto_tune_probes(config, slo, math.ceil(top))[0])
-
-    def describe(counts):
-        found = [n for n in counts if n is not None]
-        return (
-            f"median {statistics.median(found):.1f}, max {max(found)}, "
-            f"within 6: {sum(1 for n in found if n <= 6)}/{len(counts)}"
-        )
-
-    print("\ncapacity search: load points until within 5% of the true capacity")
-    print(f"  warm start (previous capacity)   {describe(warm)}")
-    print(f"  cold start (1 req/s)             {describe(cold)}")
-    print(f"  auto_tune.sh (top rate, -1/step) {describe(auto)}  (1 req/s steps: not 5%)")
-    print(f"  final answers within [0.95, 1.0] x truth: {final_ok}/{len(cold)}")
-
-    # 2. tuning
+    for label in sorted(truths, key=lambda label: -truths[label]):
+        print(f"  {label:<16} {truths[label]:.3g} req/s")
     print(
-        f"\ntuning: deployments until a configuration within 5% of the best "
-        f"(median over {args.seeds} seeds; grid size {len(grid)}, 30% = {0.3 * len(grid):.1f})"
+        f"held-out grid cost: {grid_cost / 60:.1f} GPU-min (every configuration once, its "
+        f"recorded windows, measured deployment and point overheads)"
     )
-    for sampler, label in (
-        ("tpe", "tuner (TPE, baseline first)"),
-        ("random", "random search (baseline first)"),
+    print(
+        f"\n{args.seeds} seeds; tuner and random search stop after {args.trials} deployments; "
+        f"settings: {rules}"
+    )
+    for name, run in (
+        (
+            "tuner (TPE, baseline first)",
+            lambda seed: run_study(
+                grid, slo, base, "tpe", seed, args.trials, replay, best_set, rules
+            ),
+        ),
+        (
+            "random search (baseline first)",
+            lambda seed: run_study(
+                grid, slo, base, "random", seed, args.trials, replay, best_set, rules
+            ),
+        ),
+        (
+            "full grid (recorded rates)",
+            lambda seed: full_grid(grid, slo, replay, rules, seed, best_set),
+        ),
     ):
-        counts, probes = [], []
+        reach, spent, right = [], [], []
         for seed in range(args.seeds):
-            count, used = tuner_deployments(
-                recorded, slo, base_args, sampler, seed, best, len(grid) + 1
-            )
-            counts.append(count if count is not None else len(grid) + 1)
-            probes.append(used)
-        share = statistics.median(counts) / len(grid)
+            first, total, pick_right = run(seed)
+            reach.append(first / grid_cost if first is not None else float("inf"))
+            spent.append(total / grid_cost)
+            right.append(pick_right)
+        found = [r for r in reach if r != float("inf")]
         print(
-            f"  {label:<32} median {statistics.median(counts):.1f} deployments "
-            f"({share:.0%} of the grid), worst {max(counts)}; "
-            f"load points median {statistics.median(probes):.0f}"
+            f"  {name:<32} first best-set deployment at {statistics.median(reach):6.1%} of the "
+            f"grid's GPU-min (median; never in {len(reach) - len(found)}/{len(reach)}); "
+            f"spent {statistics.median(spent):6.1%}; its pick in the best set "
+            f"{np.mean(right):6.1%}"
         )
-    order = [c.label for c in grid]
-    first = next(
-        i for i, label in enumerate(order, start=1) if truths[label] >= (1 - TOLERANCE) * best
-    )
-    points = sum(1 for c in grid for r in c.rows if r["load_kind"] == "poisson")
-    print(
-        f"  {'full grid (file order)':<32} within 5% at deployment {first}; all {len(grid)} "
-        f"needed to know; load points {points} (fixed rates, capacity only to their spacing)"
-    )
+    print(f"\n({time.monotonic() - began:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,304 @@
+"""How right is a capacity search, and what does it cost? Graded against a held-out recording.
+
+    python benchmarks/capacity_accuracy.py [--grid tests/fixtures/grid-cpu-repeats] [--seeds 100]
+
+The grid (benchmarks/grid/grid-cpu-repeats.yaml) recorded every configuration on several
+server starts (repeats) with per-request samples. Its repeats are split:
+- the *replay* part (default repeats 1 and 2): each search deploys one of these starts at
+  random and each probe draws its requests from it (tunebench/replay/noisy.py);
+- the *held-out* part (default the last repeat): the truth, the capacity its requests give,
+  which no search and no setting ever saw.
+
+Settings (the search's noise model, tolerance and probe budget) are chosen with
+`--choose`, which grades candidates against the replay part's own pooled truth: the
+held-out repeat plays no part in that choice.
+
+Every strategy is charged what it really pays, from the recording's own timestamps: one
+deployment (stop, start, warm-up, load generator set-up) and per probe its window plus the
+measured overhead of a load point. It stops by its own rule; its answer is graded:
+within +-10% of the held-out truth (a truth that is a bound, "below the lowest recorded
+rate" or "at least the highest", is met by an answer on the right side of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tunebench.points import trust  # noqa: E402
+from tunebench.points.slo import slo_from_items  # noqa: E402
+from tunebench.replay.noisy import (  # noqa: E402
+    GridConfig,
+    GridCosts,
+    RecordedGrid,
+    RecordedStart,
+    Truth,
+    held_out_capacity,
+    run_spread,
+)
+from tunebench.tune.replay import SearchCost, SearchRules, noisy_probe, search_noisy  # noqa: E402
+
+WITHIN = 0.10
+NOISE_LEVELS = (0.0, 0.05, 0.20)  # extra log-normal noise on top of the recording's own
+
+
+@dataclass
+class Outcome:
+    answer: float | None
+    cost: SearchCost
+    interval: tuple[float, float | None] | None = None
+    confidence: float | None = None
+
+
+Strategy = Callable[[RecordedStart, dict, np.random.Generator, float, float | None], Outcome]
+
+
+def tunebench_search(rules: SearchRules) -> Strategy:
+    def run(start, slo, rng, extra, warm_rate):
+        search, cost = search_noisy(
+            start, slo, warm_rate or 1.0, warm_rate is not None, rules, COSTS, rng, extra
+        )
+        return Outcome(search.capacity, cost, search.interval, search.confidence)
+
+    return run
+
+
+def previous_search(window_s: float) -> Strategy:
+    """The search before this round: every probe taken at its word, fixed windows, the
+    highest passing rate as the answer."""
+
+    def run(start, slo, rng, extra, warm_rate):
+        rules = SearchRules(
+            window_s=window_s, noise=0.0, sized_windows=False, max_probes=8, max_rate=TOP_RATE
+        )
+        search, cost = search_noisy(
+            start, slo, warm_rate or 1.0, warm_rate is not None, rules, COSTS, rng, extra
+        )
+        return Outcome(search.proven, cost)
+
+    return run
+
+
+def fixed_rates(rates: list[float], window_s: float, top_down: bool = False) -> Strategy:
+    """Probe fixed rates; the answer is the highest rate that met the SLO below the first
+    miss (bottom-up), or the first rate that met it (top-down, auto_tune.sh's way)."""
+
+    def run(start, slo, rng, extra, warm_rate):
+        cost = SearchCost(deployments=1, seconds=COSTS.deployment_s)
+        answer = None
+        for rate in sorted(rates, reverse=top_down):
+            row = noisy_probe(start, rate, window_s, slo, rng, extra)
+            cost.probes += 1
+            cost.seconds += window_s + COSTS.point_overhead_s
+            met = trust.flag(row["slo_met"]) and not trust.is_client_limited(row)
+            if top_down and met:
+                return Outcome(rate, cost)
+            if not top_down:
+                if not met:
+                    break
+                answer = rate
+        return Outcome(answer, cost)
+
+    return run
+
+
+COSTS = GridCosts(60.0, 2.0)  # replaced by the recording's own in main()
+TOP_RATE: float | None = None  # the recording's top rate, in main()
+
+
+def grade(
+    configs: list[GridConfig],
+    truths: dict[str, Truth],
+    slo: dict,
+    strategy: Strategy,
+    repeats: list[int],
+    seeds: int,
+    extra: float,
+    warm: bool,
+) -> dict[str, float]:
+    rng = np.random.default_rng(12345)
+    right, errors, probes, minutes, covered, stated = [], [], [], [], [], []
+    for _seed in range(seeds):
+        previous = None
+        for config in configs:
+            truth = truths[config.label]
+            start = config.deploy(repeats, rng)
+            outcome = strategy(start, slo, rng, extra, previous)
+            own = held_out_capacity(config, [start.repeat], slo)  # this deployment's own
+            if outcome.confidence is not None and outcome.interval and own and extra == 0:
+                low, high = outcome.interval
+                if own.kind == "exact":
+                    covered.append(low <= own.rate <= (high if high is not None else np.inf))
+                    stated.append(outcome.confidence)
+            if warm and outcome.answer:
+                previous = outcome.answer
+            right.append(truth.within(outcome.answer, WITHIN))
+            error = truth.error(outcome.answer)
+            if error is not None and error == error:  # not NaN
+                errors.append(abs(error))
+            probes.append(outcome.cost.probes)
+            minutes.append(outcome.cost.seconds / 60)
+    return {
+        "covered": float(np.mean(covered)) if covered else float("nan"),
+        "stated": float(np.mean(stated)) if stated else float("nan"),
+        "right": float(np.mean(right)),
+        "error": statistics.median(errors) if errors else float("nan"),
+        "probes": statistics.median(probes),
+        "probes_p90": float(np.percentile(probes, 90)),
+        "minutes": statistics.median(minutes),
+    }
+
+
+def print_row(label: str, result: dict[str, float]) -> None:
+    print(
+        f"  {label:<44} within 10%: {result['right']:6.1%}   median |error| "
+        f"{result['error']:5.1%}   probes median {result['probes']:.0f} (p90 "
+        f"{result['probes_p90']:.0f})   {result['minutes']:.1f} GPU-min"
+    )
+    if result["covered"] == result["covered"]:  # not NaN
+        print(
+            f"  {'':<44} its interval holds the deployment's own capacity "
+            f"{result['covered']:.1%} of the time; stated confidence {result['stated']:.1%}"
+        )
+
+
+def probe_noise(configs, truths, slo, repeats, rules: SearchRules) -> float:
+    """The measured sd of one probe's log SLO ratio at each configuration's capacity,
+    over probes of one start (so the between-start spread is not in it), pooled."""
+    from tunebench.points.capacity import probe_seconds
+    from tunebench.tune.replay import slo_quantile
+
+    rng = np.random.default_rng(7)
+    squares, dof = 0.0, 0
+    for config in configs:
+        truth = truths[config.label]
+        if truth.kind != "exact":
+            continue
+        for repeat in repeats:
+            if repeat not in config.starts:
+                continue
+            seconds = probe_seconds(truth.rate, rules.window_s, slo_quantile(slo))
+            logs = []
+            for _ in range(60):
+                row = noisy_probe(config.starts[repeat], truth.rate, seconds, slo, rng)
+                if row.get("slo_ratio"):
+                    logs.append(np.log(row["slo_ratio"]))
+            if len(logs) > 2:
+                squares += float(np.var(logs, ddof=1)) * (len(logs) - 1)
+                dof += len(logs) - 1
+    return float(np.sqrt(squares / dof)) if dof else float("nan")
+
+
+def main() -> None:
+    global COSTS, TOP_RATE
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grid", type=Path, default=REPO / "tests/fixtures/grid-cpu-repeats")
+    parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--replay", default=None, help="repeats the replay draws, e.g. 1,2")
+    parser.add_argument("--held-out", default=None, help="repeats held out as truth, e.g. 3")
+    parser.add_argument(
+        "--choose", action="store_true", help="grade candidate settings on the replay part"
+    )
+    parser.add_argument("--window", type=float, default=10.0, help="a probe's base window, s")
+    parser.add_argument(
+        "--slo",
+        action="append",
+        metavar="METRIC.PCT=LIMIT",
+        help="SLO instead of the recorded one, e.g. ttft_ms.p90=30 (repeatable); the truth "
+        "is recomputed from the held-out requests",
+    )
+    args = parser.parse_args()
+    began = time.monotonic()
+    grid = RecordedGrid(args.grid)
+    COSTS = grid.costs()
+    slo = slo_from_items(args.slo) if args.slo else grid.slo
+    replay = [int(r) for r in args.replay.split(",")] if args.replay else grid.repeats[:-1]
+    held = [int(r) for r in args.held_out.split(",")] if args.held_out else grid.repeats[-1:]
+    if set(replay) & set(held):
+        sys.exit("--replay and --held-out must not share a repeat")
+    configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
+    truth_repeats = replay if args.choose else held
+    truths = {c.label: held_out_capacity(c, truth_repeats, slo) for c in configs}
+    configs = [c for c in configs if truths[c.label] is not None]
+    print(
+        f"grid: {args.grid} ({len(configs)} configurations), SLO {slo}; replay repeats "
+        f"{replay}, truth from repeats {truth_repeats}"
+        + (" (the replay part itself: choosing settings)" if args.choose else " (held out)")
+    )
+    print(
+        f"measured costs: a deployment {COSTS.deployment_s:.0f} s, a load point's overhead "
+        f"{COSTS.point_overhead_s:.1f} s beyond its window"
+    )
+    for config in configs:
+        truth = truths[config.label]
+        print(f"  truth {config.label:<16} {truth.kind:<8} {truth.rate:.3g} req/s")
+    top = max(w.target for c in configs for s in c.starts.values() for w in s.windows)
+    # the recording drove its top rate and no more: the client's known limit (max_rate)
+    base = SearchRules(window_s=args.window, max_rate=top)
+    TOP_RATE = top
+    spread = run_spread(configs, replay, slo)
+    noise = probe_noise(configs, truths, slo, replay, base)
+    print(
+        f"measured noise: one probe's log SLO ratio sd {noise:.3f} (sized window, one "
+        f"start); capacity between starts sd {spread:.3f} (log, repeats {replay})"
+    )
+
+    if args.choose:
+        print(f"\ncandidate settings, graded on the replay part ({args.seeds} seeds, cold):")
+        for noise_model in (0.0, 0.10, 0.15, 0.20):
+            for tolerance in (0.05, 0.10):
+                for max_probes in (6, 8):
+                    rules = replace(
+                        base, noise=noise_model, tolerance=tolerance, max_probes=max_probes
+                    )
+                    result = grade(
+                        configs, truths, slo, tunebench_search(rules), replay, args.seeds, 0, False
+                    )
+                    print_row(f"noise {noise_model} tol {tolerance} max {max_probes}", result)
+        print(f"\n({time.monotonic() - began:.0f} s)")
+        return
+
+    recorded_rates = sorted(
+        {w.target for c in configs for s in c.starts.values() for w in s.windows}
+    )
+    strategies: list[tuple[str, Strategy, bool]] = [
+        ("tunebench search, cold (1 req/s)", tunebench_search(base), False),
+        ("tunebench search, warm (previous capacity)", tunebench_search(base), True),
+        ("previous search (no noise model), cold", previous_search(args.window), False),
+        (
+            "auto_tune.sh: top rate, -1 req/s per step",
+            fixed_rates(list(np.arange(np.ceil(top), 0.5, -1.0)), args.window, top_down=True),
+            False,
+        ),
+        (
+            "GuideLLM sweep-style: 10 even rates",
+            fixed_rates(list(np.linspace(top / 10, top, 10)), args.window),
+            False,
+        ),
+        (
+            f"fixed grid: the {len(recorded_rates)} recorded rates",
+            fixed_rates(recorded_rates, args.window),
+            False,
+        ),
+    ]
+    print(f"\nsettings: {base}")
+    for extra in NOISE_LEVELS:
+        label = "the recording's own noise" if extra == 0 else f"+{extra:.0%} extra noise"
+        print(f"\n{label} ({args.seeds} seeds x {len(configs)} configurations):")
+        for name, strategy, warm in strategies:
+            print_row(name, grade(configs, truths, slo, strategy, replay, args.seeds, extra, warm))
+    print(f"\n({time.monotonic() - began:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
