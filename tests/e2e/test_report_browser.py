@@ -35,7 +35,7 @@ def test_report_is_self_contained_and_renders(e2e_sweep, tmp_path):
         "Server configurations",
         "Plots",
         "Versions and host",
-        "mns1",
+        "mns2",
         "mns8",
         "argument --kv-cache-dtype: invalid choice",
         "max_model_len",
