@@ -239,13 +239,15 @@ class CapacitySearch:
     @property
     def converged(self) -> bool:
         """The bracket is within `tolerance`: the capacity is known to that precision (or,
-        when the client was the limit, that the server holds up to what the client drives)."""
+        when the client was the limit, that the server holds up to what the client drives).
+        Under a noise model its ends must also be confirmed, unless the probes ran out: the
+        bracket then stands, and `confidence` says how far to trust it."""
         lower, bound = self.lower, self.bound
         return (
             lower is not None
             and bound is not None
             and bound.rate - lower.rate <= self.tolerance * bound.rate
-            and self.unsettled() is None
+            and (self.unsettled() is None or len(self.probes) >= self.max_probes)
         )
 
     @property
