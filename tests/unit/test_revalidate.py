@@ -45,6 +45,15 @@ def test_a_real_lead_is_confirmed_with_three_runs_each():
     assert confirmed / 400 >= 0.80, confirmed
 
 
+def test_two_configurations_capped_at_max_rate_are_a_tie_said_plainly():
+    entries = [
+        Contender("best", 0, "t0", "baseline", {}, 4.5, values=[4.5, 4.5]),
+        Contender("runner-up", 2, "t2", "mns7", {}, 4.5, values=[4.5, 4.5]),
+    ]
+    judged = judge(entries, repeats_change)
+    assert judged["verdict"] == "tie" and "at max_rate" in judged["verdict_text"]
+
+
 def test_one_run_a_side_is_inconclusive_not_a_verdict():
     assert _judged([5.0], [4.0]) == "inconclusive"
 

@@ -149,6 +149,17 @@ def judge(entries: list[Contender], compare: Compare) -> dict[str, Any]:
             }
         )
     runner = next((g for g in out["gains"] if g["over"] == "runner-up"), None)
+    second = next((e for e in entries if e.role == "runner-up"), None)
+    same = {*best.values, *(second.values if second else [])}
+    if runner is not None and runner["available"] and len(same) == 1:
+        # every run of both gave one value: both sit at a cap (max_rate) or the measure
+        # cannot vary; there is no lead to confirm, and no spread to put an interval on
+        out["verdict"] = "tie"
+        out["verdict_text"] = (
+            f"tie: every re-run of the best and the runner-up gave {same.pop():.4g} (both at "
+            "max_rate, or a measure that does not vary): no lead to show"
+        )
+        return out
     if runner is None or not runner["available"]:
         out["verdict"] = "inconclusive"
         out["verdict_text"] = (
