@@ -176,7 +176,7 @@ def probe_noise(configs, truths, slo, repeats, rules: SearchRules) -> float:
     """The measured sd of one probe's log SLO ratio at each configuration's capacity,
     over probes of one start (so the between-start spread is not in it), pooled."""
     from tunebench.points.capacity import probe_seconds
-    from tunebench.tune.replay import slo_quantile
+    from tunebench.points.slo import highest_quantile
 
     rng = np.random.default_rng(7)
     squares, dof = 0.0, 0
@@ -187,7 +187,7 @@ def probe_noise(configs, truths, slo, repeats, rules: SearchRules) -> float:
         for repeat in repeats:
             if repeat not in config.starts:
                 continue
-            seconds = probe_seconds(truth.rate, rules.window_s, slo_quantile(slo))
+            seconds = probe_seconds(truth.rate, rules.window_s, highest_quantile(slo))
             logs = []
             for _ in range(60):
                 row = noisy_probe(config.starts[repeat], truth.rate, seconds, slo, rng)

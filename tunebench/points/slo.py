@@ -60,6 +60,13 @@ def _point_value(
     return float(np.percentile(values, threshold.percentile)) if values else None
 
 
+def highest_quantile(slo: dict[str, Any] | None) -> float | None:
+    """The highest percentile the SLO names, as a quantile (it sets how many requests a
+    window needs: points/samples.py); None without latency thresholds."""
+    levels = [t.percentile / 100 for t in thresholds_of(slo)]
+    return max(levels) if levels else None
+
+
 def slo_from_items(items: list[str]) -> dict[str, dict[str, float]]:
     """An SLO from command-line items such as "ttft_ms.p90=30" (benchmarks' --slo)."""
     slo: dict[str, dict[str, float]] = {}

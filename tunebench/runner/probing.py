@@ -7,7 +7,7 @@ from typing import Any
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.capacity import CapacitySearch, probe_seconds
-from tunebench.points.slo import thresholds_of
+from tunebench.points.slo import highest_quantile
 from tunebench.spec.plan import LoadPoint
 
 
@@ -29,9 +29,7 @@ class CapacityProbing:
             max_rate=settings.max_rate,
             noise=settings.noise,
         )
-        # the highest percentile the SLO names sets how many requests a probe needs
-        levels = [t.percentile / 100 for t in thresholds_of(slo)]
-        self.quantile = max(levels) if levels else None
+        self.quantile = highest_quantile(slo)  # sets how many requests a probe needs
         self._pending: dict[str, float] = {}
 
     def next_points(self) -> list[LoadPoint]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from tunebench.points import client_limit, trust
 from tunebench.points.capacity import CapacitySearch, probe_seconds
-from tunebench.points.slo import evaluate, thresholds_of
+from tunebench.points.slo import evaluate, highest_quantile
 from tunebench.replay.model import RecordedConfig, RecordedRun
 from tunebench.replay.noisy import GridCosts, RecordedGrid, RecordedStart
 from tunebench.spec.plan import DEFAULT_NOISE, ServerConfig
@@ -126,11 +126,6 @@ class SearchCost:
         self.seconds += other.seconds
 
 
-def slo_quantile(slo: dict) -> float | None:
-    levels = [t.percentile / 100 for t in thresholds_of(slo)]
-    return max(levels) if levels else None
-
-
 def noisy_probe(
     start: RecordedStart,
     rate: float,
@@ -166,7 +161,7 @@ def search_noisy(
         noise=rules.noise,
         max_rate=rules.max_rate,
     )
-    quantile = slo_quantile(slo) if rules.sized_windows else None
+    quantile = highest_quantile(slo) if rules.sized_windows else None
     cost = SearchCost(deployments=1, seconds=costs.deployment_s)
     while (rate := search.next_rate()) is not None:
         rate = float(f"{rate:.3g}")  # as the runner rounds probe rates
