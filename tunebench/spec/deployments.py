@@ -7,10 +7,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from tunebench.processes import parse_cpus
 from tunebench.spec.base import Strict
+
+
+def _check_cpu_list(value: str) -> str:
+    parse_cpus(value)  # ValueError: pydantic reports it with the key
+    return value
+
+
+# A Linux CPU list ("0", "0-3", "0,2-3"), kept as written.
+CpuList = Annotated[str, AfterValidator(_check_cpu_list)]
 
 
 class LocalSettings(Strict):
@@ -27,17 +36,12 @@ class LocalSettings(Strict):
         "auto", description="set the vLLM CPU environment (auto: when no GPU is visible)"
     )
     kv_cache_space_gib: float = Field(1.0, gt=0, description="VLLM_CPU_KVCACHE_SPACE on CPU")
-    cpus: str | None = Field(
+    cpus: CpuList | None = Field(
         None,
         description="Linux CPU list the server's processes are pinned to, e.g. '0' or '0-3' "
         "(on CPU also its OpenMP threads); give the load generator the others with "
         "load.client_cpus so the two do not starve each other",
     )
-
-    @field_validator("cpus")
-    @classmethod
-    def _cpu_list(cls, value: str | None) -> str | None:
-        return check_cpu_list(value)
 
 
 class EndpointSettings(Strict):
@@ -75,13 +79,6 @@ class ReplaySettings(Strict):
         None, description="noisy: the recorded repeats a start may draw (default all)"
     )
     seed: int = Field(0, description="noisy: the seed of the draws")
-
-
-def check_cpu_list(value: str | None) -> str | None:
-    """A Linux CPU list ("0", "0-3", "0,2-3"), kept as written."""
-    if value is not None:
-        parse_cpus(value)  # ValueError: pydantic reports it with the key
-    return value
 
 
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"

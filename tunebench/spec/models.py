@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from tunebench.spec.base import Strict
-from tunebench.spec.deployments import DeploymentSettings, EndpointSettings, check_cpu_list
+from tunebench.spec.deployments import CpuList, DeploymentSettings, EndpointSettings
 
 # Engine-arg values as they may appear in YAML. A mapping becomes a JSON argument
 # (e.g. speculative-config), a list becomes several values after one flag.
@@ -173,17 +173,12 @@ class Profile(Strict):
 class Load(Strict):
     data: Data
     profiles: list[Profile] = Field(min_length=1)
-    client_cpus: str | None = Field(
+    client_cpus: CpuList | None = Field(
         None,
         description="Linux CPU list the load generator is pinned to, e.g. '1' (see "
         "deployment.cpus): on a small box a server and a client on the same cores starve "
         "each other and every point turns client-limited",
     )
-
-    @field_validator("client_cpus")
-    @classmethod
-    def _cpu_list(cls, value: str | None) -> str | None:
-        return check_cpu_list(value)
 
 
 Percentile = Literal["p50", "p90", "p95", "p99"]
