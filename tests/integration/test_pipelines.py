@@ -341,7 +341,9 @@ def test_run_step_sweeps_and_writes_the_results(tmp_path):
     assert (run / "manifest.json").is_file() and (run / "points.csv").is_file()
     best = json.loads(values["best-config"])
     assert best["config_id"] in ("c1", "c2") and best["args"]["max-model-len"] == 512
-    assert best["rule"] == "slo-throughput" and best["value"] > 0
+    # rule 3 of analysis/best.py: the highest rate sustained within the SLO (replayed poisson)
+    assert best["rule"] == "slo-capacity" and best["metric"] == "capacity_rps"
+    assert best["value"] > 0
     assert values["verdict"] == "complete"
     assert len(values["best-config"].encode()) < 1500
 
