@@ -97,9 +97,10 @@ def test_under_noise_the_estimate_is_within_10_percent_nine_times_in_ten(sd):
 
 
 def test_probe_windows_hold_the_requests_the_slo_percentile_needs():
-    assert probe_seconds(2.0, 10.0, 0.95) == 45  # 1.25 x 72 requests at 2 req/s
-    assert probe_seconds(2.0, 60.0, 0.95) == 60  # the spec's window is long enough
-    assert probe_seconds(20.0, 10.0, 0.90) == 10
+    assert probe_seconds(2.0, 10.0, 0.90) == 72  # 4 x 36 requests at 2 req/s
+    assert probe_seconds(2.0, 10.0, 0.95, margin=1.25) == 45  # 1.25 x 72 requests
+    assert probe_seconds(2.0, 90.0, 0.90) == 90  # the spec's window is long enough
+    assert probe_seconds(20.0, 10.0, 0.90, margin=1.25) == 10
     assert probe_seconds(0.05, 10.0, 0.95) == 100  # at most 10 x the spec's window
     assert probe_seconds(2.0, 10.0, None) == 10
 
@@ -127,3 +128,26 @@ def test_the_shared_rule_walks_up_the_rates_and_stops_at_the_first_miss():
         [RatePoint(1.0, True, 0.9), RatePoint(2.0, True, 0.4), RatePoint(3.0, False, 1.8)]
     )
     assert bumpy.rate == pytest.approx(2.0 + (1 / 0.9 - 1) / (1 / 0.9 - 1 / 1.8))
+
+
+def test_a_miss_within_the_noise_is_confirmed_before_the_search_narrows_under_it():
+    search = CapacitySearch(start_rate=1.0, noise=0.2)
+    search.tell(1.0, True, ratio=0.5)
+    search.tell(2.0, False, ratio=1.1)  # log 0.095 < 1.645 x 0.2: could be an unlucky window
+    assert search.next_rate() == 2.0
+    search.tell(2.0, False, ratio=1.6)  # taken together, clear of the noise
+    assert search.next_rate() not in (1.0, 2.0)
+    clear = CapacitySearch(start_rate=1.0, noise=0.2)
+    clear.tell(1.0, True, ratio=0.5)
+    clear.tell(2.0, False, ratio=3.0)  # far over the limit: no confirmation
+    assert clear.next_rate() not in (1.0, 2.0)
+
+
+def test_windows_are_longer_once_the_knee_is_bracketed():
+    search = CapacitySearch(start_rate=1.0, noise=0.2)
+    assert search.window_margin(4.0, 2.5) == 2.5  # bracketing: large steps, clear verdicts
+    search.tell(1.0, True, ratio=0.5)
+    assert search.window_margin(4.0, 2.5) == 2.5
+    search.tell(2.0, False, ratio=1.5)
+    assert search.window_margin(4.0, 2.5) == 4.0  # narrowing near the knee
+    assert search.window_margin(1.25, 2.5) == 1.25  # never more than asked

@@ -36,7 +36,15 @@ from dataclasses import dataclass, field
 
 from tunebench.points.samples import needed
 
-SAMPLE_MARGIN = 1.25  # a probe window expects this many times the requests its percentile needs
+# A probe window expects this many times the requests its percentile needs: with the bare
+# minimum (p90: 36) one window's p90 TTFT scattered by sd 0.24 in log on the recorded grid,
+# and one unlucky window near the knee moved the bracket; chosen with
+# `benchmarks/capacity_accuracy.py --choose` (docs/capacity.md).
+SAMPLE_MARGIN = 4.0
+# ... except while bracketing: those probes step by large factors and mostly land far from
+# the knee, where a shorter window's verdict is already clear. 1.25 there cost 3 points of
+# accuracy on the recorded grid, 2.5 none, at 0.77 x the load time of 4 throughout.
+BRACKETING_MARGIN = 2.5
 MAX_WINDOW_FACTOR = 10  # ... but is never more than this many times the spec's max_seconds
 SELECTION = 2.5  # see CapacitySearch._verdict; checked by tests/unit/test_capacity_noise.py
 
@@ -64,13 +72,15 @@ class RateVerdict:
         return Probe(self.rate, self.slo_met, False, self.ratio)
 
 
-def probe_seconds(rate: float, base_seconds: float, quantile: float | None) -> float:
-    """A probe's window: `base_seconds`, or longer so that `rate` brings the requests the
-    SLO's percentile needs (p90: 36, p95: 72; points/samples.py) with a margin; capped at
+def probe_seconds(
+    rate: float, base_seconds: float, quantile: float | None, margin: float = SAMPLE_MARGIN
+) -> float:
+    """A probe's window: `base_seconds`, or longer so that `rate` brings `margin` times the
+    requests the SLO's percentile needs (p90: 36, p95: 72; points/samples.py); capped at
     MAX_WINDOW_FACTOR x base_seconds (a thinner window is flagged by thin_percentiles)."""
     if not quantile or rate <= 0:
         return base_seconds
-    wanted = SAMPLE_MARGIN * needed(quantile) / rate
+    wanted = margin * needed(quantile) / rate
     return float(min(max(base_seconds, math.ceil(wanted)), MAX_WINDOW_FACTOR * base_seconds))
 
 
@@ -182,11 +192,23 @@ class CapacitySearch:
             return lower.rate
         return min(upper.rate, max(lower.rate, _crossing(lower, upper)))
 
+    def window_margin(
+        self, margin: float = SAMPLE_MARGIN, bracketing: float = BRACKETING_MARGIN
+    ) -> float:
+        """The sample margin of the next probe's window (probe_seconds): `margin` once the
+        knee is bracketed (narrowing and confirming probe near it), at most `bracketing`
+        before."""
+        if self.lower is not None and self.bound is not None:
+            return margin
+        return min(margin, bracketing)
+
     def unsettled(self) -> RateVerdict | None:
         """A rate whose verdict the next probe must confirm before the search acts on it:
-        a miss that a pass above it contradicts, or, once the bracket is nearly closed, an
-        end of it still within the noise (the upper end first). Far from the knee a probe's
-        verdict is clear; confirming there would only spend probes."""
+        a miss that a pass above it contradicts; a miss that bounds a bracket and is still
+        within the noise (narrowing under a false miss would cap the answer for good); and,
+        once the bracket is nearly closed, its lower end while still within the noise.
+        Far from the knee a probe's verdict is clear; confirming there would only spend
+        probes."""
         if self.noise <= 0:
             return None
         verdicts = self.verdicts()
@@ -196,6 +218,8 @@ class CapacitySearch:
                 return upper
         if upper is None or lower is None:
             return None
+        if not upper.settled:
+            return upper
         if upper.rate - lower.rate > 2 * self.tolerance * upper.rate:
             return None
         return next((v for v in (upper, lower) if not v.settled), None)

@@ -6,7 +6,7 @@ from typing import Any
 
 from tunebench.numbers import to_float
 from tunebench.points import trust
-from tunebench.points.capacity import CapacitySearch, probe_seconds
+from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.plan import LoadPoint
 
@@ -30,6 +30,7 @@ class CapacityProbing:
             noise=settings.noise,
         )
         self.quantile = highest_quantile(slo)  # sets how many requests a probe needs
+        self.sample_margin = settings.sample_margin or SAMPLE_MARGIN
         self._pending: dict[str, float] = {}
 
     def next_points(self) -> list[LoadPoint]:
@@ -39,7 +40,8 @@ class CapacityProbing:
         if rate is None:
             return []
         rate = float(f"{rate:.3g}")
-        seconds = probe_seconds(rate, self.point.max_seconds or 0.0, self.quantile)
+        margin = self.search.window_margin(self.sample_margin)
+        seconds = probe_seconds(rate, self.point.max_seconds or 0.0, self.quantile, margin)
         probe = self.point.probe(len(self.search.probes) + 1, rate, seconds)
         assert probe.target is not None
         self._pending[probe.point_id] = probe.target
@@ -78,6 +80,7 @@ class CapacityProbing:
             "interval": list(search.interval) if search.interval else None,
             "confidence": search.confidence,
             "noise": search.noise,
+            "sample_margin": self.sample_margin,
             "tolerance": search.tolerance,
             "converged": search.converged,
             "done": search.done,  # the search stopped by its own rule (resume: not again)

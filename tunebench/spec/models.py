@@ -128,8 +128,15 @@ class Profile(Strict):
         None,
         ge=0,
         le=1,
-        description="sd of one probe's log SLO ratio (default 0.15); a rate closer to the "
+        description="sd of one probe's log SLO ratio (default 0.2); a rate closer to the "
         "limit than the noise allows is re-probed; 0 takes every probe at its word",
+    )
+    sample_margin: float | None = Field(
+        None,
+        ge=1,
+        le=20,
+        description="a probe's window holds this many times the requests the SLO's "
+        "percentile needs (default 4; p90 needs 36); capped at 10 x max_seconds",
     )
 
     @model_validator(mode="after")
@@ -147,7 +154,15 @@ class Profile(Strict):
             raise ValueError(f"kind {kind} takes streams, not rate")
         if kind in ("poisson", "constant") and streams is not None:
             raise ValueError(f"kind {kind} takes rate, not streams")
-        search_fields = ("arrival", "start_rate", "tolerance", "max_probes", "max_rate", "noise")
+        search_fields = (
+            "arrival",
+            "start_rate",
+            "tolerance",
+            "max_probes",
+            "max_rate",
+            "noise",
+            "sample_margin",
+        )
         if kind != "capacity" and any(getattr(self, f) is not None for f in search_fields):
             raise ValueError(f"{', '.join(search_fields)} only apply to kind capacity")
         if kind == "capacity" and (streams is not None or rate is not None):

@@ -45,6 +45,7 @@ class SearchSettings:
     max_probes: int = 8
     max_rate: float | None = None
     noise: float = DEFAULT_NOISE  # sd of one probe's log SLO ratio (points/capacity.py)
+    sample_margin: float | None = None  # None: points/capacity.py SAMPLE_MARGIN
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,15 @@ def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> li
 def _search_settings(profile, default_noise: float) -> SearchSettings:
     given = {
         k: getattr(profile, k)
-        for k in ("arrival", "start_rate", "tolerance", "max_probes", "max_rate", "noise")
+        for k in (
+            "arrival",
+            "start_rate",
+            "tolerance",
+            "max_probes",
+            "max_rate",
+            "noise",
+            "sample_margin",
+        )
     }
     if given["noise"] is None:
         given["noise"] = default_noise

@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from tunebench.points import client_limit, trust
-from tunebench.points.capacity import CapacitySearch, probe_seconds
+from tunebench.points.capacity import (
+    BRACKETING_MARGIN,
+    SAMPLE_MARGIN,
+    CapacitySearch,
+    probe_seconds,
+)
 from tunebench.points.slo import evaluate, highest_quantile
 from tunebench.replay.model import RecordedConfig, RecordedRun
 from tunebench.replay.noisy import GridCosts, RecordedGrid, RecordedStart
@@ -111,6 +116,8 @@ class SearchRules:
     max_probes: int = 8
     noise: float = DEFAULT_NOISE
     sized_windows: bool = True  # lengthen windows for the SLO percentile (probe_seconds)
+    sample_margin: float = SAMPLE_MARGIN  # ... to this many times the requests it needs
+    bracketing_margin: float = BRACKETING_MARGIN  # ... at most this many before the bracket
     max_rate: float | None = None  # what the client can drive (a replay: its top rate)
 
 
@@ -165,7 +172,8 @@ def search_noisy(
     cost = SearchCost(deployments=1, seconds=costs.deployment_s)
     while (rate := search.next_rate()) is not None:
         rate = float(f"{rate:.3g}")  # as the runner rounds probe rates
-        seconds = probe_seconds(rate, rules.window_s, quantile)
+        margin = search.window_margin(rules.sample_margin, rules.bracketing_margin)
+        seconds = probe_seconds(rate, rules.window_s, quantile, margin)
         row = noisy_probe(start, rate, seconds, slo, rng, extra)
         cost.probes += 1
         cost.seconds += seconds + costs.point_overhead_s
