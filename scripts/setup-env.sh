@@ -10,7 +10,7 @@ set -euo pipefail
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
-EXTRAS=${EXTRAS:-cpu,dev}
+EXTRAS=${EXTRAS:-cpu,dev,quality}
 
 if [ ! -x "$VENV/bin/python" ]; then
     echo "[setup] creating $VENV"

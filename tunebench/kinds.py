@@ -23,6 +23,9 @@ from tunebench.deploy.local import LocalVllmServer
 from tunebench.errors import SpecError, StoreError
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.processes import parse_cpus
+from tunebench.quality.collect import QualityRequest
+from tunebench.quality.lmeval import LmEvalRequest, check_task
+from tunebench.quality.prompts import load_prompts, prompts_path
 from tunebench.replay.deployment import ReplayDeployment
 from tunebench.replay.driver import ReplayDriver
 from tunebench.runner import ConfigRunner
@@ -169,6 +172,7 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
     check = kind.check_plan
     if check is not None:
         check(spec, planned.configs, spec_path)
+    check_quality(spec, spec_path, planned.configs)
     return planned
 
 
@@ -208,7 +212,55 @@ def build_runner(
         slo=spec.slo.as_dict() if spec.slo else None,
         client_tolerance=spec.client_tolerance,
         expected_output_tokens=fixed_output_tokens(spec),
+        quality=quality_request(spec, spec_path),
     )
+
+
+def quality_request(spec: SweepSpec, spec_path: Path) -> QualityRequest | None:
+    """The spec's quality check as the runner asks it (prompts read; SpecError if bad)."""
+    if spec.quality is None:
+        return None
+    path = prompts_path(spec.quality.prompts, spec_path.parent)
+    quality = spec.quality
+    lm_eval = None
+    if quality.lm_eval is not None:
+        settings = quality.lm_eval
+        include = Path(settings.include_path).expanduser() if settings.include_path else None
+        if include is not None and not include.is_absolute():
+            include = spec_path.parent / include
+        lm_eval = LmEvalRequest(settings.task, include, settings.limit, settings.timeout_s)
+        check_task(lm_eval, str(spec_path))
+    return QualityRequest(
+        load_prompts(path),
+        quality.max_tokens,
+        quality.top_logprobs,
+        quality.max_seconds,
+        lm_eval,
+        _tokenizer_of(spec),
+    )
+
+
+def _tokenizer_of(spec: SweepSpec) -> Callable[[ServerConfig], str]:
+    """A local tokenizer for a configuration (helm: the model is a URI on the cluster)."""
+    if kind_of(spec).name == "helm":
+        return lambda c: demo.resolve_builtin(tokenizer_for(c.model, c.tokenizer, c.label))
+    return lambda c: demo.resolve_builtin(c.tokenizer or c.model)
+
+
+def check_quality(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) -> None:
+    """Bad quality input fails before any server starts: the prompts file, the reference."""
+    if spec.quality is None:
+        return
+    quality_request(spec, spec_path)
+    reference = spec.quality.reference
+    if reference is not None and spec.tune is None:
+        names = {c.config_id for c in configs} | {c.label for c in configs}
+        if reference not in names:
+            raise SpecError(
+                f"{spec_path}: quality.reference {reference!r} is no configuration of this "
+                f"sweep; use a config id ({', '.join(c.config_id for c in configs[:6])}) or "
+                "a label, or leave it out to compare with the first"
+            )
 
 
 def fixed_output_tokens(spec: SweepSpec) -> int | None:

@@ -13,8 +13,10 @@ The rule, in order (a tune run's own answer comes first):
      samples, e.g. a replay), among points that met the SLO below the configuration's
      first miss (if none did: among all, flagged `slo_met: false`);
   5. otherwise: the configuration whose best point has the highest output tok/s.
-Rules 3 to 5 use valid points the client did not hold back; when every valid point was
-client-limited rules 4 and 5 fall back to those, and say so (`client_limited: true`).
+A configuration that fails the run's quality gate (analysis/quality.py) is never best, by
+any rule: it is fast at answering wrong. Rules 3 to 5 use valid points the client did not
+hold back; when every valid point was client-limited rules 4 and 5 fall back to those, and
+say so (`client_limited: true`).
 
 Verdicts: a sweep or tune run's is its status (complete, failed, interrupted); a
 comparison's is `regression` or `no-regression` (see `compare_verdict`).
@@ -30,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from tunebench.analysis.frames import load_manifest, load_run, run_path
+from tunebench.analysis.quality import failing
 from tunebench.numbers import to_float
 from tunebench.points.capacity import RatePoint, sustained_capacity
 
@@ -72,9 +75,11 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
     return out
 
 
-def _from_capacity(manifest: dict) -> dict[str, Any] | None:
+def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
     found = [
-        c for c in manifest.get("configs", []) if (c.get("capacity") or {}).get("rate") is not None
+        c
+        for c in manifest.get("configs", [])
+        if (c.get("capacity") or {}).get("rate") is not None and c["config_id"] not in excluded
     ]
     if not found:
         return None
@@ -133,8 +138,10 @@ def _below_first_miss(points: pd.DataFrame) -> pd.DataFrame:
     return points.loc[keep]
 
 
-def _from_points(path: Path, manifest: dict) -> dict[str, Any] | None:
+def _from_points(path: Path, manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
     points = load_run(path)
+    if excluded and not points.empty:
+        points = points[~points["config_id"].isin(excluded)]
     if points.empty or "valid" not in points or "output_tok_s" not in points:
         return None
     has_slo = bool((manifest.get("spec") or {}).get("slo")) and "slo_met" in points
@@ -190,7 +197,15 @@ def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any]
     """The best configuration of a run by the rule in this module's docstring; None if no point."""
     path = run_path(run, root)
     manifest = load_manifest(path)
-    return _from_tune(path, manifest) or _from_capacity(manifest) or _from_points(path, manifest)
+    excluded = failing(path)
+    best = (
+        _from_tune(path, manifest)
+        or _from_capacity(manifest, set(excluded))
+        or _from_points(path, manifest, set(excluded))
+    )
+    if best is not None and excluded:
+        best["quality_excluded"] = excluded  # config_id -> why it failed the quality gate
+    return best
 
 
 def compact(best: dict[str, Any] | None, limit: int = MAX_BEST_CONFIG_BYTES) -> str:
@@ -199,7 +214,7 @@ def compact(best: dict[str, Any] | None, limit: int = MAX_BEST_CONFIG_BYTES) -> 
         return "{}"
     data = {k: v for k, v in best.items() if v is not None}
     text = json.dumps(data, separators=(",", ":"), sort_keys=False, default=str)
-    for key in ("model", "label"):
+    for key in ("quality_excluded", "model", "label"):
         if len(text.encode()) <= limit:
             break
         data.pop(key, None)

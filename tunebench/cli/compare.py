@@ -99,8 +99,9 @@ def register(app: typer.Typer) -> None:
         """
         from tunebench.analysis.api import compare as run_compare
         from tunebench.analysis.gate import describe_gate, regression_gate
+        from tunebench.analysis.quality import quality_between
         from tunebench.report.compare import compare_markdown, compare_table
-        from tunebench.report.tables import wide_console
+        from tunebench.report.tables import quality_change_table, wide_console
         from tunebench.store.files import write_atomic
         from tunebench.store.run import resolve_run
 
@@ -122,10 +123,12 @@ def register(app: typer.Typer) -> None:
             if fail_on_regression is not None
             else None
         )
+        quality = quality_between(list(runs), where) if by is None else []
         data = {
             **result.to_dict(),
             "runs": [resolve_run(r, where).name for r in runs],
             **({"gate": gate} if gate else {}),
+            **({"quality": quality} if quality else {}),
         }
         if json_file is not None:
             write_atomic(json_file, json.dumps(data, indent=2, default=str))
@@ -137,6 +140,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(compare_markdown(result))
         else:
             wide_console().print(compare_table(result))
+            if quality:
+                wide_console().print(quality_change_table(quality))
         if plot:
             from tunebench.analysis.overlay import write_overlay
 

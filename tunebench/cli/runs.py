@@ -67,11 +67,13 @@ def register(app: typer.Typer) -> None:
           tunebench show 20261121-1530-cpu-demo
           tunebench show cpu-demo --format json | jq '.[].ttft_p50_ms'
         """
+        from tunebench.analysis.quality import quality_table
         from tunebench.report.points_table import points_table
         from tunebench.report.tables import (
             arg_check_lines,
             capacity_lines,
             failure_lines,
+            quality_view,
             wide_console,
         )
         from tunebench.store.run import RunStore, resolve_run
@@ -101,3 +103,6 @@ def register(app: typer.Typer) -> None:
             console.print(text)
         for text in arg_check_lines(manifest.configs):
             console.print(text)
+        quality = quality_view(quality_table(store.layout.root))
+        if quality is not None:
+            console.print(quality)

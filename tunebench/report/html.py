@@ -13,6 +13,8 @@ from tunebench.analysis.best import best_config
 from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
+from tunebench.analysis.quality import quality_table
+from tunebench.numbers import to_float
 from tunebench.report.formats import cell as format_cell
 from tunebench.report.formats import sig
 from tunebench.report.text import describe_capacity
@@ -57,6 +59,32 @@ def _capacity_row(config: dict) -> dict:
         "probes": capacity.get("probes"),
         "note": describe_capacity(capacity),
     }
+
+
+def _quality_rows(run_path: Path) -> list[dict]:
+    """The quality table (analysis/quality.py) as display cells."""
+    table = quality_table(run_path)
+
+    def share(value: object) -> str:
+        number = to_float(value)
+        return "-" if number is None else f"{number:.0%}"
+
+    return [
+        {
+            "config": f"{r['config_id']} {r['label']}",
+            "vs": r["compared_with"] or "-",
+            "prompts": format_cell(r["prompts"], 0),
+            "exact": share(r["exact_match"]),
+            "agree": share(r["token_agreement"]),
+            "top1": share(r["top1_agreement"]),
+            "kl": sig(r["mean_kl"]),
+            "lm_eval": sig(r["lm_eval_score"]),
+            "seconds": format_cell(r["seconds"], 1),
+            "verdict": r["verdict"],
+            "reasons": r["reasons"] or "",
+        }
+        for r in table.to_dict(orient="records")
+    ]
 
 
 def _tune_section(run_path: Path) -> dict | None:
@@ -147,6 +175,7 @@ def report_context(run_path: Path) -> dict:
         if manifest.get("kind") != "batch" and not raw.empty
         else None,
         "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
+        "quality": _quality_rows(run_path),
         "tune": tune,
         "m": {
             **manifest,

@@ -20,6 +20,8 @@ from tunebench.metrics.summary import summarize_window
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.row import PointId, build_row
 from tunebench.points.validity import verify_args
+from tunebench.quality.collect import QualityRequest, collect, write_completions
+from tunebench.quality.lmeval import run_lm_eval
 from tunebench.redact import redact_text, secret_values
 from tunebench.runner.probing import CapacityProbing
 from tunebench.runner.watch import ServerWatch
@@ -69,6 +71,7 @@ class ConfigRunner:
         slo: dict | None = None,
         client_tolerance: float = DEFAULT_TOLERANCE,
         expected_output_tokens: int | None = None,
+        quality: QualityRequest | None = None,
     ):
         self.store = store
         self.deployment = deployment
@@ -79,6 +82,7 @@ class ConfigRunner:
         self.client_tolerance = client_tolerance
         # the fixed output length the data asks for (None: lengths vary), checked per point
         self.expected_output_tokens = expected_output_tokens
+        self.quality = quality  # greedy completions collected once per configuration
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
@@ -127,6 +131,7 @@ class ConfigRunner:
                     config.config_id, "failed", 0, store.manifest.config(config.config_id).error
                 )
             self._verify(state, handle, driver)
+            self._check_quality(state, handle)
             if self.metrics.enabled and handle.metrics_url:
                 state.scraper = MetricsScraper(
                     handle.metrics_url, self.metrics.interval_s, handle.headers, handle.tls
@@ -201,6 +206,72 @@ class ConfigRunner:
         if unverified:
             # never silently "ok": the server offers no way to read these back
             self.reporter.note(f"  unverified (no read-back here): {', '.join(unverified)}")
+
+    def _check_quality(self, state: _Measuring, handle: ServerHandle) -> None:
+        """The quality check's completions, before any load point (its time is recorded and
+        is in no point's window). A failure is recorded on the configuration and the load
+        points still run: speed is measured either way, the gate judges later."""
+        request, config_id = self.quality, state.config.config_id
+        if request is None or state.repeat > 1 or self.deployment.kind == "replay":
+            return
+        path = self.store.layout.quality(config_id)
+        if (self.store.manifest.config(config_id).quality or {}).get("prompts"):
+            return  # an earlier attempt of a resumed run collected them
+        self.reporter.note(
+            f"  quality check: {len(request.prompts)} prompts x {request.max_tokens} greedy tokens"
+        )
+        try:
+            got = collect(
+                handle.base_url,
+                handle.served_model,
+                request.prompts,
+                request.max_tokens,
+                request.top_logprobs,
+                handle.headers,
+                handle.tls,
+                max_seconds=request.max_seconds,
+                on_completion=lambda so_far: write_completions(path, so_far),
+            )
+        except LoadError as exc:
+            self.store.update_config(config_id, quality={"error": redact_text(str(exc))})
+            self.reporter.note(f"  [yellow]quality check failed:[/] {exc}")
+            return
+        write_completions(path, got.completions)
+        failed = sum(1 for c in got.completions if c.error)
+        summary: dict[str, Any] = {
+            "prompts": len(got.completions),
+            "max_tokens": request.max_tokens,
+            "top_logprobs": request.top_logprobs,
+            "seconds": round(got.seconds, 2),
+            "failed": failed,
+        }
+        self.store.update_config(config_id, quality=summary)
+        if request.lm_eval is not None and request.tokenizer is not None:
+            summary["lm_eval"] = self._lm_eval(state, handle, request)
+            self.store.update_config(config_id, quality=summary)
+
+    def _lm_eval(
+        self, state: _Measuring, handle: ServerHandle, request: QualityRequest
+    ) -> dict[str, Any]:
+        assert request.lm_eval is not None and request.tokenizer is not None
+        task = request.lm_eval.task
+        self.reporter.note(f"  lm-eval: {task} (limit {request.lm_eval.limit})")
+        try:
+            result = run_lm_eval(
+                request.lm_eval,
+                handle.base_url,
+                handle.served_model,
+                request.tokenizer(state.config),
+                self.store.layout.lm_eval_dir(state.config.config_id),
+                handle.api_key,
+            )
+        except LoadError as exc:
+            self.reporter.note(f"  [yellow]lm-eval failed:[/] {exc}")
+            return {"task": task, "error": redact_text(str(exc))}
+        self.reporter.note(
+            f"  lm-eval: {result.metric} {result.score:.3f} ({result.seconds:.0f} s)"
+        )
+        return dataclasses.asdict(result)
 
     def _measure(
         self, state: _Measuring, handle: ServerHandle, driver: LoadDriver

@@ -332,6 +332,51 @@ class Metrics(Strict):
     interval_s: float = Field(default=1.0, ge=0.1, le=60)
 
 
+class LmEval(Strict):
+    """Task accuracy with lm-eval against each configuration's server (docs/quality.md)."""
+
+    task: str = Field(
+        "tunebench_arithmetic",
+        min_length=1,
+        description="the generated addition task, or a task of include_path",
+    )
+    include_path: str | None = Field(None, description="a directory of lm-eval task YAMLs")
+    limit: int | None = Field(50, ge=1, description="documents per task (None: all)")
+    max_drop: float | None = Field(
+        0.05, ge=0, le=1, description="score below the reference's by more than this fails"
+    )
+    min_score: float | None = Field(None, ge=0, le=1)
+    timeout_s: float = Field(900, gt=0)
+
+
+class Quality(Strict):
+    """Does each configuration still answer right? Greedy completions with logprobs on every
+    configuration's server, compared with a reference configuration (docs/quality.md)."""
+
+    prompts: str = Field(
+        "default",
+        min_length=1,
+        description="'default' (16 shipped prompts), or a JSONL file of {\"prompt\": ...} "
+        "lines or a .txt file with one prompt per line (relative to the spec file)",
+    )
+    max_tokens: int = Field(32, ge=1, le=1024, description="greedy tokens per prompt")
+    top_logprobs: int = Field(5, ge=1, le=20, description="alternatives per position")
+    reference: str | None = Field(
+        None, description="config id or label to compare with (default: the first)"
+    )
+    max_mean_kl: float | None = Field(0.1, ge=0, description="nats, teacher-forced, top-k")
+    min_top1_agreement: float | None = Field(0.9, ge=0, le=1)
+    min_token_agreement: float | None = Field(0.25, ge=0, le=1)
+    min_exact_match: float | None = Field(None, ge=0, le=1)
+    max_seconds: float = Field(
+        300, gt=0, description="per configuration; prompts not asked by then are failures"
+    )
+    lm_eval: LmEval | None = None
+    speculative_min_exact_match: float = Field(
+        1.0, ge=0, le=1, description="vs the non-speculative twin: greedy must be lossless"
+    )
+
+
 class SweepSpec(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     description: str | None = None
@@ -354,6 +399,7 @@ class SweepSpec(Strict):
     )
     output: str = "reports"
     tune: Tune | None = None
+    quality: Quality | None = None
 
     @model_validator(mode="after")
     def _tune_fits(self) -> "SweepSpec":

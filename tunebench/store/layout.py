@@ -5,6 +5,8 @@
       points.csv                  one row per configuration x load point (points/columns.py)
       requests/<config>.csv       per-request samples of every point of a configuration
       metrics/<config>.csv        the /metrics time series scraped during that configuration
+      quality/<config>.jsonl      the quality check's greedy completions with top logprobs
+      quality/lm-eval-<config>/   lm-eval's task, log and results for that configuration
       logs/server-<config>.log    the server log (secrets redacted); earlier attempts of a
                                   resumed run keep theirs as server-<config>.attempt<N>.log,
                                   earlier repeats as server-<config>.repeat<N>.log
@@ -46,6 +48,12 @@ class RunLayout:
     @property
     def logs(self) -> Path:
         return self.root / "logs"
+
+    def quality(self, config_id: str) -> Path:
+        return self.root / "quality" / f"{config_id}.jsonl"
+
+    def lm_eval_dir(self, config_id: str) -> Path:
+        return self.root / "quality" / f"lm-eval-{config_id}"
 
     @property
     def report(self) -> Path:

@@ -97,6 +97,8 @@ class ConfigEntry(_Open):
     points_done: int | None = None
     failed_point: str | None = None
     load_retries: list[dict[str, Any]] | None = None
+    # the quality check: prompts, seconds (excluded from load figures), error
+    quality: dict[str, Any] | None = None
 
 
 class Manifest(_Open):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tunebench.numbers import to_float
 from tunebench.points import trust
+from tunebench.quality.verdicts import judge_configs, load_completions
 from tunebench.runner import ConfigRunner
 from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
@@ -40,9 +41,27 @@ class RunnerEvaluator:
             return TrialOutcome(
                 None, "not in effect: " + "; ".join(outcome.invalid_reasons), effective=effective
             )
+        failed_gate = self._quality_failure(config)
+        if failed_gate:
+            # fast at answering wrong: never a candidate for best (docs/quality.md)
+            return TrialOutcome(None, f"quality gate: {failed_gate}", effective=effective)
         if self.objective == "capacity":
             return self._capacity(outcome.capacity, effective)
         return self._throughput(config, effective)
+
+    def _quality_failure(self, config: ServerConfig) -> str | None:
+        """Why this trial fails the quality gate against the baseline (None: it passes, is
+        the reference, or the spec has no quality check)."""
+        if self.store is None:
+            return None
+        manifest = self.store.manifest
+        quality = (manifest.spec or {}).get("quality")
+        if not quality:
+            return None
+        configs = [c.model_dump(mode="json") for c in manifest.configs]
+        rows = judge_configs(configs, load_completions(self.store.layout, configs), quality)
+        mine = next((r for r in rows if r["config_id"] == config.config_id), None)
+        return mine["reasons"] if mine and mine["verdict"] == "fail" else None
 
     def _capacity(self, capacity: dict | None, effective: dict) -> TrialOutcome:
         if not capacity:

@@ -1,0 +1,184 @@
+"""The quality check's pure parts: prompt files, divergence figures, the gate, verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tunebench.errors import SpecError
+from tunebench.quality.collect import Completion
+from tunebench.quality.divergence import compare
+from tunebench.quality.gate import Thresholds, judge
+from tunebench.quality.prompts import DEFAULT_FILE, load_prompts, prompts_path
+from tunebench.quality.verdicts import judge_configs
+
+
+def ranked(tops: list[dict[int, float]] | None) -> list:
+    return [[[t, lp] for t, lp in sorted(d.items(), key=lambda kv: -kv[1])] for d in tops or []]
+
+
+def answer(
+    index: int, tokens: list[int], prompt_tops: list[dict[int, float]] | None = None
+) -> Completion:
+    """A completion with greedy `tokens` and teacher-forced top-k over its prompt."""
+    return Completion(index, f"prompt {index}", tokens, [], ranked(prompt_tops), "length")
+
+
+FLAT = {1: math.log(0.4), 2: math.log(0.3), 3: math.log(0.2), 4: math.log(0.1)}
+TILTED = {1: math.log(0.1), 2: math.log(0.2), 3: math.log(0.3), 4: math.log(0.4)}
+
+
+def test_the_shipped_prompts_load_and_a_txt_file_is_one_prompt_per_line(tmp_path):
+    assert len(load_prompts(DEFAULT_FILE)) == 16
+    assert prompts_path("default") == DEFAULT_FILE
+    text = tmp_path / "mine.txt"
+    text.write_text("first prompt\n\nsecond prompt\n")
+    assert load_prompts(prompts_path("mine.txt", tmp_path)) == ["first prompt", "second prompt"]
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (None, "no such file"),
+        ("", "holds no prompt"),
+        ('{"prompt": "ok"}\nnot json\n', "line 2: not JSON"),
+        ('{"text": "x"}\n', 'line 1: needs a non-empty "prompt" string'),
+    ],
+)
+def test_a_bad_prompt_file_is_one_line_naming_file_line_and_fix(tmp_path, content, says):
+    path = tmp_path / "prompts.jsonl"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SpecError) as caught:
+        load_prompts(path)
+    message = str(caught.value)
+    assert says in message and str(path) in message and "\n" not in message
+
+
+def test_identical_answers_match_exactly_with_no_divergence():
+    ref = [answer(0, [5, 6, 7], [FLAT] * 3), answer(1, [8, 9], [FLAT] * 2)]
+    found = compare(ref, [answer(0, [5, 6, 7], [FLAT] * 3), answer(1, [8, 9], [FLAT] * 2)])
+    assert found.exact_match == found.token_agreement == found.top1_agreement == 1.0
+    assert found.mean_kl == pytest.approx(0.0, abs=1e-12)
+    assert found.median_divergence is None and found.first_difference is None
+
+
+def test_answers_agree_up_to_the_first_differing_token():
+    ref = [answer(0, [5, 6, 7, 8]), answer(1, [1, 2])]
+    found = compare(ref, [answer(0, [5, 6, 9, 9]), answer(1, [3, 2])])
+    assert found.exact_match == 0.0
+    assert found.token_agreement == pytest.approx((2 / 4 + 0 / 2) / 2)
+    assert found.median_divergence == 1.0  # positions 2 and 0
+    assert found.first_difference.prompt_index == 0 and found.first_difference.position == 2
+    assert found.first_difference.reference == [7, 8] and found.first_difference.candidate == [9, 9]
+
+
+def test_the_model_is_compared_position_by_position_over_the_prompts():
+    ref = [answer(0, [1], [FLAT, FLAT, FLAT, FLAT])]
+    cand = [answer(0, [1], [FLAT, TILTED, FLAT, TILTED])]
+    found = compare(ref, cand)
+    assert found.top1_agreement == 0.5  # TILTED's most likely token is 4, FLAT's 1
+    tilted_kl = sum(math.exp(FLAT[t]) * (FLAT[t] - TILTED[t]) for t in FLAT)
+    assert found.mean_kl == pytest.approx(2 * tilted_kl / 4)
+    assert found.exact_match == 1.0  # the same answer from a different model is possible
+
+
+def test_a_token_missing_from_the_candidates_top_k_gets_its_lowest_logprob():
+    ref = [answer(0, [1], [{1: math.log(0.6), 2: math.log(0.4)}])]
+    cand = [answer(0, [1], [{1: math.log(0.9), 3: math.log(0.1)}])]
+    found = compare(ref, cand)
+    p, q = (0.6, 0.4), (0.9, 0.1)  # token 2 gets 0.1; renormalised over {1, 2}
+    q = (q[0] / sum(q), q[1] / sum(q))
+    expected = sum(a * math.log(a / b) for a, b in zip(p, q))
+    assert found.mean_kl == pytest.approx(expected)
+
+
+def test_failed_requests_are_counted_and_fail_the_gate():
+    ref = [answer(0, [1, 2]), answer(1, [3, 4])]
+    broken = Completion(1, "prompt 1", error="HTTP 500: boom")
+    found = compare(ref, [answer(0, [1, 2]), broken])
+    assert found.prompts == 1 and found.failed_requests == 1
+    assert judge(found, Thresholds(), speculative=False) == ["1 quality request(s) failed"]
+
+
+def test_the_gate_holds_speculative_configs_to_exact_and_others_to_thresholds():
+    ref = [answer(i, [i, 1, 2, 3], [FLAT] * 4) for i in range(10)]
+    one_late = [answer(i, [i, 1, 2, 3 if i else 9], [FLAT] * 4) for i in range(10)]
+    found = compare(ref, one_late)
+    assert judge(found, Thresholds(), speculative=False) == []
+    reasons = judge(found, Thresholds(), speculative=True)
+    assert len(reasons) == 1 and "speculative decoding changed the output" in reasons[0]
+    assert "prompt 1 'prompt 0' at token 3" in reasons[0]
+    assert judge(found, Thresholds(min_exact_match=0.95), speculative=False) == [
+        "exact match 90% < 95%"
+    ]
+    # a decoding change the model view cannot see: same distributions, answers part at once
+    early = [answer(i, [i + 100, 1, 2, 3], [FLAT] * 4) for i in range(10)]
+    assert judge(compare(ref, early), Thresholds(), speculative=False) == [
+        "token agreement 0% < 25%"
+    ]
+    # a model change: every position's favourite differs
+    changed = [answer(i, [i, 1, 2, 3], [TILTED] * 4) for i in range(10)]
+    reasons = judge(compare(ref, changed), Thresholds(), speculative=False)
+    assert reasons[0].startswith("mean KL 0.") and reasons[1] == "top-1 agreement 0% < 90%"
+
+
+def config(config_id: str, args: dict, label: str | None = None) -> dict:
+    return {"config_id": config_id, "label": label or config_id, "args": args, "status": "complete"}
+
+
+def test_a_speculative_config_is_held_to_its_twin_and_others_to_the_reference():
+    base = {"max-model-len": 512}
+    spec = {"method": "ngram", "num_speculative_tokens": 3}
+    configs = [
+        config("c1", base),
+        config("c2", base | {"max-num-seqs": 4}),
+        config("c3", base | {"max-num-seqs": 4, "speculative-config": spec}),
+        config("c4", base | {"kv-cache-dtype": "bfloat16"}),
+    ]
+    ref = [answer(i, [i, 1, 2], [FLAT] * 3) for i in range(4)]
+    other = [answer(i, [i, 1, 7], [FLAT] * 3) for i in range(4)]
+    garbled = [answer(i, [50 + i, 1, 2], [TILTED] * 3) for i in range(4)]
+    completions = {"c1": ref, "c2": other, "c3": other, "c4": garbled}
+    rows = {r["config_id"]: r for r in judge_configs(configs, completions, {})}
+    assert rows["c1"]["verdict"] == "reference"
+    assert rows["c2"]["verdict"] == "pass" and rows["c2"]["compared_with"] == "c1"
+    assert rows["c3"]["compared_with"] == "c2" and rows["c3"]["verdict"] == "pass"
+    assert rows["c4"]["verdict"] == "fail" and "top-1 agreement 0%" in rows["c4"]["reasons"]
+    named = {r["config_id"]: r for r in judge_configs(configs, completions, {"reference": "c4"})}
+    assert named["c4"]["verdict"] == "reference" and named["c1"]["verdict"] == "fail"
+
+
+def test_a_config_without_completions_is_not_checked_and_says_why():
+    configs = [config("c1", {}), config("c2", {"x": 1}) | {"status": "failed"}]
+    rows = judge_configs(configs, {"c1": [answer(0, [1])]}, {})
+    assert rows[1]["verdict"] == "not-checked"
+    assert rows[1]["reasons"] == "the server did not start"
+
+
+def test_an_lm_eval_score_under_the_reference_by_more_than_max_drop_fails():
+    ref = [answer(0, [1, 2], [FLAT])]
+
+    def scored(config_id: str, score: float | None, error: str | None = None) -> dict:
+        result = {"task": "t", "metric": "exact_match", "score": score}
+        if error:
+            result = {"task": "t", "error": error}
+        return config(config_id, {"n": config_id}) | {"quality": {"lm_eval": result}}
+
+    configs = [
+        scored("c1", 0.80),
+        scored("c2", 0.77),
+        scored("c3", 0.70),
+        scored("c4", None, error="lm-eval exited with 1: boom"),
+    ]
+    completions = {c["config_id"]: ref for c in configs}
+    rows = {
+        r["config_id"]: r
+        for r in judge_configs(configs, completions, {"lm_eval": {"max_drop": 0.05}})
+    }
+    assert rows["c1"]["verdict"] == "reference" and rows["c1"]["lm_eval_score"] == 0.80
+    assert rows["c2"]["verdict"] == "pass"
+    assert rows["c3"]["verdict"] == "fail"
+    assert "exact_match 0.700 is 0.100 under the reference's 0.800" in rows["c3"]["reasons"]
+    assert rows["c4"]["reasons"] == "lm-eval failed: lm-eval exited with 1: boom"

@@ -1,0 +1,157 @@
+"""Every configuration of a run judged against its reference: the one rule that the
+quality table (analysis/quality.py), `results` and the tuner share.
+
+The reference is `quality.reference` (a config id or label), else the first configuration
+that collected completions (a tune run's baseline trial). A configuration with speculative
+decoding is held to its non-speculative twin (the configuration whose args are the same
+without `speculative-config`) when the run has one, else to the reference, and must match
+it exactly (gate.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunebench.quality.collect import Completion, read_completions
+from tunebench.quality.divergence import Divergence, compare
+from tunebench.quality.gate import Thresholds, judge
+from tunebench.store.layout import RunLayout
+
+SPECULATIVE_KEYS = ("speculative-config", "speculative_config")
+
+
+def is_speculative(args: dict[str, Any]) -> bool:
+    return any(args.get(key) not in (None, False, "") for key in SPECULATIVE_KEYS)
+
+
+def thresholds_of(quality: dict[str, Any]) -> Thresholds:
+    defaults = Thresholds()
+    return Thresholds(
+        **{
+            name: quality.get(name, getattr(defaults, name))
+            for name in Thresholds.__dataclass_fields__
+        }
+    )
+
+
+def load_completions(layout: RunLayout, configs: list[dict]) -> dict[str, list[Completion]]:
+    found = {}
+    for config in configs:
+        path = layout.quality(config["config_id"])
+        if path.is_file():
+            found[config["config_id"]] = read_completions(path)
+    return found
+
+
+def judge_configs(
+    configs: list[dict],
+    completions: dict[str, list[Completion]],
+    quality: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """One row per configuration (manifest entries as dicts): compared_with, the figures
+    of divergence.py, `verdict` (pass | fail | reference | not-checked) and `reasons`."""
+    reference = _reference(configs, quality.get("reference"), completions)
+    thresholds = thresholds_of(quality)
+    rows = []
+    for config in configs:
+        config_id, args = config["config_id"], config.get("args") or {}
+        info = config.get("quality") or {}
+        row: dict[str, Any] = {
+            "config_id": config_id,
+            "label": config.get("label") or config_id,
+            "seconds": info.get("seconds"),
+        }
+        if config_id not in completions:
+            why = info.get("error") or (
+                "the server did not start" if config.get("status") == "failed" else "not run"
+            )
+            rows.append(row | {"verdict": "not-checked", "reasons": why})
+            continue
+        speculative = is_speculative(args)
+        other = (_twin(configs, args, completions) if speculative else None) or reference
+        if other == config_id or other is None:
+            verdict = "not-checked" if speculative else "reference"
+            why = "no non-speculative twin to hold it to" if speculative else ""
+            rows.append(row | {"verdict": verdict, "reasons": why})
+            continue
+        found = compare(completions[other], completions[config_id])
+        reasons = judge(found, thresholds, speculative)
+        reasons += lm_eval_reasons(config, _entry(configs, other), quality.get("lm_eval"))
+        rows.append(
+            row
+            | figures(found)
+            | {
+                "compared_with": other,
+                "verdict": "fail" if reasons else "pass",
+                "reasons": "; ".join(reasons),
+            }
+        )
+    for row in rows:
+        row["lm_eval_score"] = lm_eval_score(_entry(configs, row["config_id"]))
+    return rows
+
+
+def _entry(configs: list[dict], config_id: str) -> dict:
+    return next((c for c in configs if c["config_id"] == config_id), {})
+
+
+def lm_eval_score(config: dict) -> float | None:
+    found = ((config.get("quality") or {}).get("lm_eval") or {}).get("score")
+    return float(found) if isinstance(found, (int, float)) else None
+
+
+def lm_eval_reasons(config: dict, reference: dict, settings: dict | None) -> list[str]:
+    """Why the configuration's lm-eval score fails: it did not run, it is under
+    `min_score`, or it is more than `max_drop` under the reference's."""
+    if not settings:
+        return []
+    result = (config.get("quality") or {}).get("lm_eval") or {}
+    if result.get("error"):
+        return [f"lm-eval failed: {result['error']}"]
+    score, reference_score = lm_eval_score(config), lm_eval_score(reference)
+    if score is None:
+        return ["lm-eval did not run"]
+    reasons = []
+    floor = settings.get("min_score")
+    if floor is not None and score < floor:
+        reasons.append(f"lm-eval {result.get('metric')} {score:.3f} < {floor:g}")
+    drop = settings.get("max_drop", 0.05)
+    if drop is not None and reference_score is not None and score < reference_score - drop:
+        reasons.append(
+            f"lm-eval {result.get('metric')} {score:.3f} is {reference_score - score:.3f} under "
+            f"the reference's {reference_score:.3f} (max_drop {drop:g})"
+        )
+    return reasons
+
+
+def figures(found: Divergence) -> dict[str, Any]:
+    return {
+        "prompts": found.prompts,
+        "exact_match": round(found.exact_match, 4),
+        "token_agreement": round(found.token_agreement, 4),
+        "top1_agreement": None if found.top1_agreement is None else round(found.top1_agreement, 4),
+        "mean_kl": None if found.mean_kl is None else float(f"{found.mean_kl:.4g}"),
+        "median_divergence": found.median_divergence,
+    }
+
+
+def _reference(
+    configs: list[dict], named: str | None, completions: dict[str, list[Completion]]
+) -> str | None:
+    if named is not None:
+        for config in configs:
+            if named in (config["config_id"], config.get("label")):
+                return config["config_id"] if config["config_id"] in completions else None
+        return None
+    return next((c["config_id"] for c in configs if c["config_id"] in completions), None)
+
+
+def _twin(
+    configs: list[dict], args: dict[str, Any], completions: dict[str, list[Completion]]
+) -> str | None:
+    plain = {k: v for k, v in args.items() if k not in SPECULATIVE_KEYS}
+    for config in configs:
+        other = config.get("args") or {}
+        if not is_speculative(other) and other == plain and config["config_id"] in completions:
+            return config["config_id"]
+    return None
