@@ -182,3 +182,10 @@ def test_an_lm_eval_score_under_the_reference_by_more_than_max_drop_fails():
     assert rows["c3"]["verdict"] == "fail"
     assert "exact_match 0.700 is 0.100 under the reference's 0.800" in rows["c3"]["reasons"]
     assert rows["c4"]["reasons"] == "lm-eval failed: lm-eval exited with 1: boom"
+
+
+def test_without_the_reference_s_answers_nothing_is_judged():
+    configs = [config("c1", {}) | {"status": "failed"}, config("c2", {"x": 1})]
+    rows = judge_configs(configs, {"c2": [answer(0, [1])]}, {"reference": "c1"})
+    assert [r["verdict"] for r in rows] == ["not-checked", "not-checked"]
+    assert rows[1]["reasons"] == "c1 has no answers"

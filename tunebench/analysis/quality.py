@@ -9,24 +9,14 @@ import pandas as pd
 
 from tunebench.analysis.frames import load_manifest, run_path
 from tunebench.quality.divergence import compare
-from tunebench.quality.verdicts import figures, judge_configs, lm_eval_score, load_completions
+from tunebench.quality.verdicts import (
+    COLUMNS,
+    figures,
+    judge_configs,
+    lm_eval_score,
+    load_completions,
+)
 from tunebench.store.layout import RunLayout
-
-COLUMNS = [
-    "config_id",
-    "label",
-    "compared_with",
-    "prompts",
-    "exact_match",
-    "token_agreement",
-    "top1_agreement",
-    "mean_kl",
-    "median_divergence",
-    "lm_eval_score",
-    "seconds",
-    "verdict",
-    "reasons",
-]
 
 
 def quality_table(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:

@@ -10,14 +10,34 @@ it exactly (gate.py).
 
 from __future__ import annotations
 
+import csv
+import io
+from pathlib import Path
 from typing import Any
 
 from tunebench.quality.collect import Completion, read_completions
 from tunebench.quality.divergence import Divergence, compare
 from tunebench.quality.gate import Thresholds, judge
+from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout
+from tunebench.store.run import RunStore
 
 SPECULATIVE_KEYS = ("speculative-config", "speculative_config")
+COLUMNS = [
+    "config_id",
+    "label",
+    "compared_with",
+    "prompts",
+    "exact_match",
+    "token_agreement",
+    "top1_agreement",
+    "mean_kl",
+    "median_divergence",
+    "lm_eval_score",
+    "seconds",
+    "verdict",
+    "reasons",
+]
 
 
 def is_speculative(args: dict[str, Any]) -> bool:
@@ -69,7 +89,11 @@ def judge_configs(
             continue
         speculative = is_speculative(args)
         other = (_twin(configs, args, completions) if speculative else None) or reference
-        if other == config_id or other is None:
+        if other is None:
+            named = quality.get("reference") or "the first configuration"
+            rows.append(row | {"verdict": "not-checked", "reasons": f"{named} has no answers"})
+            continue
+        if other == config_id:
             verdict = "not-checked" if speculative else "reference"
             why = "no non-speculative twin to hold it to" if speculative else ""
             rows.append(row | {"verdict": verdict, "reasons": why})
@@ -155,3 +179,28 @@ def _twin(
         if not is_speculative(other) and other == plain and config["config_id"] in completions:
             return config["config_id"]
     return None
+
+
+def judge_run(store: RunStore) -> list[dict[str, Any]]:
+    """`judge_configs` over a run's manifest and stored answers ([] without a check)."""
+    manifest = store.manifest
+    quality = (manifest.spec or {}).get("quality")
+    if not quality:
+        return []
+    configs = [c.model_dump(mode="json") for c in manifest.configs]
+    return judge_configs(configs, load_completions(store.layout, configs), quality)
+
+
+def write_table(store: RunStore) -> Path | None:
+    """The run's quality table as `quality/summary.csv` (None without a check)."""
+    rows = judge_run(store)
+    if not rows:
+        return None
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    path = store.layout.quality_table
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, buffer.getvalue())
+    return path

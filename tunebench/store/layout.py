@@ -7,6 +7,7 @@
       metrics/<config>.csv        the /metrics time series scraped during that configuration
       quality/<config>.jsonl      the quality check's greedy completions with top logprobs
       quality/lm-eval-<config>/   lm-eval's task, log and results for that configuration
+      quality/summary.csv         the quality table: each configuration vs its reference
       logs/server-<config>.log    the server log (secrets redacted); earlier attempts of a
                                   resumed run keep theirs as server-<config>.attempt<N>.log,
                                   earlier repeats as server-<config>.repeat<N>.log
@@ -51,6 +52,10 @@ class RunLayout:
 
     def quality(self, config_id: str) -> Path:
         return self.root / "quality" / f"{config_id}.jsonl"
+
+    @property
+    def quality_table(self) -> Path:
+        return self.root / "quality" / "summary.csv"
 
     def lm_eval_dir(self, config_id: str) -> Path:
         return self.root / "quality" / f"lm-eval-{config_id}"

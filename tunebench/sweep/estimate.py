@@ -11,13 +11,15 @@ from tunebench.spec.plan import Plan
 LOAD_PROCESS_S = 15.0  # a GuideLLM worker's start per configuration
 POINT_OVERHEAD_S = 3.0
 TYPICAL_PROBES = 5  # a capacity search's probes, warm or cold (benchmarks/tune_efficiency.py)
+QUALITY_PROMPT_S = 0.3  # one greedy quality prompt of 32 tokens (docs/quality.md)
+LM_EVAL_S = 15.0  # lm-eval's start-up and a small task (docs/quality.md)
 
 
 def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
     """Every configuration, every repeat: a server start, a load process, its points (a
     capacity search only in the first repeat, as sweep/run.py plans it)."""
     start = kinds.kind_of(spec).start_s + LOAD_PROCESS_S
-    total = 0.0
+    total = len(plan.configs) * quality_seconds(spec)
     for repeat in range(1, plan.repeats + 1):
         per_config = start
         for point in plan.points:
@@ -32,3 +34,13 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
             per_config += count * (seconds + POINT_OVERHEAD_S)
         total += per_config * len(plan.configs)
     return total
+
+
+def quality_seconds(spec: SweepSpec) -> float:
+    """The quality check of one configuration (once, not per repeat)."""
+    quality = spec.quality
+    if quality is None or kinds.kind_of(spec).name == "replay":
+        return 0.0
+    prompts = 16  # the shipped set; a user's file is read at plan time, not here
+    seconds = prompts * QUALITY_PROMPT_S * quality.max_tokens / 32
+    return min(seconds, quality.max_seconds) + (LM_EVAL_S if quality.lm_eval else 0.0)

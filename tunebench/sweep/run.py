@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from tunebench import kinds
+from tunebench.quality.verdicts import write_table as write_quality_table
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import Reporter, SilentReporter
 from tunebench.spec.models import SweepSpec
@@ -120,6 +121,7 @@ def run_configs(
                 )
         finally:
             runner.deployment.stop()
+            write_quality_table(store)  # also when interrupted: what was answered is judged
         if any(o.status != "complete" for o in outcomes):
             attempt.fail()
     return SweepResult(store, outcomes)

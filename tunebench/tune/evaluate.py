@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunebench.numbers import to_float
 from tunebench.points import trust
-from tunebench.quality.verdicts import judge_configs, load_completions
+from tunebench.quality.verdicts import judge_run, write_table
 from tunebench.runner import ConfigRunner
 from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
@@ -54,12 +54,9 @@ class RunnerEvaluator:
         the reference, or the spec has no quality check)."""
         if self.store is None:
             return None
-        manifest = self.store.manifest
-        quality = (manifest.spec or {}).get("quality")
-        if not quality:
-            return None
-        configs = [c.model_dump(mode="json") for c in manifest.configs]
-        rows = judge_configs(configs, load_completions(self.store.layout, configs), quality)
+        rows = judge_run(self.store)
+        if rows:
+            write_table(self.store)
         mine = next((r for r in rows if r["config_id"] == config.config_id), None)
         return mine["reasons"] if mine and mine["verdict"] == "fail" else None
 

