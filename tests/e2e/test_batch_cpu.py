@@ -36,6 +36,7 @@ def recipes(tmp_path_factory):
     spec["dataset"]["path"] = str(REPO / "sweeps" / spec["dataset"]["path"])
     spec["dataset"]["limit"] = RECIPE_RECORDS
     spec["engine_args"]["args"]["enforce-eager"] = True
+    spec["quality"] = {"max_tokens": 16}  # answers vs the first configuration (docs/quality.md)
     path = root / "batch-recipes.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     result, run = _run(path, root)
@@ -135,3 +136,19 @@ def test_ray_data_llm_engine_on_a_local_ray_instance(tmp_path):
     assert int(row["requests_ok"]) == 16 and float(row["schema_valid_fraction"]) == 1.0
     outputs = [json.loads(line) for line in (run / "outputs/c1.jsonl").read_text().splitlines()]
     assert [o["id"] for o in outputs] == [f"recipe-{n:04d}" for n in range(1, 17)]
+
+
+def test_the_quality_check_runs_in_the_batch_engine_after_the_timed_generation(recipes):
+    from tunebench.analysis.quality import quality_table
+
+    result, run = recipes
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = quality_table(run).set_index("config_id")
+    assert table.loc["c1", "verdict"] == "reference"
+    # max-num-seqs does not change what one request at a time computes
+    assert table.loc["c2", "verdict"] == "pass" and table.loc["c2", "exact_match"] == 1.0
+    assert table.loc["c2", "top1_agreement"] == 1.0 and table.loc["c2", "prompts"] == 16
+    manifest = json.loads((run / "manifest.json").read_text())
+    for config in manifest["configs"]:
+        assert config["quality"]["prompts"] == 16 and config["quality"]["seconds"] > 0
+    assert (run / "quality" / "summary.csv").is_file()

@@ -25,6 +25,8 @@ from tunebench.batch.spec import BatchSpec, check_json_schema
 from tunebench.deploy.local import gpu_visible, server_error_line, vllm_environment
 from tunebench.errors import SpecError
 from tunebench.processes import ManagedProcess
+from tunebench.quality.prompts import load_prompts, prompts_path
+from tunebench.quality.verdicts import write_table
 from tunebench.seams.progress import Reporter, SilentReporter
 from tunebench.spec.plan import ServerConfig, expand_configs, format_value, resolve_model
 from tunebench.store.files import write_atomic
@@ -125,6 +127,8 @@ def run_batch(
     shards = shards or spec.shards
     prompts = render_prompts(spec, spec_path)
     schema = json_schema_of(spec, spec_path)
+    if spec.quality is not None:  # a bad prompts file stops here, before any engine starts
+        load_prompts(prompts_path(spec.quality.prompts, spec_path.parent))
     configs = plan_configs(spec, spec_path)
     varied = sorted({k for c in configs for k in c.varied})
     store = RunStore.create(
@@ -144,7 +148,10 @@ def run_batch(
     with store.running("batch") as attempt:
         for index, config in enumerate(configs, start=1):
             reporter.config_starting(config, index, len(configs))
-            outcomes.append(_run_config(spec, store, config, prompts, schema, shards, reporter))
+            outcomes.append(
+                _run_config(spec, spec_path, store, config, prompts, schema, shards, reporter)
+            )
+        write_table(store)
         if any(o.status != "complete" for o in outcomes):
             attempt.fail()
     return store, outcomes
@@ -152,6 +159,7 @@ def run_batch(
 
 def _run_config(
     spec: BatchSpec,
+    spec_path: Path,
     store: RunStore,
     config: ServerConfig,
     prompts: list[dict],
@@ -211,6 +219,8 @@ def _run_config(
                 "outputs": str(work / f"outputs-{shard}.jsonl"),
                 "result": str(work / f"result-{shard}.json"),
                 "log": str(work / f"worker-{shard}.log"),
+                # the quality check's answers: once per configuration, by the first shard
+                "quality": _quality_job(spec, spec_path, work) if shard == 0 else None,
             }
             job_path = work / f"job-{shard}.json"
             job_path.write_text(json.dumps(job, indent=2))
@@ -242,6 +252,7 @@ def _run_config(
         reporter.config_failed(config, error)
         return BatchOutcome(config.config_id, "failed", error)
     results = [json.loads((work / f"result-{i}.json").read_text()) for i in range(len(slices))]
+    _record_quality(store, config.config_id, work, results[0])
     outputs = _merge_outputs(work, len(slices), store.layout.outputs(config.config_id))
     row = _row(store, config, results, len(prompts), outputs, schema, time.time() - started)
     store.add_point(row)
@@ -365,3 +376,30 @@ def schema_failures(outputs: list[dict], schema: dict) -> list[str]:
         if not validator.is_valid(document):
             bad.append(output["id"])
     return bad
+
+
+def _quality_job(spec: BatchSpec, spec_path: Path, work: Path) -> dict[str, Any] | None:
+    quality = spec.quality
+    if quality is None:
+        return None
+    prompts = load_prompts(prompts_path(quality.prompts, spec_path.parent))
+    return {
+        "prompts": prompts,
+        "max_tokens": quality.max_tokens,
+        "top_logprobs": quality.top_logprobs,
+        "out": str(work / "quality.jsonl"),
+    }
+
+
+def _record_quality(store: RunStore, config_id: str, work: Path, phases: dict) -> None:
+    """The first shard's quality answers into the run, and their cost into the manifest."""
+    answers = work / "quality.jsonl"
+    if not answers.is_file():
+        return
+    target = store.layout.quality(config_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, answers.read_text())
+    count = sum(1 for line in answers.read_text().splitlines() if line)
+    store.update_config(
+        config_id, quality={"prompts": count, "seconds": round(phases.get("quality_s", 0.0), 2)}
+    )

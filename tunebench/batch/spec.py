@@ -25,7 +25,7 @@ from pydantic import Field, ValidationError, model_validator
 from tunebench.errors import SpecError
 from tunebench.spec.engine_args import check_server, token_count
 from tunebench.spec.loading import describe_validation_error, read_yaml_mapping
-from tunebench.spec.models import Server, Strict
+from tunebench.spec.models import Quality, Server, Strict
 
 DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -120,6 +120,7 @@ class BatchSpec(Strict):
     transformers: TransformersSettings = Field(default_factory=TransformersSettings)
     ray: RaySettings = Field(default_factory=RaySettings)
     slurm: Slurm = Field(default_factory=Slurm)
+    quality: Quality | None = None  # answers vs a reference configuration (docs/quality.md)
     shards: int = Field(1, ge=1, le=64, description="data-parallel worker processes")
     start_timeout_s: float = Field(1800.0, gt=0, description="per shard, load to last output")
     output: str = "reports"
@@ -133,6 +134,12 @@ class BatchSpec(Strict):
             )
         if self.engine == "transformers" and self.structured_output is not None:
             raise ValueError("structured_output needs engine vllm or ray")
+        if self.quality is not None and self.engine != "vllm":
+            raise ValueError("quality needs engine vllm (the engine's own logprobs)")
+        if self.quality is not None and self.quality.lm_eval is not None:
+            raise ValueError(
+                "quality.lm_eval needs a server to ask; a batch engine has none: drop it"
+            )
         return self
 
 

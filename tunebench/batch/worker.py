@@ -100,6 +100,10 @@ def run_vllm(
         results = llm.generate(texts, params, use_tqdm=False)
     phases["generate_s"] = time.monotonic() - started
     phases["generate_end"] = time.time()
+    if job.get("quality"):  # after the timed generation: its time is in no phase above
+        started = time.monotonic()
+        _quality_answers(llm, SamplingParams, job["quality"])
+        phases["quality_s"] = time.monotonic() - started
     out = []
     for prompt, result in zip(prompts, results):
         completion = result.outputs[0]
@@ -113,6 +117,44 @@ def run_vllm(
             }
         )
     return out
+
+
+def _ranked(position: dict | None, top_k: int) -> list[list[float]]:
+    """vLLM's {token id: Logprob} of one position as [[id, logprob], ...], best first,
+    the top_k by rank (a prompt position also carries its actual token)."""
+    if not position:
+        return []
+    ranked = sorted(position.items(), key=lambda kv: -kv[1].logprob)
+    return [[int(t), float(lp.logprob)] for t, lp in ranked if lp.rank and lp.rank <= top_k]
+
+
+def _quality_answers(llm: Any, sampling_params: Any, quality: dict[str, Any]) -> None:
+    """The quality check's answers (docs/quality.md), one prompt at a time so that every
+    configuration computes them in the same batch: greedy, with top-k logprobs per
+    generated and per prompt position; written as tunebench/quality/collect.py's records."""
+    top_k = int(quality["top_logprobs"])
+    params = sampling_params(
+        temperature=0.0,
+        max_tokens=int(quality["max_tokens"]),
+        logprobs=top_k,
+        prompt_logprobs=top_k,
+        seed=0,
+    )
+    lines = []
+    for index, prompt in enumerate(quality["prompts"]):
+        result = llm.generate([prompt], params, use_tqdm=False)[0]
+        completion = result.outputs[0]
+        record = {
+            "index": index,
+            "prompt": prompt,
+            "tokens": [int(t) for t in completion.token_ids],
+            "top": [_ranked(p, top_k) for p in completion.logprobs or []],
+            "prompt_top": [_ranked(p, top_k) for p in (result.prompt_logprobs or [])[1:]],
+            "finish_reason": completion.finish_reason,
+            "error": None,
+        }
+        lines.append(json.dumps(record) + "\n")
+    write_atomic(Path(quality["out"]), "".join(lines))
 
 
 def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
