@@ -19,6 +19,16 @@ ArgValue = Union[bool, int, float, str, dict[str, Any], list[Any], None]
 
 #: Keys that a matrix or variant may set besides engine args.
 NON_ARG_KEYS = ("model", "tokenizer")
+# A `kind: capacity` profile's settings (spec/plan.py SearchSettings)
+SEARCH_FIELDS = (
+    "arrival",
+    "start_rate",
+    "tolerance",
+    "max_probes",
+    "max_rate",
+    "noise",
+    "sample_margin",
+)
 
 
 class Variant(Strict):
@@ -154,17 +164,8 @@ class Profile(Strict):
             raise ValueError(f"kind {kind} takes streams, not rate")
         if kind in ("poisson", "constant") and streams is not None:
             raise ValueError(f"kind {kind} takes rate, not streams")
-        search_fields = (
-            "arrival",
-            "start_rate",
-            "tolerance",
-            "max_probes",
-            "max_rate",
-            "noise",
-            "sample_margin",
-        )
-        if kind != "capacity" and any(getattr(self, f) is not None for f in search_fields):
-            raise ValueError(f"{', '.join(search_fields)} only apply to kind capacity")
+        if kind != "capacity" and any(getattr(self, f) is not None for f in SEARCH_FIELDS):
+            raise ValueError(f"{', '.join(SEARCH_FIELDS)} only apply to kind capacity")
         if kind == "capacity" and (streams is not None or rate is not None):
             raise ValueError("kind capacity chooses its own rates; use start_rate and max_rate")
         if kind == "capacity" and self.max_seconds is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tunebench.errors import SpecError
 from tunebench.spec.engine_args import token_count
-from tunebench.spec.models import NON_ARG_KEYS, SweepSpec
+from tunebench.spec.models import NON_ARG_KEYS, SEARCH_FIELDS, SweepSpec
 
 BUILTIN_PREFIX = "builtin:"
 # A capacity search's default sd of one probe's log SLO ratio (points/capacity.py): chosen on
@@ -245,18 +245,7 @@ def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> li
 
 
 def _search_settings(profile, default_noise: float) -> SearchSettings:
-    given = {
-        k: getattr(profile, k)
-        for k in (
-            "arrival",
-            "start_rate",
-            "tolerance",
-            "max_probes",
-            "max_rate",
-            "noise",
-            "sample_margin",
-        )
-    }
+    given = {k: getattr(profile, k) for k in SEARCH_FIELDS}
     if given["noise"] is None:
         given["noise"] = default_noise
     return SearchSettings(**{k: v for k, v in given.items() if v is not None})
