@@ -11,7 +11,6 @@ The imported run has one configuration; server metrics are absent and marked so.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ import yaml
 
 from tunebench.errors import SpecError
 from tunebench.load.guidellm_report import client_columns, request_samples, strategy_of
+from tunebench.load.vllm_bench_report import client_columns as vllm_bench_columns
+from tunebench.load.vllm_bench_report import request_samples as vllm_bench_samples
 from tunebench.points.columns import SERVER_COLUMNS
 from tunebench.store.manifest import ConfigStatus, RunKind
 from tunebench.store.run import RunStore
@@ -77,71 +78,8 @@ def guidellm_points(data: dict) -> list[tuple[dict, list[dict]]]:
     return out
 
 
-def _ms(data: dict, stat: str, name: str) -> float | None:
-    value = data.get(f"{stat}_{name}_ms")
-    return float(value) if value is not None else None
-
-
 def vllm_bench_point(data: dict) -> tuple[dict, list[dict]]:
-    rate, concurrency = data.get("request_rate"), data.get("max_concurrency")
-    unbounded = rate in (None, "inf") or (isinstance(rate, float) and math.isinf(rate))
-    if concurrency and unbounded:
-        kind, target = "concurrent", float(concurrency)
-    elif unbounded:
-        kind, target = "throughput", None
-    else:
-        kind, target = (
-            ("poisson" if float(data.get("burstiness") or 1) == 1 else "gamma"),
-            float(rate),
-        )
-    e2e_mean = _ms(data, "mean", "e2el")
-    row = {
-        "load_kind": kind,
-        "target": target,
-        "achieved_rps": data.get("request_throughput"),
-        # Little's law: vllm bench does not report concurrency; rate x mean latency is it.
-        "achieved_concurrency": (
-            data["request_throughput"] * e2e_mean / 1000
-            if e2e_mean is not None and data.get("request_throughput")
-            else None
-        ),
-        "requests_ok": data.get("completed"),
-        "requests_failed": data.get("failed", 0),
-        "duration_s": data.get("duration"),
-        "output_tok_s": data.get("output_throughput"),
-        "total_tok_s": data.get("total_token_throughput"),
-    }
-    for prefix, name, stats in (
-        ("ttft", "ttft", ("mean", "p50", "p90", "p95", "p99")),
-        ("itl", "itl", ("mean", "p50", "p95", "p99")),
-        ("tpot", "tpot", ("mean", "p50", "p95")),
-    ):
-        for stat in stats:
-            row[f"{prefix}_{stat}_ms"] = _ms(data, "median" if stat == "p50" else stat, name)
-    for stat in ("mean", "p50", "p95", "p99"):
-        value = _ms(data, "median" if stat == "p50" else stat, "e2el")
-        row[f"e2e_{stat}_s"] = value / 1000 if value is not None else None
-    samples = []
-    ttfts, itls = data.get("ttfts") or [], data.get("itls") or []
-    latencies, outs, ins = (
-        data.get("latencies") or [],
-        data.get("output_lens") or [],
-        data.get("input_lens") or [],
-    )
-    for i, ttft in enumerate(ttfts):
-        if not ttft:  # failed requests have ttft 0
-            continue
-        gaps = itls[i] if i < len(itls) and itls[i] else []
-        samples.append(
-            {
-                "ttft_ms": ttft * 1000,
-                "itl_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
-                "e2e_s": latencies[i] if i < len(latencies) else None,
-                "output_tokens": outs[i] if i < len(outs) else None,
-                "prompt_tokens": ins[i] if i < len(ins) else None,
-            }
-        )
-    return row, samples
+    return vllm_bench_columns(data), vllm_bench_samples(data)
 
 
 def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:

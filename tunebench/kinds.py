@@ -22,6 +22,7 @@ from tunebench.deploy.helm import HelmDeployment
 from tunebench.deploy.local import LocalVllmServer
 from tunebench.errors import SpecError, StoreError
 from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.load.vllm_bench import VllmBenchDriver
 from tunebench.processes import parse_cpus
 from tunebench.quality.collect import QualityRequest
 from tunebench.quality.lmeval import LmEvalRequest, check_task
@@ -72,35 +73,31 @@ class Kind:
     noisy: Callable[[Settings], bool] = lambda settings: True
 
 
-def guidellm_driver(
+def local_driver(
     spec: SweepSpec, spec_path: Path, deployment: Deployment, config: ServerConfig
 ) -> LoadDriver:
-    tokenizer = config.tokenizer or config.model
+    return load_driver(spec, spec_path, config.tokenizer or config.model)
+
+
+def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
+    """The spec's load generator (load.driver) with a tokenizer it can load here."""
+    cpus = parse_cpus(spec.load.client_cpus) if spec.load.client_cpus else None
+    if spec.load.driver == "vllm-bench":
+        return VllmBenchDriver(spec.load.data, demo.resolve_builtin(tokenizer), cpus=cpus)
     return GuideLLMDriver(
         spec.load.data,
         spec_path.parent,
         demo.resolve_builtin(tokenizer),
         python=sys.executable,
-        cpus=_client_cpus(spec),
+        cpus=cpus,
     )
-
-
-def _client_cpus(spec: SweepSpec) -> set[int] | None:
-    return parse_cpus(spec.load.client_cpus) if spec.load.client_cpus else None
 
 
 def _helm_driver(
     spec: SweepSpec, spec_path: Path, deployment: Deployment, config: ServerConfig
 ) -> LoadDriver:
-    # The model is a storage URI on the cluster; GuideLLM needs a tokenizer it can load here.
-    tokenizer = tokenizer_for(config.model, config.tokenizer, config.label)
-    return GuideLLMDriver(
-        spec.load.data,
-        spec_path.parent,
-        demo.resolve_builtin(tokenizer),
-        python=sys.executable,
-        cpus=_client_cpus(spec),
-    )
+    # The model is a storage URI on the cluster; the client needs a tokenizer it can load here.
+    return load_driver(spec, spec_path, tokenizer_for(config.model, config.tokenizer, config.label))
 
 
 def _replay_driver(
@@ -138,8 +135,8 @@ def _resolve_replay(settings: Settings, where: Where) -> Settings:
 
 
 KINDS: dict[str, Kind] = {
-    "local": Kind("local", 60.0, LocalVllmServer, guidellm_driver),
-    "endpoint": Kind("endpoint", 2.0, EndpointServer, guidellm_driver),
+    "local": Kind("local", 60.0, LocalVllmServer, local_driver),
+    "endpoint": Kind("endpoint", 2.0, EndpointServer, local_driver),
     "replay": Kind(
         "replay",
         0.0,

@@ -189,12 +189,46 @@ class Profile(Strict):
 class Load(Strict):
     data: Data
     profiles: list[Profile] = Field(min_length=1)
+    driver: Literal["guidellm", "vllm-bench"] = Field(
+        "guidellm",
+        description="the load generator: GuideLLM, or vLLM's own `vllm bench serve` "
+        "(docs/load-drivers.md)",
+    )
     client_cpus: CpuList | None = Field(
         None,
         description="Linux CPU list the load generator is pinned to, e.g. '1' (see "
         "deployment.cpus): on a small box a server and a client on the same cores starve "
         "each other and every point turns client-limited",
     )
+
+    @model_validator(mode="after")
+    def _driver_fits(self) -> "Load":
+        if self.driver != "vllm-bench":
+            return self
+        if self.data.kind != "synthetic":
+            raise ValueError(
+                "load.driver vllm-bench runs synthetic data only; use driver guidellm for a file"
+            )
+        for number, profile in enumerate(self.profiles):
+            where = f"load.profiles[{number}] (kind {profile.kind})"
+            if profile.kind in ("constant", "sweep") or profile.arrival == "constant":
+                raise ValueError(
+                    f"{where}: vllm bench serve has no {profile.kind} profile; "
+                    "use load.driver guidellm"
+                )
+            if profile.warmup or profile.cooldown:
+                raise ValueError(
+                    f"{where}: vllm bench serve measures every request (no warmup/cooldown); "
+                    "drop them or use load.driver guidellm"
+                )
+            if profile.kind in ("concurrent", "synchronous", "throughput") and not (
+                profile.max_requests
+            ):
+                raise ValueError(
+                    f"{where}: vllm bench serve counts requests, not seconds: set "
+                    "max_requests, or use load.driver guidellm"
+                )
+        return self
 
 
 Percentile = Literal["p50", "p90", "p95", "p99"]
