@@ -33,14 +33,6 @@ def test_ngram_speculation_matches_its_twin_token_for_token(swept):
     assert row["exact_match"] == 1.0 and row["verdict"] == "pass"
 
 
-def test_a_bfloat16_kv_cache_is_measured_against_the_float32_one(swept):
-    row = swept["table"].loc["kv-bf16"]
-    assert row["prompts"] == 16
-    for figure in ("exact_match", "token_agreement", "top1_agreement", "mean_kl"):
-        assert row[figure] == row[figure] and row[figure] is not None, figure  # measured
-    assert row["verdict"] in ("pass", "fail")
-
-
 def test_the_planted_fault_fails_the_gate_and_is_never_best(swept):
     row = swept["table"].loc["planted-penalty"]
     assert row["verdict"] == "fail" and "token agreement" in row["reasons"]
@@ -48,7 +40,7 @@ def test_the_planted_fault_fails_the_gate_and_is_never_best(swept):
     results = run_cli("results", str(swept["run"]))
     assert results.returncode == 0, results.stderr
     best = json.loads(results.stdout.split("best-config: ", 1)[1].splitlines()[0])
-    assert best["config_id"] != "c4" and "c4" in best["quality_excluded"]
+    assert best["config_id"] != "c3" and "c3" in best["quality_excluded"]
 
 
 def test_lm_eval_runs_offline_against_each_server_and_its_score_lands_in_the_run(swept):
