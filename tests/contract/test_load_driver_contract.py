@@ -1,6 +1,6 @@
 """The LoadDriver contract (tunebench/seams/load.py), run against every implementation:
-the fake of tunebench.testing, the replay driver, and the GuideLLM driver with a stand-in
-worker process. tests/e2e/test_load_driver_real.py runs the same checks against real
+the fake of tunebench.testing, the replay driver, and the GuideLLM and vllm-bench drivers
+with stand-in worker processes. tests/e2e/test_load_driver_real.py runs the same checks against real
 GuideLLM and a real vLLM-CPU server."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import REPO
 from tunebench.errors import LoadError
 from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.load.vllm_bench import VllmBenchDriver
 from tunebench.replay.deployment import ReplayDeployment
 from tunebench.replay.driver import ReplayDriver
 from tunebench.seams.deployment import ServerHandle
@@ -55,10 +56,20 @@ def slow_guidellm_driver(tmp_path, monkeypatch):
     return guidellm_driver(tmp_path, monkeypatch, "slow")
 
 
+def vllm_bench_driver(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    driver = VllmBenchDriver(
+        SyntheticData(kind="synthetic", prompt_tokens=8, output_tokens=8), "tok"
+    )
+    driver.worker_module = "tests.fakes.fake_vllm_bench_worker"
+    return driver, FAKE_HANDLE
+
+
 IMPLEMENTATIONS = {
     "fake": fake_driver,
     "replay": replay_driver,
     "guidellm-stand-in": slow_guidellm_driver,
+    "vllm-bench-stand-in": vllm_bench_driver,
 }
 
 

@@ -67,3 +67,30 @@ def test_points_it_cannot_express_are_named(bad, says):
 def test_points_it_can_run_pass():
     assert profile_problem(point("poisson", 2.0, max_seconds=5)) is None
     assert profile_problem(point("throughput", None, max_requests=20)) is None
+
+
+def test_a_real_result_becomes_the_columns_and_samples_of_a_point():
+    import json
+    from pathlib import Path
+
+    from tunebench.load.vllm_bench_report import (
+        client_columns,
+        measured_window,
+        request_samples,
+    )
+
+    data = json.loads(
+        (Path(__file__).parent.parent / "fixtures/vllm-bench/concurrent-8.json").read_text()
+    )
+    columns = client_columns(data)
+    assert columns["load_kind"] == "concurrent" and columns["target"] == 8.0
+    assert columns["requests_ok"] == 40 and columns["output_tokens_mean"] == 32.0
+    assert columns["output_tok_s"] == data["output_throughput"]
+    assert columns["ttft_p50_ms"] == data["median_ttft_ms"]
+    assert 0 <= columns["dispatch_lag_p50_ms"] <= columns["dispatch_lag_p95_ms"]
+    samples = request_samples(data)
+    assert len(samples) == 40
+    start, end = measured_window(data)
+    assert abs((end - start) - data["duration"]) < 0.5  # epoch times from perf counters
+    assert all(start <= s["start_time"] < s["end_time"] <= end for s in samples)
+    assert [s["start_time"] for s in samples] == sorted(s["start_time"] for s in samples)
