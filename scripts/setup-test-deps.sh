@@ -43,3 +43,33 @@ if [ "$installed" != "$TEKTON_LINT_VERSION" ]; then
     echo "[setup] installing tekton-lint $TEKTON_LINT_VERSION into $TEKTON_LINT_DIR"
     (cd "$TEKTON_LINT_DIR" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+
+# The llm-d Benchmark Report v0.2 schema (revision 0.2.1), to validate `tunebench export
+# --format llmd-br`: inference-perf (Kubernetes SIG; Python >= 3.12, so in its own virtual
+# environment) ships the published schema's models; their JSON Schema is written to
+# .cache/tools/br_v0_2_1_schema.json. The same environment runs inference-perf itself.
+INFERENCE_PERF_VERSION=0.7.0
+IP_VENV=.cache/tools/inference-perf
+BR_SCHEMA=.cache/tools/br_v0_2_1_schema.json
+if ! "$IP_VENV/bin/python" -c "import inference_perf" 2>/dev/null ||
+    [ "$("$IP_VENV/bin/pip" show inference-perf 2>/dev/null | sed -n 's/^Version: //p')" != "$INFERENCE_PERF_VERSION" ]; then
+    PY312=$(command -v python3.12 || command -v python3.13 || true)
+    if [ -z "$PY312" ]; then
+        echo "[setup] inference-perf needs Python 3.12 or newer (python3.12 not found)" >&2
+        exit 1
+    fi
+    echo "[setup] installing inference-perf $INFERENCE_PERF_VERSION into $IP_VENV ($PY312)"
+    rm -rf "$IP_VENV"
+    "$PY312" -m venv "$IP_VENV"
+    "$IP_VENV/bin/pip" install --quiet "inference-perf==$INFERENCE_PERF_VERSION"
+    rm -f "$BR_SCHEMA"
+fi
+if [ ! -s "$BR_SCHEMA" ]; then
+    "$IP_VENV/bin/python" - "$BR_SCHEMA" <<'PYEOF'
+import json, sys
+from inference_perf.reportgen.br.v0_2.schema_v0_2_1 import BenchmarkReportV021
+with open(sys.argv[1], "w") as out:
+    json.dump(BenchmarkReportV021.model_json_schema(), out, indent=1)
+PYEOF
+    echo "[setup] wrote $BR_SCHEMA"
+fi

@@ -43,6 +43,7 @@ def _register_commands() -> None:
         batch,
         compare,
         demo_model,
+        export,
         helm_values,
         import_results,
         report,
@@ -60,6 +61,7 @@ def _register_commands() -> None:
     compare.register(app)
     report.register(app)
     import_results.register(app)
+    export.register(app)
     runs.register(app)
     results.register(app)
     upload.register(app)
