@@ -53,9 +53,20 @@ IP_VENV=.cache/tools/inference-perf
 BR_SCHEMA=.cache/tools/br_v0_2_1_schema.json
 if ! "$IP_VENV/bin/python" -c "import inference_perf" 2>/dev/null ||
     [ "$("$IP_VENV/bin/pip" show inference-perf 2>/dev/null | sed -n 's/^Version: //p')" != "$INFERENCE_PERF_VERSION" ]; then
-    PY312=$(command -v python3.12 || command -v python3.13 || true)
+    # A pyenv shim is on PATH even when its version is not selected, and then fails when
+    # run: each candidate is tried, not just looked up.
+    PY312=""
+    for candidate in python3.12 python3.13 \
+        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 \
+        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3.13; do
+        if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+            PY312=$(command -v "$candidate")
+            break
+        fi
+    done
     if [ -z "$PY312" ]; then
-        echo "[setup] inference-perf needs Python 3.12 or newer (python3.12 not found)" >&2
+        echo "[setup] inference-perf needs Python 3.12 or newer: install python3.12" \
+            "(Debian or pyenv) and run make setup-test-deps again" >&2
         exit 1
     fi
     echo "[setup] installing inference-perf $INFERENCE_PERF_VERSION into $IP_VENV ($PY312)"
