@@ -257,7 +257,11 @@ def _accelerator(host: dict, args: dict) -> dict:
 
 def _load(manifest: Any, row: dict, prompt_mean: float | None, output_mean: float | None) -> dict:
     kind, target = row.get("load_kind"), _f(row, "target")
-    driver = ((manifest.spec or {}).get("load") or {}).get("driver") or "guidellm"
+    driver = (
+        row.get("load_driver")
+        or ((manifest.spec or {}).get("load") or {}).get("driver")
+        or "guidellm"
+    )
     tool = "vllm-benchmark" if driver == "vllm-bench" else "guidellm"
     versions = manifest.versions or {}
     out: dict[str, Any] = {

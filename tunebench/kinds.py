@@ -21,6 +21,7 @@ from tunebench.deploy.endpoint import EndpointServer
 from tunebench.deploy.helm import HelmDeployment
 from tunebench.deploy.local import LocalVllmServer
 from tunebench.errors import SpecError, StoreError
+from tunebench.load.cross_check import CrossCheckDriver
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.load.vllm_bench import VllmBenchDriver
 from tunebench.processes import parse_cpus
@@ -82,15 +83,25 @@ def local_driver(
 def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
     """The spec's load generator (load.driver) with a tokenizer it can load here."""
     cpus = parse_cpus(spec.load.client_cpus) if spec.load.client_cpus else None
-    if spec.load.driver == "vllm-bench":
+
+    def vllm_bench() -> LoadDriver:
         return VllmBenchDriver(spec.load.data, demo.resolve_builtin(tokenizer), cpus=cpus)
-    return GuideLLMDriver(
-        spec.load.data,
-        spec_path.parent,
-        demo.resolve_builtin(tokenizer),
-        python=sys.executable,
-        cpus=cpus,
-    )
+
+    def guidellm() -> LoadDriver:
+        return GuideLLMDriver(
+            spec.load.data,
+            spec_path.parent,
+            demo.resolve_builtin(tokenizer),
+            python=sys.executable,
+            cpus=cpus,
+        )
+
+    if spec.load.driver == "vllm-bench":
+        return vllm_bench()
+    if spec.load.driver == "cross-check":
+        # they take turns, never load together: both may share the client's cores
+        return CrossCheckDriver({"guidellm": guidellm(), "vllm-bench": vllm_bench()})
+    return guidellm()
 
 
 def _helm_driver(

@@ -1,7 +1,11 @@
-"""The vllm-bench load driver for real: vLLM's own benchmark against a vLLM-CPU server, its
-points stored like GuideLLM's (columns, samples, server-metrics windows, validity)."""
+"""Both load drivers for real, in cross-check mode: vLLM's own benchmark and GuideLLM take
+turns on every point of a vLLM-CPU server; the vllm-bench points are stored like GuideLLM's
+(columns, samples, server-metrics windows, validity) and the run holds the two drivers'
+disagreement with intervals and a verdict per point."""
 
 from __future__ import annotations
+
+import csv
 
 import pytest
 
@@ -12,43 +16,88 @@ from tunebench.store.run import read_points, read_requests
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
+POINTS = ("concurrent-1", "concurrent-8", "poisson-4")
+VERDICTS = ("agree", "guidellm client-bound", "vllm-bench client-bound", "undecided")
+
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
-    root = tmp_path_factory.mktemp("vllm-bench")
+    root = tmp_path_factory.mktemp("cross-check")
     result = run_cli("sweep", "tests/specs/vllm-bench-cpu.yaml", "--output", str(root), timeout=900)
     runs = sorted(p for p in root.iterdir() if p.is_dir())
     assert result.returncode == 0 and len(runs) == 1, (result.stdout[-3000:], result.stderr)
-    return runs[0]
+    return runs[0], result.stdout
 
 
-def test_every_point_is_measured_with_the_columns_guidellm_points_have(swept):
-    rows = {r["point_id"]: r for r in read_points(swept)}
-    assert set(rows) == {"concurrent-1", "concurrent-8", "poisson-4"}
-    for point_id, row in rows.items():
-        assert row["valid"] == "True", (point_id, row.get("invalid_reason"))
-        assert int(row["requests_ok"]) == (20 if point_id == "poisson-4" else 40)
-        for column in ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "output_tok_s", "e2e_p50_s"):
-            assert float(row[column]) > 0, (point_id, column)
-        assert float(row["output_tokens_mean"]) == 32.0  # random data ignores EOS
-        assert row["server_metrics"] != "absent" and float(row["kv_usage_max"]) >= 0
-        assert float(row["dispatch_lag_p95_ms"]) >= 0
+def test_every_point_is_measured_by_both_drivers_alternated(swept):
+    run, _ = swept
+    rows = read_points(run)
+    assert [r["point_id"] for r in rows] == [
+        "concurrent-1@guidellm",
+        "concurrent-1@vllm-bench",
+        "concurrent-8@vllm-bench",
+        "concurrent-8@guidellm",
+        "poisson-4@guidellm",
+        "poisson-4@vllm-bench",
+    ]
+    assert all(r["load_driver"] == r["point_id"].split("@")[1] for r in rows)
+
+
+def test_vllm_bench_points_have_the_columns_guidellm_points_have(swept):
+    run, _ = swept
+    rows = {r["point_id"]: r for r in read_points(run)}
+    for point in POINTS:
+        for driver in ("guidellm", "vllm-bench"):
+            row = rows[f"{point}@{driver}"]
+            assert row["valid"] == "True", (point, driver, row.get("invalid_reason"))
+            for column in ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "output_tok_s", "e2e_p50_s"):
+                assert float(row[column]) > 0, (point, driver, column)
+            assert float(row["output_tokens_mean"]) == 32.0  # both ignore EOS
+            assert row["server_metrics"] != "absent" and float(row["kv_usage_max"]) >= 0
+            assert float(row["dispatch_lag_p95_ms"]) >= 0
+        bench = rows[f"{point}@vllm-bench"]
+        assert int(bench["requests_ok"]) == (20 if point == "poisson-4" else 40)
+    bench8, bench1 = rows["concurrent-8@vllm-bench"], rows["concurrent-1@vllm-bench"]
     # more streams, more throughput, from the same server
-    assert float(rows["concurrent-8"]["output_tok_s"]) > float(rows["concurrent-1"]["output_tok_s"])
-    assert 2.0 < float(rows["concurrent-8"]["achieved_concurrency"]) <= 8.5
+    assert float(bench8["output_tok_s"]) > float(bench1["output_tok_s"])
+    assert 2.0 < float(bench8["achieved_concurrency"]) <= 8.5
 
 
 def test_per_request_samples_carry_epoch_times_inside_the_window(swept):
-    rows = {r["point_id"]: r for r in read_points(swept)}
-    samples = [r for r in read_requests(swept, "c1") if r["point_id"] == "concurrent-8"]
-    assert len(samples) == 40
-    start, end = float(rows["concurrent-8"]["start_time"]), float(rows["concurrent-8"]["end_time"])
-    for sample in samples:
-        assert start - 1 <= float(sample["start_time"]) <= float(sample["end_time"]) <= end + 1
-        assert float(sample["ttft_ms"]) > 0
+    run, _ = swept
+    rows = {r["point_id"]: r for r in read_points(run)}
+    for point_id in ("concurrent-8@vllm-bench", "concurrent-8@guidellm"):
+        samples = [r for r in read_requests(run, "c1") if r["point_id"] == point_id]
+        assert len(samples) == 40, point_id
+        start, end = float(rows[point_id]["start_time"]), float(rows[point_id]["end_time"])
+        for sample in samples:
+            assert start - 1 <= float(sample["start_time"]) <= float(sample["end_time"]) <= end + 1
+            assert float(sample["ttft_ms"]) > 0
 
 
-def test_vllm_benchmark_results_stay_in_the_run(swept):
-    load_dir = RunLayout(swept).load_dir("c1", 1, 1)
-    assert len(list((load_dir / "results").glob("*.json"))) == 3
-    assert (load_dir / "vllm-bench.log").is_file()
+def test_the_run_holds_the_disagreement_and_a_verdict_per_point(swept):
+    run, stdout = swept
+    layout = RunLayout(run)
+    with open(layout.cross_check_verdicts) as handle:
+        verdicts = {r["point"]: r for r in csv.DictReader(handle)}
+    assert set(verdicts) == {"concurrent 1", "concurrent 8", "poisson 4"}
+    for verdict in verdicts.values():
+        assert verdict["verdict"] in VERDICTS or verdict["verdict"].endswith("adds client delay")
+        assert "output tok/s" in verdict["evidence"], verdict
+    with open(layout.cross_check_table) as handle:
+        table = list(csv.DictReader(handle))
+    tok = next(r for r in table if r["point"] == "concurrent 8" and r["metric"] == "output_tok_s")
+    assert float(tok["guidellm"]) > 0 and float(tok["vllm-bench"]) > 0
+    assert float(tok["ci_low_pct"]) <= float(tok["change_pct"]) <= float(tok["ci_high_pct"])
+    assert "cross-check: vllm-bench vs guidellm" in stdout
+    shown = run_cli("show", str(run))
+    assert shown.returncode == 0 and "cross-check: vllm-bench vs guidellm" in shown.stdout
+    assert "concurrent 8: " in shown.stdout
+
+
+def test_each_driver_keeps_its_own_results_in_the_run(swept):
+    run, _ = swept
+    load_dir = RunLayout(run).load_dir("c1", 1, 1)
+    assert len(list((load_dir / "vllm-bench" / "results").glob("*.json"))) == 3
+    assert (load_dir / "vllm-bench" / "vllm-bench.log").is_file()
+    assert (load_dir / "guidellm" / "guidellm.log").is_file()

@@ -12,26 +12,41 @@ name: driver-input
 model: builtin:tiny-llama
 deployment: {{kind: local}}
 load:
-  driver: vllm-bench
+  driver: {driver}
   data: {data}
   profiles: [{profile}]
 """
 
 
 @pytest.mark.parametrize(
-    "data, profile, says",
+    "driver, data, profile, says",
     [
         (
+            "cross-check",
+            "{kind: synthetic, prompt_tokens: 16, output_tokens: 8}",
+            "{kind: capacity, max_seconds: 5}",
+            "cross-check measures fixed points, not a capacity search",
+        ),
+        (
+            "cross-check",
+            "{kind: synthetic, prompt_tokens: 16, output_tokens: 8}",
+            "{kind: sweep, max_seconds: 5}",
+            "no sweep profile; use load.driver guidellm",
+        ),
+        (
+            "vllm-bench",
             "{kind: synthetic, prompt_tokens: 16, output_tokens: 8}",
             "{kind: constant, rate: 2, max_seconds: 5}",
             "no constant profile; use load.driver guidellm",
         ),
         (
+            "vllm-bench",
             "{kind: synthetic, prompt_tokens: 16, output_tokens: 8}",
             "{kind: concurrent, streams: 4, max_seconds: 5}",
             "counts requests, not seconds: set max_requests, or use load.driver guidellm",
         ),
         (
+            "cross-check",
             "{kind: file, path: data.jsonl}",
             "{kind: poisson, rate: 2, max_seconds: 5}",
             "synthetic data only; use driver guidellm",
@@ -39,11 +54,11 @@ load:
     ],
 )
 def test_a_profile_the_vllm_bench_driver_cannot_express_names_the_other_driver(
-    tmp_path, data, profile, says
+    tmp_path, driver, data, profile, says
 ):
     (tmp_path / "data.jsonl").write_text('{"prompt": "x"}\n')
     spec = tmp_path / "spec.yaml"
-    spec.write_text(DRIVER_SPEC.format(data=data, profile=profile))
+    spec.write_text(DRIVER_SPEC.format(driver=driver, data=data, profile=profile))
     result = run_cli("sweep", str(spec), "--dry-run", "--output", str(tmp_path / "reports"))
     assert result.returncode == 2, result.stdout + result.stderr
     lines = [line for line in result.stderr.strip().splitlines() if line.strip()]

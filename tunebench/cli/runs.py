@@ -67,11 +67,13 @@ def register(app: typer.Typer) -> None:
           tunebench show 20261121-1530-cpu-demo
           tunebench show cpu-demo --format json | jq '.[].ttft_p50_ms'
         """
+        from tunebench.analysis.cross_check import run_cross_check
         from tunebench.analysis.quality import quality_table
         from tunebench.report.points_table import points_table
         from tunebench.report.tables import (
             arg_check_lines,
             capacity_lines,
+            cross_check_view,
             failure_lines,
             quality_view,
             wide_console,
@@ -106,3 +108,6 @@ def register(app: typer.Typer) -> None:
         quality = quality_view(quality_table(store.layout.root))
         if quality is not None:
             console.print(quality)
+        crossed = cross_check_view(run_cross_check(store.layout.root))
+        if crossed is not None:
+            console.print(crossed)

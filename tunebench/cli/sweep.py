@@ -102,9 +102,10 @@ def _resume(out, ref: str, root: Optional[Path], report: bool, keep: bool) -> No
 
 def _finish(out, result, report: bool) -> None:
     from tunebench.report.points_table import points_table
-    from tunebench.report.tables import capacity_lines, failure_lines
+    from tunebench.report.tables import capacity_lines, cross_check_view, failure_lines
 
     store = result.store
+    check = _write_cross_check(store)
     if report and store.rows:
         write_report_keeping_the_run(out, store.path)
     manifest = store.manifest
@@ -121,6 +122,20 @@ def _finish(out, result, report: bool) -> None:
     failed = {o.config_id for o in result.failed}
     for line in failure_lines([c for c in manifest.configs if c.config_id in failed]):
         out.print(line)
+    view = cross_check_view(check)
+    if view is not None:
+        out.print(view)
     out.print(f"run: {store.path}  (status: {manifest.status.value})")
     if result.failed:
         raise typer.Exit(1)
+
+
+def _write_cross_check(store):
+    """A cross-check run's disagreement table and verdicts, into the run (None: none)."""
+    from tunebench.analysis.cross_check import run_cross_check, table_csv, verdicts_csv
+
+    check = run_cross_check(store.path)
+    if check is not None:
+        store.write_text(store.layout.cross_check_table, table_csv(check))
+        store.write_text(store.layout.cross_check_verdicts, verdicts_csv(check))
+    return check

@@ -366,6 +366,7 @@ class GuideLLMDriver:
         columns.update(self._usage.window(start, end))
         columns["target"] = target if point.kind == "sweep" else point.target
         columns["strategy"] = kind
+        columns["load_driver"] = "guidellm"
         return ClientResult(
             point, point_id, columns, start, end, path, warnings, request_samples(benchmark)
         )

@@ -250,6 +250,7 @@ class VllmBenchDriver:
         columns.update(self._usage.window(start, end))
         columns["target"] = point.target
         columns["strategy"] = point.kind
+        columns["load_driver"] = "vllm-bench"
         return ClientResult(
             point, point.point_id, columns, start, end, path, [], request_samples(data)
         )

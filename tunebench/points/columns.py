@@ -44,6 +44,7 @@ CLIENT_COLUMNS = (
 # start minus its targeted start) and its CPU (load/client_usage.py); points/client_limit.py
 # flags a saturated or starved client.
 CLIENT_LOAD_COLUMNS = (
+    "load_driver",  # guidellm | vllm-bench (both in a cross-check run), or the imported tool
     "dispatch_lag_p50_ms",
     "dispatch_lag_p95_ms",
     "client_cpu_pct",
@@ -115,6 +116,7 @@ TEXT_COLUMNS = frozenset(
         "server_metrics_note",
         "invalid_reason",
         "client_warnings",
+        "load_driver",
         "raw_report",
         "slo_violations",
         "client_limited_reason",

@@ -11,12 +11,14 @@ import pandas as pd
 
 from tunebench.analysis.best import best_config
 from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
+from tunebench.analysis.cross_check import run_cross_check
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
 from tunebench.numbers import to_float
 from tunebench.report.formats import cell as format_cell
-from tunebench.report.formats import sig
+from tunebench.report.formats import sig, signed_pct
+from tunebench.report.tables import CROSS_CHECK_SHOWN
 from tunebench.report.text import describe_capacity
 from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout
@@ -85,6 +87,38 @@ def _quality_rows(run_path: Path) -> list[dict]:
         }
         for r in table.to_dict(orient="records")
     ]
+
+
+def _cross_check_section(run_path: Path) -> dict | None:
+    """The two drivers' disagreement (analysis/cross_check.py) as display cells."""
+    check = run_cross_check(run_path)
+    if check is None:
+        return None
+    a, b = check.drivers
+
+    def interval(row: dict) -> str:
+        if to_float(row["ci_low_pct"]) is None:
+            return "-"
+        return f"[{signed_pct(row['ci_low_pct'])}, {signed_pct(row['ci_high_pct'])}]"
+
+    shown = check.table[check.table["metric"].isin(CROSS_CHECK_SHOWN)]
+    return {
+        "a": a,
+        "b": b,
+        "rows": [
+            {
+                "config": r["config_label"],
+                "point": r["point"],
+                "metric": r["label"],
+                "a": sig(r["a"]),
+                "b": sig(r["b"]),
+                "change": signed_pct(r["change_pct"]),
+                "interval": interval(r),
+            }
+            for r in shown.to_dict(orient="records")
+        ],
+        "verdicts": check.verdicts.to_dict(orient="records"),
+    }
 
 
 def _tune_section(run_path: Path) -> dict | None:
@@ -176,6 +210,7 @@ def report_context(run_path: Path) -> dict:
         else None,
         "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
         "quality": _quality_rows(run_path),
+        "cross_check": _cross_check_section(run_path),
         "tune": tune,
         "m": {
             **manifest,

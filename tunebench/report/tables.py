@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from tunebench.report.formats import cell, sig
+from tunebench.report.formats import cell, sig, signed_pct
 from tunebench.report.text import describe_capacity
 
 
@@ -336,3 +336,42 @@ def quality_change_table(rows: list[dict]) -> Table:
             "-" if change is None else f"{change:+.3f}",
         )
     return table
+
+
+CROSS_CHECK_SHOWN = ("output_tok_s", "achieved_rps", "ttft_p50", "ttft_p95", "itl_p50", "e2e_p50")
+CROSS_CHECK_STYLES = {"agree": "green", "undecided": "yellow"}
+
+
+def cross_check_view(check: Any) -> Group | None:
+    """A cross-check (analysis/cross_check.py) for the console: the disagreement per point
+    and metric, then one verdict per point; None when the run has no cross-checked points."""
+    if check is None or check.table.empty:
+        return None
+    a, b = check.drivers
+    table = Table(
+        title=f"cross-check: {b} vs {a} on the same server, points alternated (97.5% intervals)",
+        title_justify="left",
+    )
+    for name in ("config", "point", "metric", a, b, f"{b} vs {a}", "interval"):
+        table.add_column(name, justify="left" if name in ("config", "point", "metric") else "right")
+    rows = check.table[check.table["metric"].isin(CROSS_CHECK_SHOWN)]
+    for row in rows.itertuples():
+        table.add_row(
+            str(row.config_label),
+            str(row.point),
+            str(row.label),
+            sig(row.a),
+            sig(row.b),
+            signed_pct(row.change_pct),
+            "-"
+            if row.ci_low_pct != row.ci_low_pct or row.ci_low_pct is None
+            else f"[{signed_pct(row.ci_low_pct)}, {signed_pct(row.ci_high_pct)}]",
+        )
+    lines: list[Any] = [table]
+    for verdict in check.verdicts.itertuples():
+        style = CROSS_CHECK_STYLES.get(str(verdict.verdict), "red")
+        text = Text(f"  {verdict.config_label} {verdict.point}: ")
+        text += Text(str(verdict.verdict), style=style)
+        text += Text(f" ({verdict.evidence})")
+        lines.append(text)
+    return Group(*lines)

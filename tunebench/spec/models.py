@@ -189,10 +189,10 @@ class Profile(Strict):
 class Load(Strict):
     data: Data
     profiles: list[Profile] = Field(min_length=1)
-    driver: Literal["guidellm", "vllm-bench"] = Field(
+    driver: Literal["guidellm", "vllm-bench", "cross-check"] = Field(
         "guidellm",
-        description="the load generator: GuideLLM, or vLLM's own `vllm bench serve` "
-        "(docs/load-drivers.md)",
+        description="the load generator: GuideLLM, vLLM's own `vllm bench serve`, or "
+        "cross-check (every point by both, alternated; docs/load-drivers.md)",
     )
     client_cpus: CpuList | None = Field(
         None,
@@ -203,14 +203,21 @@ class Load(Strict):
 
     @model_validator(mode="after")
     def _driver_fits(self) -> "Load":
-        if self.driver != "vllm-bench":
+        if self.driver == "guidellm":
             return self
+        # a cross-check runs every point with vllm bench serve too: the same limits apply
+        driver = "vllm-bench" if self.driver == "vllm-bench" else "cross-check (vllm bench serve)"
         if self.data.kind != "synthetic":
             raise ValueError(
-                "load.driver vllm-bench runs synthetic data only; use driver guidellm for a file"
+                f"load.driver {driver} runs synthetic data only; use driver guidellm for a file"
             )
         for number, profile in enumerate(self.profiles):
             where = f"load.profiles[{number}] (kind {profile.kind})"
+            if self.driver == "cross-check" and profile.kind == "capacity":
+                raise ValueError(
+                    f"{where}: load.driver cross-check measures fixed points, not a capacity "
+                    "search; use concurrent or poisson profiles, or driver guidellm/vllm-bench"
+                )
             if profile.kind in ("constant", "sweep") or profile.arrival == "constant":
                 raise ValueError(
                     f"{where}: vllm bench serve has no {profile.kind} profile; "

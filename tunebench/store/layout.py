@@ -8,6 +8,8 @@
       quality/<config>.jsonl      the quality check's greedy completions with top logprobs
       quality/lm-eval-<config>/   lm-eval's task, log and results for that configuration
       quality/summary.csv         the quality table: each configuration vs its reference
+      cross-check/table.csv, cross-check/verdicts.csv   load.driver cross-check: the two
+                                  drivers' disagreement per point and metric, and verdicts
       logs/server-<config>.log    the server log (secrets redacted); earlier attempts of a
                                   resumed run keep theirs as server-<config>.attempt<N>.log,
                                   earlier repeats as server-<config>.repeat<N>.log
@@ -56,6 +58,14 @@ class RunLayout:
     @property
     def quality_table(self) -> Path:
         return self.root / "quality" / "summary.csv"
+
+    @property
+    def cross_check_table(self) -> Path:
+        return self.root / "cross-check" / "table.csv"
+
+    @property
+    def cross_check_verdicts(self) -> Path:
+        return self.root / "cross-check" / "verdicts.csv"
 
     def lm_eval_dir(self, config_id: str) -> Path:
         return self.root / "quality" / f"lm-eval-{config_id}"

@@ -18,6 +18,8 @@ LM_EVAL_S = 15.0  # lm-eval's start-up and a small task (docs/quality.md)
 def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
     """Every configuration, every repeat: a server start, a load process, its points (a
     capacity search only in the first repeat, as sweep/run.py plans it)."""
+    # a cross-check measures every point with both drivers, each with its own worker
+    drivers = 2 if spec.load.driver == "cross-check" else 1
     start = kinds.kind_of(spec).start_s + LOAD_PROCESS_S
     total = len(plan.configs) * quality_seconds(spec)
     for repeat in range(1, plan.repeats + 1):
@@ -31,7 +33,7 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
                 if point.search
                 else expected_benchmarks(point)
             )
-            per_config += count * (seconds + POINT_OVERHEAD_S)
+            per_config += drivers * count * (seconds + POINT_OVERHEAD_S)
         total += per_config * len(plan.configs)
     return total
 

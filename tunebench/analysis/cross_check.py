@@ -1,0 +1,231 @@
+"""Two load drivers on the same points (load.driver cross-check): how far they disagree, and
+which side the client holds back.
+
+The table is `compare` applied inside one run: the GuideLLM rows are side A, the vllm-bench
+rows side B, aligned on configuration and load point, with the same interval methods
+(analysis/stats.py). The two measured the same server start in alternation, so no run-to-run
+spread is added (`run_cv` 0): the intervals cover the request-to-request variability.
+
+The verdict rests on one fact: a load generator can only under-deliver. At the same offered
+load, the side that drove significantly less output from the same server is client-bound;
+where the throughputs agree, the side that measured significantly longer time to first token
+adds client delay (its requests waited in the client, or its clock saw them late). Where
+neither differs, both describe the server. A side's own client check (dispatch lag, CPU) is
+quoted as corroboration, never as the verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from tunebench.analysis.compare import (
+    ALL_POINTS,
+    LOAD_KEY,
+    NO_CHANGE,
+    SIGNIFICANT_BETTER,
+    SIGNIFICANT_WORSE,
+    Side,
+    align_key,
+    compare_sides,
+    resolve_metrics,
+)
+from tunebench.analysis.frames import load_requests, load_run
+from tunebench.load.cross_check import split_point_id
+
+DRIVER_ORDER = ("guidellm", "vllm-bench")  # side A, side B (B vs A in the table)
+METRICS = ("output_tok_s", "achieved_rps", "ttft_p50", "ttft_p95", "itl_p50", "tpot_p50", "e2e_p50")
+# The verdict asks two questions (throughput, then time to first token), each at 97.5%: together
+# they wrongly name a culprit on identical servers at most about 5% of the time.
+CONFIDENCE = 0.975
+VERDICT_COLUMNS = ("config_label", "point", "verdict", "client_bound", "evidence")
+AGREE = "agree"
+UNDECIDED = "undecided"
+
+
+@dataclass
+class CrossCheck:
+    drivers: tuple[str, str]
+    table: pd.DataFrame  # compare rows: one per (configuration, point, metric), B vs A
+    verdicts: pd.DataFrame  # VERDICT_COLUMNS, one per (configuration, point)
+
+
+def crossed_points(points: pd.DataFrame) -> pd.DataFrame:
+    """The rows measured by a cross-check (point ids `<point>@<driver>`)."""
+    if points.empty or "load_driver" not in points or "point_id" not in points:
+        return points.iloc[0:0]
+    mask = points["point_id"].astype(str).map(lambda p: split_point_id(p)[1] is not None)
+    return points[mask]
+
+
+def drivers_of(points: pd.DataFrame) -> tuple[str, str] | None:
+    found = [str(d) for d in dict.fromkeys(crossed_points(points)["load_driver"].dropna())]
+    if len(found) < 2:
+        return None
+    ordered = sorted(found, key=lambda d: DRIVER_ORDER.index(d) if d in DRIVER_ORDER else 99)
+    return ordered[0], ordered[1]
+
+
+def cross_check(
+    points: pd.DataFrame,
+    requests: pd.DataFrame,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    metrics: tuple[str, ...] = METRICS,
+) -> CrossCheck | None:
+    """The disagreement table and verdicts of a run's cross-checked points (None: none)."""
+    drivers = drivers_of(points)
+    if drivers is None:
+        return None
+    crossed = crossed_points(points)
+    sides = [Side(name, crossed[crossed["load_driver"] == name], requests) for name in drivers]
+    comparison = compare_sides(
+        sides,
+        resolve_metrics(list(metrics)),
+        (*LOAD_KEY, "config_label"),
+        confidence=confidence,
+        min_change_pct=1.0,
+        seed=seed,
+        run_cv=0.0,
+    )
+    table = comparison.rows
+    return CrossCheck(drivers, table, judge(table, drivers, _request_mismatch(crossed, drivers)))
+
+
+def run_cross_check(run: str | Path, root: str | Path = "reports") -> CrossCheck | None:
+    points = load_run(run, root)
+    if crossed_points(points).empty:
+        return None
+    return cross_check(points, load_requests(points.attrs["run_path"], root))
+
+
+def _request_mismatch(
+    crossed: pd.DataFrame, drivers: tuple[str, str], tolerance: float = 0.05
+) -> dict[tuple[str, str], str]:
+    """(label, point) -> a caution where the two sides sent requests of different lengths
+    (then their throughputs are not the same measure)."""
+    out: dict[tuple[str, str], str] = {}
+    frame = crossed.assign(_point=crossed.apply(align_key, axis=1))
+    for (label, point), group in frame.groupby(["config_label", "_point"], sort=False):
+        for column, name in (("prompt_tokens_mean", "prompt"), ("output_tokens_mean", "output")):
+            if column not in group:
+                continue
+            means = [
+                pd.to_numeric(group[group["load_driver"] == d][column], errors="coerce").mean()
+                for d in drivers
+            ]
+            if all(pd.notna(m) and m > 0 for m in means) and (
+                abs(means[1] / means[0] - 1) > tolerance
+            ):
+                out[(str(label), str(point))] = (
+                    f"; caution: the sides sent different requests ({name} tokens "
+                    f"{means[0]:.4g} vs {means[1]:.4g})"
+                )
+                break
+    return out
+
+
+def _row(group: pd.DataFrame, metric: str) -> pd.Series | None:
+    found = group[group["metric"] == metric]
+    return found.iloc[0] if len(found) else None
+
+
+def _change(row: pd.Series) -> str:
+    return (
+        f"{row['change_pct']:+.1f}% [{row['ci_low_pct']:+.1f}%, {row['ci_high_pct']:+.1f}%]"
+        if pd.notna(row.get("ci_low_pct"))
+        else "no interval"
+    )
+
+
+def _flags(group: pd.DataFrame, drivers: tuple[str, str]) -> str:
+    """Which side's own client check flagged the point ("A", "B" in compare's rows)."""
+    marks = ",".join(str(v) for v in group["client_limited"].dropna() if v)
+    flagged = [name for side, name in zip("AB", drivers) if side in marks]
+    return f"; its own client check flagged {' and '.join(flagged)}" if flagged else ""
+
+
+def judge(
+    table: pd.DataFrame,
+    drivers: tuple[str, str],
+    cautions: dict[tuple[str, str], str] | None = None,
+) -> pd.DataFrame:
+    """One verdict per configuration and point from the table (B vs A)."""
+    a, b = drivers
+    out = []
+    points = table[table["point"] != ALL_POINTS]
+    for (label, point), group in points.groupby(["config_label", "point"], sort=False):
+        throughput, ttft = _row(group, "output_tok_s"), _row(group, "ttft_p50")
+        flags = _flags(group, drivers) + (cautions or {}).get((str(label), str(point)), "")
+        why = str(throughput.get("note") or "") if throughput is not None else "not measured"
+        verdict, bound = UNDECIDED, ""
+        evidence = "no interval for output tok/s" + (f" ({why})" if why else "") + flags
+        if throughput is not None and throughput["verdict"] in (
+            SIGNIFICANT_BETTER,
+            SIGNIFICANT_WORSE,
+        ):
+            bound = a if throughput["verdict"] == SIGNIFICANT_BETTER else b
+            other = b if bound == a else a
+            verdict = f"{bound} client-bound"
+            evidence = (
+                f"{b} vs {a} output tok/s {_change(throughput)} "
+                f"({throughput['a']:.4g} vs {throughput['b']:.4g}): {other} drove more from "
+                f"the same server{flags}"
+            )
+        elif throughput is not None and throughput["verdict"] == NO_CHANGE:
+            if ttft is not None and ttft["verdict"] in (SIGNIFICANT_BETTER, SIGNIFICANT_WORSE):
+                # lower is better for TTFT: "worse" means B measured longer
+                bound = b if ttft["verdict"] == SIGNIFICANT_WORSE else a
+                verdict = f"{bound} adds client delay"
+                evidence = (
+                    f"no significant difference in output tok/s ({_change(throughput)}), but "
+                    f"{b} vs {a} TTFT p50 "
+                    f"{_change(ttft)} ({ttft['a']:.4g} vs {ttft['b']:.4g} ms){flags}"
+                )
+            else:
+                verdict = AGREE
+                evidence = f"output tok/s {_change(throughput)}" + (
+                    f", TTFT p50 {_change(ttft)}" if ttft is not None else ""
+                )
+                evidence += ": both describe the server" + flags
+        out.append(
+            {
+                "config_label": label,
+                "point": point,
+                "verdict": verdict,
+                "client_bound": bound,
+                "evidence": evidence,
+            }
+        )
+    return pd.DataFrame(out, columns=list(VERDICT_COLUMNS))
+
+
+TABLE_COLUMNS = (
+    "config_label",
+    "point",
+    "metric",
+    "label",
+    "a",
+    "b",
+    "change_pct",
+    "ci_low_pct",
+    "ci_high_pct",
+    "verdict",
+    "method",
+    "client_limited",
+    "n_a",
+    "n_b",
+)
+
+
+def table_csv(check: CrossCheck) -> str:
+    """The table as stored in the run: `a` is the first driver's value, `b` the second's."""
+    a, b = check.drivers
+    frame = check.table.reindex(columns=list(TABLE_COLUMNS))
+    return frame.rename(columns={"a": a, "b": b}).to_csv(index=False)
+
+
+def verdicts_csv(check: CrossCheck) -> str:
+    return check.verdicts.to_csv(index=False)
