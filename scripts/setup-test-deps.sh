@@ -4,6 +4,9 @@
 #     extra, drives it; its own browser download is never used);
 #   - tekton-lint (npm @ibm/tekton-lint, pinned in tools/tekton-lint/package-lock.json), the
 #     semantic lint of pipelines/, installed into tools/tekton-lint/node_modules.
+#   - inference-perf (Python 3.12, own environment): the llm-d Benchmark Report schema for
+#     `tunebench export`'s tests, and real inference-perf reports for `tunebench import`'s;
+#   - AIPerf (own environment): real AIPerf exports for `tunebench import`'s tests.
 # (shellcheck and the local S3 server, moto, come with the dev extra.)
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
@@ -83,4 +86,15 @@ with open(sys.argv[1], "w") as out:
     json.dump(BenchmarkReportV021.model_json_schema(), out, indent=1)
 PYEOF
     echo "[setup] wrote $BR_SCHEMA"
+fi
+
+# AIPerf (NVIDIA), to make real AIPerf exports against the CPU server for `tunebench import`'s
+# tests; its pins (rich, pandas, aiohttp, ...) clash with vLLM's, so in its own environment.
+AIPERF_VERSION=0.13.0
+AIPERF_VENV=.cache/tools/aiperf
+if [ "$("$AIPERF_VENV/bin/pip" show aiperf 2>/dev/null | sed -n 's/^Version: //p')" != "$AIPERF_VERSION" ]; then
+    echo "[setup] installing aiperf $AIPERF_VERSION into $AIPERF_VENV"
+    rm -rf "$AIPERF_VENV"
+    python3 -m venv "$AIPERF_VENV"
+    "$AIPERF_VENV/bin/pip" install --quiet "aiperf==$AIPERF_VERSION"
 fi

@@ -1,4 +1,4 @@
-"""`tunebench import FILE... [--name NAME]`: existing results become a run."""
+"""`tunebench import PATH... [--name NAME]`: existing results become a run."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ def register(app: typer.Typer) -> None:
     def import_(
         files: List[Path] = typer.Argument(
             ...,
-            metavar="FILE...",
-            help="GuideLLM report(s) (0.3-0.8, JSON/YAML) or vllm bench serve result JSON.",
+            metavar="PATH...",
+            help="GuideLLM report(s) (0.3-0.8, JSON/YAML), vllm bench serve result JSON, an "
+            "AIPerf artifact directory or profile_export_aiperf.json, an inference-perf report "
+            "directory or stage file.",
         ),
         name: Optional[str] = typer.Option(
             None, "--name", help="Run name (default: the first file's name)."
@@ -30,6 +32,8 @@ def register(app: typer.Typer) -> None:
         Examples:
           tunebench import benchmarks.json --name before-upgrade
           tunebench import vllm-bench-rate4.json vllm-bench-rate8.json --name bench-sweep
+          tunebench import aiperf-artifacts/ --name aiperf-c4
+          tunebench import inference-perf-reports/ --name ip-run
         """
         from tunebench.importers import import_results
 

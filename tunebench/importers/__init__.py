@@ -5,7 +5,13 @@ Formats, detected from the content:
   0.8.x (`benchmarks[].config.strategy`, `scheduler_metrics`); one point per benchmark.
 - `vllm bench serve --save-result` JSON (`request_throughput`, `median_ttft_ms`, ...; with
   `--save-detailed` also the per-request `ttfts`, `itls`, `latencies`); one point per file.
-The imported run has one configuration; server metrics are absent and marked so.
+- AIPerf's `profile_export_aiperf.json` (with `profile_export.jsonl` beside it for the
+  requests), or its artifact directory; one point per export (importers/aiperf.py).
+- inference-perf's report directory (`stage_<N>_lifecycle_metrics.json`, and
+  `per_request_lifecycle_metrics.json` for the requests), or one stage file of it; one point
+  per stage (importers/inference_perf.py).
+The imported run has one configuration; server metrics are absent and marked so; each row's
+`load_driver` names the tool.
 """
 
 from __future__ import annotations
@@ -14,9 +20,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from tunebench.errors import SpecError
+from tunebench.importers.aiperf import SUMMARY_FILE as AIPERF_SUMMARY
+from tunebench.importers.aiperf import aiperf_point, is_aiperf
+from tunebench.importers.inference_perf import (
+    inference_perf_points,
+    inference_perf_stage,
+    is_stage_report,
+    stage_files,
+)
 from tunebench.load.guidellm_report import client_columns, request_samples, strategy_of
 from tunebench.load.vllm_bench_report import client_columns as vllm_bench_columns
 from tunebench.load.vllm_bench_report import request_samples as vllm_bench_samples
@@ -52,7 +67,41 @@ def detect(data: Any) -> str:
         return "guidellm"
     if isinstance(data, dict) and "request_throughput" in data and "completed" in data:
         return "vllm-bench"
+    if is_aiperf(data):
+        return "aiperf"
+    if is_stage_report(data):
+        return "inference-perf"
     return "unknown"
+
+
+def per_request_itl(row: dict, samples: list[dict]) -> dict:
+    """ITL and TPOT columns recomputed from the requests as tunebench defines them (each
+    request's (latency - TTFT) / (output tokens - 1), the server's token count): AIPerf
+    divides by its own re-tokenised count and inference-perf reports the gaps between
+    chunks, neither comparable with GuideLLM's or vLLM's figures. Unchanged without samples."""
+    values = np.array([s["itl_ms"] for s in samples if s.get("itl_ms") is not None], float)
+    if not len(values):
+        return row
+    out = dict(row)
+    for prefix, stats in (("itl", ("mean", "p50", "p95", "p99")), ("tpot", ("mean", "p50", "p95"))):
+        for stat in stats:
+            out[f"{prefix}_{stat}_ms"] = float(
+                values.mean() if stat == "mean" else np.quantile(values, int(stat[1:]) / 100)
+            )
+    return out
+
+
+def _directory_points(path: Path) -> tuple[str, list[tuple[dict, list[dict]]]]:
+    """An AIPerf artifact directory or an inference-perf report directory."""
+    if (path / AIPERF_SUMMARY).is_file():
+        summary = path / AIPERF_SUMMARY
+        return "aiperf", [aiperf_point(read_result(summary), summary)]
+    if stage_files(path):
+        return "inference-perf", inference_perf_points(path)
+    raise SpecError(
+        f"{path}: a directory, but neither AIPerf's ({AIPERF_SUMMARY}) nor inference-perf's "
+        "(stage_<N>_lifecycle_metrics.json); give the result files or such a directory"
+    )
 
 
 def _point_id(kind: str, target: float | None, seen: set[str]) -> str:
@@ -86,21 +135,34 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
     points: list[tuple[dict, list[dict]]] = []
     formats: list[str] = []
     for path in files:
+        if path.is_dir():
+            kind, found = _directory_points(path)
+            points += [(per_request_itl(row, s), s) for row, s in found]
+            formats.append(kind)
+            continue
         data = read_result(path)
         kind = detect(data)
-        if kind == "guidellm":
+        if kind == "aiperf":
+            row, samples = aiperf_point(data, path)
+            points.append((per_request_itl(row, samples), samples))
+        elif kind == "inference-perf":
+            row, samples = inference_perf_stage(path, data)
+            points.append((per_request_itl(row, samples), samples))
+        elif kind == "guidellm":
             if not data["benchmarks"]:
                 raise SpecError(f"{path}: the GuideLLM report holds no benchmarks")
-            points += guidellm_points(data)
+            points += [({**row, "load_driver": kind}, s) for row, s in guidellm_points(data)]
         elif kind == "vllm-bench":
-            points.append(vllm_bench_point(data))
+            row, samples = vllm_bench_point(data)
+            points.append(({**row, "load_driver": kind}, samples))
         else:
             raise SpecError(
-                f"{path}: not a GuideLLM report (a 'benchmarks' list) nor a vllm bench serve "
-                "result ('request_throughput', 'completed'); nothing imported"
+                f"{path}: not a GuideLLM report (a 'benchmarks' list), a vllm bench serve "
+                "result ('request_throughput', 'completed'), an AIPerf export "
+                f"({AIPERF_SUMMARY}) nor an inference-perf stage report; nothing imported"
             )
         formats.append(kind)
-    name = name or files[0].stem
+    name = name or (files[0].name if files[0].is_dir() else files[0].stem)
     label = "imported"
     # The host of an imported run is unknown: the files were measured elsewhere.
     store = RunStore.create(
