@@ -43,6 +43,7 @@ def _register_commands() -> None:
         batch,
         compare,
         demo_model,
+        explain,
         export,
         helm_values,
         import_results,
@@ -63,6 +64,7 @@ def _register_commands() -> None:
     import_results.register(app)
     export.register(app)
     runs.register(app)
+    explain.register(app)
     results.register(app)
     upload.register(app)
     demo_model.register(app)
