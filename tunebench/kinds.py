@@ -221,6 +221,7 @@ def build_runner(
         client_tolerance=spec.client_tolerance,
         expected_output_tokens=fixed_output_tokens(spec),
         quality=quality_request(spec, spec_path),
+        cost=spec.cost.model_dump() if spec.cost else None,
     )
 
 

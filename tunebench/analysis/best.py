@@ -35,6 +35,7 @@ from tunebench.analysis.frames import load_manifest, load_run, run_path
 from tunebench.analysis.quality import failing
 from tunebench.numbers import to_float
 from tunebench.points.capacity import RatePoint, sustained_capacity
+from tunebench.points.cost import at_rate, replica_price
 
 RATE_KINDS = ("poisson", "constant")
 
@@ -205,7 +206,46 @@ def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any]
     )
     if best is not None and excluded:
         best["quality_excluded"] = excluded  # config_id -> why it failed the quality gate
+    if best is not None:
+        cost = _cost_of(best, manifest, path)
+        if cost:
+            best["cost"] = cost
     return best
+
+
+def _cost_of(best: dict[str, Any], manifest: dict, path: Path) -> dict[str, Any] | None:
+    """With `cost:` in the spec: the best configuration's price per replica-hour and, at its
+    capacity@SLO (when the rule measured one), requests per cost unit and cost per million
+    output tokens; otherwise the cheapest output tokens among its valid points."""
+    cost = (manifest.get("spec") or {}).get("cost")
+    if not cost:
+        return None
+    config = _config(manifest, str(best.get("config_id")))
+    price = replica_price(cost, config.get("args") or best.get("args") or {})
+    points = load_run(path)
+    mine = points[(points["config_id"] == best.get("config_id")) & (points["valid"] == True)]  # noqa: E712
+    tokens = pd.to_numeric(mine.get("output_tokens_mean"), errors="coerce").mean()
+    rate = (
+        best.get("value")
+        if best.get("metric") == "capacity_rps"
+        else (config.get("capacity") or {}).get("rate")
+    )
+    if rate:
+        out = at_rate(price, float(rate), None if pd.isna(tokens) else float(tokens))
+        out["at"] = "capacity"
+    else:
+        priced = pd.to_numeric(mine.get("cost_per_mtok_output"), errors="coerce").dropna()
+        if priced.empty:
+            return {"cost_per_hour": price, "currency": cost.get("currency", "USD")}
+        row = mine.loc[priced.idxmin()]
+        out = {
+            "cost_per_hour": price,
+            "cost_per_mtok_output": float(row["cost_per_mtok_output"]),
+            "requests_per_cost": to_float(row.get("requests_per_cost")),
+            "at": str(row["point_id"]),
+        }
+    out["currency"] = cost.get("currency", "USD")
+    return {k: (_round(v) if isinstance(v, float) else v) for k, v in out.items()}
 
 
 def compact(best: dict[str, Any] | None, limit: int = MAX_BEST_CONFIG_BYTES) -> str:

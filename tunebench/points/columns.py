@@ -78,6 +78,10 @@ SERVER_COLUMNS = (
     "server_samples",
 )
 
+# With `cost:` in the spec (points/cost.py): the replica's price per hour and what a point
+# costs at the rate it was measured.
+COST_COLUMNS = ("cost_per_hour", "cost_per_mtok_output", "cost_per_mtok_total", "requests_per_cost")
+
 SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
 # Percentile columns that rest on fewer requests than that percentile needs (points/samples.py)
@@ -136,6 +140,7 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *CLIENT_LOAD_COLUMNS,
         *SERVER_COLUMNS,
         *SLO_COLUMNS,
+        *COST_COLUMNS,
         *LIMIT_COLUMNS,
         *SAMPLE_COLUMNS,
         *STATUS_COLUMNS,

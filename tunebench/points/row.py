@@ -12,6 +12,7 @@ from typing import Any
 
 from tunebench.points import client_limit, slo, tokens
 from tunebench.points import samples as samples_rule
+from tunebench.points.cost import cost_columns
 from tunebench.spec.plan import format_value
 
 #: More failed requests than this share of the finished ones make a point invalid: its
@@ -58,6 +59,7 @@ def build_row(
     expected_output_tokens: int | None = None,
     raw_report: str | None = None,
     window: tuple[float, float] | None = None,
+    price_per_hour: float | None = None,
 ) -> dict[str, Any]:
     """The points.csv row of one measured point.
 
@@ -100,4 +102,6 @@ def build_row(
     if window is not None:
         row["start_time"] = round(window[0], 3)
         row["end_time"] = round(window[1], 3)
+    if price_per_hour is not None:
+        row.update(cost_columns(row, price_per_hour))
     return row

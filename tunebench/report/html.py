@@ -12,6 +12,7 @@ import pandas as pd
 from tunebench.analysis.best import best_config
 from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
 from tunebench.analysis.cross_check import run_cross_check
+from tunebench.analysis.diagnosis import diagnose_run
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
@@ -148,9 +149,11 @@ def report_context(run_path: Path) -> dict:
         points = points.assign(kv_usage_max=points["kv_usage_max"] * 100)
     if "queue_time_mean_s" in points:
         points = points.assign(queue_time_mean_s=points["queue_time_mean_s"] * 1000)
+    priced = "cost_per_mtok_output" in raw and raw["cost_per_mtok_output"].notna().any()
+    summary = SUMMARY + ([("cost/Mtok out", "cost_per_mtok_output", 3)] if priced else [])
     rows = [
         {
-            "cells": [format_cell(r.get(col), d) for _, col, d in SUMMARY],
+            "cells": [format_cell(r.get(col), d) for _, col, d in summary],
             "valid": bool(r.get("valid")),
             "reason": r.get("invalid_reason") or "",
             "client_limited": r.get("client_limited") is True or r.get("client_limited") == 1,
@@ -210,6 +213,12 @@ def report_context(run_path: Path) -> dict:
         else None,
         "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
         "quality": _quality_rows(run_path),
+        "diagnosis": [
+            f.__dict__ | {"points": ", ".join(f.points)}
+            for f in diagnose_run(raw.to_dict(orient="records"), configs)
+        ]
+        if manifest.get("kind") != "batch" and not raw.empty
+        else [],
         "cross_check": _cross_check_section(run_path),
         "tune": tune,
         "m": {
@@ -217,7 +226,7 @@ def report_context(run_path: Path) -> dict:
             "versions": manifest.get("versions", {}),
             "host": manifest.get("host", {}),
         },
-        "headers": [h for h, _, _ in SUMMARY],
+        "headers": [h for h, _, _ in summary],
         "rows": rows,
         "configs": configs,
         "failures": [c for c in configs if c.get("error")],

@@ -110,6 +110,8 @@ def _num(key: str, digits: int):
     return lambda row: cell(row.get(key), digits)
 
 
+COST_HEADER = "cost/Mtok out"  # shown when the spec priced the run (`cost:`)
+
 COLUMNS = (  # in display order
     Column("config", 0, None),
     Column("point", 0, lambda r: _point_cell(r)),
@@ -121,6 +123,7 @@ COLUMNS = (  # in display order
     Column("ITL p50 ms", 2, _num("itl_p50_ms", 2)),
     Column("ITL p95 ms", 7, _num("itl_p95_ms", 2)),
     Column("out tok/s", 3, _num("output_tok_s", 0)),
+    Column(COST_HEADER, 4, _num("cost_per_mtok_output", 2)),
     Column("KV max %", 8, _kv_pct),
     Column("wait max (req)", 10, _num("waiting_max", 0)),
     Column("queue depth (req)", 9, _num("queue_depth_mean", 2)),
@@ -180,7 +183,8 @@ def points_table(
         config_id = str(row.get("config_id", ""))
         return labels.get(config_id) or config_id or str(row.get("config_label", ""))
 
-    columns = list(COLUMNS)
+    priced = any(as_number(r.get("cost_per_mtok_output")) is not None for r in rows)
+    columns = [c for c in COLUMNS if priced or c.header != COST_HEADER]
     cells = {
         c.header: [config_cell(r) if c.render is None else c.render(r) for r in rows]
         for c in columns

@@ -375,3 +375,22 @@ def cross_check_view(check: Any) -> Group | None:
         text += Text(f" ({verdict.evidence})")
         lines.append(text)
     return Group(*lines)
+
+
+def diagnosis_lines(findings: list[Any], configs: list[dict[str, Any]]) -> list[Text]:
+    """`tunebench explain`: each configuration, then its findings ranked (or none)."""
+    lines: list[Text] = []
+    for config in configs:
+        mine = [f for f in findings if f.config_id == config["config_id"]]
+        lines.append(Text(f"{config['config_id']} {config.get('label') or ''}", style="bold"))
+        if not mine:
+            lines.append(Text("  no finding: nothing in its metrics limits it", style="green"))
+            continue
+        for number, finding in enumerate(mine, start=1):
+            text = Text(f"  {number}. ")
+            text += Text(finding.rule, style="red" if number == 1 else "yellow")
+            text += Text(f": {finding.cause}")
+            lines.append(text)
+            lines.append(Text(f"     try: {finding.suggestion}"))
+            lines.append(Text(f"     at: {', '.join(finding.points)}", style="dim"))
+    return lines

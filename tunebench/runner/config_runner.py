@@ -18,6 +18,7 @@ from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import rows_of, series_csv
 from tunebench.metrics.summary import summarize_window
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
+from tunebench.points.cost import replica_price
 from tunebench.points.row import PointId, build_row
 from tunebench.points.validity import verify_args
 from tunebench.quality.collect import QualityRequest, collect, write_completions
@@ -72,6 +73,7 @@ class ConfigRunner:
         client_tolerance: float = DEFAULT_TOLERANCE,
         expected_output_tokens: int | None = None,
         quality: QualityRequest | None = None,
+        cost: dict[str, Any] | None = None,
     ):
         self.store = store
         self.deployment = deployment
@@ -83,6 +85,7 @@ class ConfigRunner:
         # the fixed output length the data asks for (None: lengths vary), checked per point
         self.expected_output_tokens = expected_output_tokens
         self.quality = quality  # greedy completions collected once per configuration
+        self.cost = cost  # spec cost: cost columns on every point
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
@@ -372,6 +375,7 @@ class ConfigRunner:
             expected_output_tokens=self.expected_output_tokens,
             raw_report=raw,
             window=(result.start_time, result.end_time),
+            price_per_hour=replica_price(self.cost, config.args) if self.cost else None,
         )
 
     def _record_capacity(

@@ -238,6 +238,23 @@ class Load(Strict):
         return self
 
 
+class Cost(Strict):
+    """Price of serving, for cost per million tokens and requests per cost unit at every
+    point and at capacity (tunebench/points/cost.py)."""
+
+    price_per_hour: float = Field(gt=0, description="price of one accelerator or node per hour")
+    per: Literal["accelerator", "node"] = Field(
+        "accelerator", description="what price_per_hour is for: one GPU (accelerator) or a node"
+    )
+    accelerators_per_replica: int | None = Field(
+        None,
+        ge=1,
+        description="accelerators one replica holds (per: accelerator); default each "
+        "configuration's tensor-parallel-size x pipeline-parallel-size",
+    )
+    currency: str = Field("USD", min_length=1, max_length=8)
+
+
 Percentile = Literal["p50", "p90", "p95", "p99"]
 Limit = Annotated[float, Field(gt=0)]
 
@@ -316,7 +333,9 @@ class TuneParam(Strict):
 class Tune(Strict):
     """`tunebench tune`: an Optuna study over engine args; see tunebench/tune/study.py."""
 
-    objective: Literal["capacity", "throughput", "throughput-latency"] = "capacity"
+    objective: Literal["capacity", "capacity-per-cost", "throughput", "throughput-latency"] = (
+        "capacity"
+    )
     trials: int = Field(12, ge=1, le=1000, description="deployments, the baseline included")
     sampler: Literal["tpe", "random"] = "tpe"
     startup_trials: int = Field(
@@ -442,6 +461,7 @@ class SweepSpec(Strict):
     output: str = "reports"
     tune: Tune | None = None
     quality: Quality | None = None
+    cost: Cost | None = None
 
     @model_validator(mode="after")
     def _tune_fits(self) -> "SweepSpec":
@@ -462,12 +482,18 @@ class SweepSpec(Strict):
                 "repeats: not used when tuning (each trial is one deployment); drop repeats"
             )
         searches = [p for p in self.load.profiles if p.kind == "capacity"]
-        if self.tune.objective == "capacity" and not searches:
+        searching = self.tune.objective in ("capacity", "capacity-per-cost")
+        if searching and not searches:
             raise ValueError(
-                "tune.objective capacity needs a load profile of kind capacity, "
+                f"tune.objective {self.tune.objective} needs a load profile of kind capacity, "
                 "e.g. {kind: capacity, max_seconds: 20}"
             )
-        if self.tune.objective != "capacity" and searches:
+        if self.tune.objective == "capacity-per-cost" and self.cost is None:
+            raise ValueError(
+                "tune.objective capacity-per-cost needs a price: add e.g. "
+                "cost: {price_per_hour: 4.0} (per accelerator-hour)"
+            )
+        if not searching and searches:
             raise ValueError(
                 f"tune.objective {self.tune.objective} measures fixed points; "
                 "drop the capacity profile or use objective capacity"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tunebench.numbers import to_float
 from tunebench.points import trust
+from tunebench.points.cost import replica_price
 from tunebench.quality.verdicts import judge_run, write_table
 from tunebench.runner import ConfigRunner
 from tunebench.seams.progress import Reporter
@@ -21,6 +22,7 @@ class RunnerEvaluator:
         objective: str,
         reporter: Reporter,
         total: int,
+        cost: dict | None = None,
     ):
         self.runner = runner
         self.points = points
@@ -28,6 +30,7 @@ class RunnerEvaluator:
         self.objective = objective
         self.reporter = reporter
         self.total = total
+        self.cost = cost  # spec cost: (objective capacity-per-cost)
         self.count = 0
 
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
@@ -45,8 +48,8 @@ class RunnerEvaluator:
         if failed_gate:
             # fast at answering wrong: never a candidate for best (docs/quality.md)
             return TrialOutcome(None, f"quality gate: {failed_gate}", effective=effective)
-        if self.objective == "capacity":
-            return self._capacity(outcome.capacity, effective)
+        if self.objective in ("capacity", "capacity-per-cost"):
+            return self._capacity(outcome.capacity, effective, config)
         return self._throughput(config, effective)
 
     def _quality_failure(self, config: ServerConfig) -> str | None:
@@ -60,7 +63,9 @@ class RunnerEvaluator:
         mine = next((r for r in rows if r["config_id"] == config.config_id), None)
         return mine["reasons"] if mine and mine["verdict"] == "fail" else None
 
-    def _capacity(self, capacity: dict | None, effective: dict) -> TrialOutcome:
+    def _capacity(
+        self, capacity: dict | None, effective: dict, config: ServerConfig
+    ) -> TrialOutcome:
         if not capacity:
             return TrialOutcome(None, "no capacity probe ran", effective=effective)
         attrs = {
@@ -80,7 +85,16 @@ class RunnerEvaluator:
                 effective,
             )
         # No rate meeting the SLO is a measured capacity of 0, not a failure.
-        return TrialOutcome([float(capacity["rate"] or 0.0)], None, attrs, effective)
+        rate = float(capacity["rate"] or 0.0)
+        if self.objective == "capacity-per-cost":
+            assert self.cost is not None, "checked by the spec"
+            price = replica_price(self.cost, config.args)
+            # requests served per cost unit at capacity: a configuration on twice the
+            # accelerators must serve twice as much to tie
+            attrs["cost_per_hour"] = price
+            attrs["requests_per_cost"] = rate * 3600 / price
+            return TrialOutcome([attrs["requests_per_cost"]], None, attrs, effective)
+        return TrialOutcome([rate], None, attrs, effective)
 
     def _throughput(self, config: ServerConfig, effective: dict) -> TrialOutcome:
         rows = [

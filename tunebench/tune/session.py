@@ -112,7 +112,13 @@ def run_tune(
         runner = kinds.build_runner(spec, spec_path, store, output_root, reporter)
         try:
             evaluator = RunnerEvaluator(
-                runner, plan.points, store, tune.objective, reporter, tune.trials
+                runner,
+                plan.points,
+                store,
+                tune.objective,
+                reporter,
+                tune.trials,
+                cost=spec.cost.model_dump() if spec.cost else None,
             )
 
             def on_trial(trial: optuna.trial.FrozenTrial, note: str) -> None:

@@ -49,6 +49,7 @@ class TrialEvaluator(Protocol):
 def directions(objective: str) -> list[str]:
     return {
         "capacity": ["maximize"],
+        "capacity-per-cost": ["maximize"],
         "throughput": ["maximize"],
         "throughput-latency": ["maximize", "minimize"],
     }[objective]
@@ -57,6 +58,7 @@ def directions(objective: str) -> list[str]:
 def objective_names(objective: str) -> list[str]:
     return {
         "capacity": ["capacity_rps"],
+        "capacity-per-cost": ["requests_per_cost"],
         "throughput": ["output_tok_s"],
         "throughput-latency": ["output_tok_s", "ttft_p95_ms"],
     }[objective]
