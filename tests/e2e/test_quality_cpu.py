@@ -79,6 +79,8 @@ def tuned(tmp_path_factory):
         "tests/specs/quality-tune-cpu.yaml",
         "--output",
         str(root),
+        "--helm-dir",
+        str(tmp_path_factory.mktemp("quality-helm")),
         "--no-report",
         timeout=1200,
     )

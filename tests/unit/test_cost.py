@@ -87,7 +87,7 @@ tune:
     max-num-seqs: {choices: [1, 2, 4, 8]}
 """,
     )
-    tuned = cli("tune", spec, "--no-report")
+    tuned = cli("tune", spec, "--no-report", "--helm-dir", str(tmp_path / "helm"))
     assert tuned.returncode == 0, tuned.stderr
     run = next((tmp_path / "runs").iterdir())
     summary = json.loads((run / "tune-result.json").read_text())
