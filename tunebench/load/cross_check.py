@@ -153,7 +153,6 @@ class CrossCheckDriver:
         first = turns.wait_for(name)
         if first is None:
             return  # nothing for this driver (or the other failed before its turn)
-        served = [first]
 
         def result(found: ClientResult) -> None:
             columns = {**found.columns, "load_driver": name}
@@ -166,11 +165,9 @@ class CrossCheckDriver:
                 on_start(point)
 
         def more() -> list[LoadPoint]:
+            # the turn moved past this driver's last point when its result came in
             point = turns.wait_for(name)
-            if point is None or point in served:
-                return []
-            served.append(point)
-            return [point]
+            return [] if point is None else [point]
 
         try:
             driver.run(handle, result, started, more)
