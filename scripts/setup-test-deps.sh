@@ -6,7 +6,9 @@
 #     semantic lint of pipelines/, installed into tools/tekton-lint/node_modules.
 #   - inference-perf (Python 3.12, own environment): the llm-d Benchmark Report schema for
 #     `tunebench export`'s tests, and real inference-perf reports for `tunebench import`'s;
-#   - AIPerf (own environment): real AIPerf exports for `tunebench import`'s tests.
+#   - AIPerf (own environment): real AIPerf exports for `tunebench import`'s tests;
+#   - Debian's Prometheus server: the DCGM energy path's test queries a real Prometheus that
+#     scrapes recorded DCGM exporter output (tests/integration/test_energy_prometheus.py).
 # (shellcheck and the local S3 server, moto, come with the dev extra.)
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
@@ -33,6 +35,11 @@ apt_install() {  # command-name package...
 if ! command -v chromium >/dev/null 2>&1; then
     apt_install chromium chromium
     chromium --version
+fi
+
+if ! command -v prometheus >/dev/null 2>&1; then
+    apt_install prometheus prometheus --no-install-recommends
+    prometheus --version 2>&1 | head -1
 fi
 
 TEKTON_LINT_DIR=tools/tekton-lint

@@ -1,0 +1,53 @@
+"""Which energy meter a run uses, or why it has none (the reason every point then carries)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tunebench.energy.dcgm import DcgmMeter
+from tunebench.energy.nvml import nvml_meter
+from tunebench.energy.rapl import rapl_meter
+from tunebench.seams.energy import EnergyMeter
+
+# Kinds whose server runs on this machine: NVML and RAPL can see its hardware.
+LOCAL_KINDS = ("local",)
+
+
+def make_meter(
+    settings: Any, kind: str, server_env: dict[str, str] | None = None
+) -> EnergyMeter | str:
+    """The meter of `settings` (spec `energy:`) for a server of deployment `kind`."""
+    source = settings.source
+    if source == "off":
+        return "energy: source off in the spec"
+    if source == "dcgm" or (source == "auto" and settings.prometheus_url):
+        return DcgmMeter(
+            settings.prometheus_url,
+            settings.selector,
+            settings.bearer_token_env,
+            verify=settings.verify_tls,
+            settle_s=settings.settle_s,
+        )
+    if kind == "replay":
+        return "a replayed deployment draws no power"
+    if kind not in LOCAL_KINDS and source == "auto":
+        # nvml or rapl named in the spec: the user says the server shares this host
+        return (
+            f"the {kind} server may run elsewhere: set energy.prometheus_url to a Prometheus "
+            "that scrapes the DCGM exporter, or energy.source nvml/rapl when it runs on this "
+            "host (docs/energy.md)"
+        )
+    env = {**os.environ, **(server_env or {})}
+    reasons: list[str] = []
+    if source in ("auto", "nvml"):
+        meter = nvml_meter(env.get("CUDA_VISIBLE_DEVICES"), settings.interval_s)
+        if not isinstance(meter, str):
+            return meter
+        reasons.append(f"no GPU power: {meter}")
+    if source in ("auto", "rapl"):
+        meter = rapl_meter(settings.interval_s)
+        if not isinstance(meter, str):
+            return meter
+        reasons.append(f"no CPU energy: {meter}")
+    return "; ".join(reasons)

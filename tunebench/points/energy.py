@@ -1,0 +1,38 @@
+"""What a point's energy was per token: the meter's reading of the window over the tokens
+the client counted in it. Without a reading the numbers stay empty and `energy_note` says
+why: a missing meter is never reported as 0 J."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tunebench.numbers import to_float
+from tunebench.points.columns import ENERGY_COLUMNS
+
+
+@dataclass(frozen=True)
+class EnergyReading:
+    joules: float  # summed over the devices measured
+    mean_watts: float  # joules / window seconds
+    source: str  # nvml | dcgm | rapl
+    devices: str  # what was measured, e.g. "2 GPUs (0,1)" or "package-0"
+    method: str  # counter (an energy counter interpolated) | power (power samples averaged)
+    samples: int  # readings inside the window
+
+
+def energy_columns(row: dict[str, Any], reading: EnergyReading | str) -> dict[str, Any]:
+    out: dict[str, Any] = {c: None for c in ENERGY_COLUMNS}
+    if isinstance(reading, str):
+        out["energy_note"] = f"no energy: {reading}"[:300]
+        return out
+    out["energy_j"] = round(reading.joules, 3)
+    out["power_w"] = round(reading.mean_watts, 3)
+    out["energy_source"] = f"{reading.source} {reading.method}: {reading.devices}"[:300]
+    # mean power over the tokens per second of the same window: J per token
+    output, total = to_float(row.get("output_tok_s")), to_float(row.get("total_tok_s"))
+    if output:
+        out["joules_per_output_token"] = reading.mean_watts / output
+    if total:
+        out["joules_per_token"] = reading.mean_watts / total
+    return out
