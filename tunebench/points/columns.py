@@ -82,6 +82,22 @@ SERVER_COLUMNS = (
 # costs at the rate it was measured.
 COST_COLUMNS = ("cost_per_hour", "cost_per_mtok_output", "cost_per_mtok_total", "requests_per_cost")
 
+# Energy over the point's window (points/energy.py, tunebench/energy/): joules, mean power,
+# joules per output token and per token; energy_source names the meter and what it measured;
+# without a meter the numbers stay empty and energy_note says why (never 0 for unknown).
+ENERGY_COLUMNS = (
+    "energy_j",
+    "power_w",
+    "joules_per_output_token",
+    "joules_per_token",
+    "energy_source",
+    "energy_note",
+)
+
+# The decode roofline (points/roofline.py): the output tok/s that memory bandwidth allows at
+# the point's batch, and the measured output tok/s as a share of it.
+ROOFLINE_COLUMNS = ("roofline_decode_tok_s", "roofline_pct")
+
 SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
 # Percentile columns that rest on fewer requests than that percentile needs (points/samples.py)
@@ -125,6 +141,8 @@ TEXT_COLUMNS = frozenset(
         "slo_violations",
         "client_limited_reason",
         "thin_percentiles",
+        "energy_source",
+        "energy_note",
     }
     - {"target"}
 )
@@ -141,6 +159,8 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *SERVER_COLUMNS,
         *SLO_COLUMNS,
         *COST_COLUMNS,
+        *ENERGY_COLUMNS,
+        *ROOFLINE_COLUMNS,
         *LIMIT_COLUMNS,
         *SAMPLE_COLUMNS,
         *STATUS_COLUMNS,

@@ -285,17 +285,25 @@ def diagnose_run(rows: list[dict[str, Any]], configs: list[dict[str, Any]]) -> l
     return out
 
 
+# The arg each cause points at, and which way (a tuner's next trial: tune/hints.py).
+HINT_DIRECTIONS: dict[str, dict[str, str]] = {
+    "scheduler-limited": {"max-num-seqs": "up"},
+    "kv-limited": {"max-num-seqs": "down", "max-model-len": "down"},
+    "prefill-limited": {"max-num-batched-tokens": "up"},
+}
+
+
+def hint_rules(findings: list[ConfigFinding], config_id: str) -> dict[str, tuple[str, str]]:
+    """arg -> (direction, the finding's rule) for a configuration, strongest cause first."""
+    out: dict[str, tuple[str, str]] = {}
+    for finding in findings:
+        if finding.config_id == config_id:
+            for arg, way in HINT_DIRECTIONS.get(finding.rule, {}).items():
+                out.setdefault(arg, (way, finding.rule))
+    return out
+
+
 def hints(findings: list[ConfigFinding], config_id: str) -> dict[str, str]:
     """arg -> direction suggested by a configuration's findings (for a tuner or a person):
     e.g. {"max-num-seqs": "up"}."""
-    directions = {
-        "scheduler-limited": {"max-num-seqs": "up"},
-        "kv-limited": {"max-num-seqs": "down", "max-model-len": "down"},
-        "prefill-limited": {"max-num-batched-tokens": "up"},
-    }
-    out: dict[str, str] = {}
-    for finding in findings:
-        if finding.config_id == config_id:
-            for arg, way in directions.get(finding.rule, {}).items():
-                out.setdefault(arg, way)
-    return out
+    return {arg: way for arg, (way, _) in hint_rules(findings, config_id).items()}

@@ -13,6 +13,8 @@ from typing import Any
 from tunebench.points import client_limit, slo, tokens
 from tunebench.points import samples as samples_rule
 from tunebench.points.cost import cost_columns
+from tunebench.points.energy import EnergyReading, energy_columns
+from tunebench.points.roofline import Roofline, roofline_columns
 from tunebench.spec.plan import format_value
 
 #: More failed requests than this share of the finished ones make a point invalid: its
@@ -60,6 +62,8 @@ def build_row(
     raw_report: str | None = None,
     window: tuple[float, float] | None = None,
     price_per_hour: float | None = None,
+    energy: EnergyReading | str | None = None,
+    roofline: Roofline | None = None,
 ) -> dict[str, Any]:
     """The points.csv row of one measured point.
 
@@ -104,4 +108,8 @@ def build_row(
         row["end_time"] = round(window[1], 3)
     if price_per_hour is not None:
         row.update(cost_columns(row, price_per_hour))
+    if energy is not None:
+        row.update(energy_columns(row, energy))
+    if roofline is not None:
+        row.update(roofline_columns(row, roofline))
     return row

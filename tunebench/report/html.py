@@ -12,11 +12,11 @@ import pandas as pd
 from tunebench.analysis.best import best_config
 from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
 from tunebench.analysis.cross_check import run_cross_check
-from tunebench.analysis.diagnosis import diagnose_run
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
 from tunebench.numbers import to_float
+from tunebench.points.diagnosis import diagnose_run
 from tunebench.report.formats import cell as format_cell
 from tunebench.report.formats import sig, signed_pct
 from tunebench.report.tables import CROSS_CHECK_SHOWN
@@ -141,6 +141,34 @@ def _tune_section(run_path: Path) -> dict | None:
     return result
 
 
+# Summary columns shown only when some point has a value (spec cost, an energy meter, a
+# known device bandwidth).
+OPTIONAL_SUMMARY = (
+    ("cost/Mtok out", "cost_per_mtok_output", 3),
+    ("J/out tok", "joules_per_output_token", 3),
+    ("roofline %", "roofline_pct", 1),
+)
+
+
+def summary_notes(raw: pd.DataFrame, manifest: dict) -> list[str]:
+    """Why the energy column is absent, and what each configuration's roofline rests on."""
+    notes = []
+    if "joules_per_output_token" not in raw or raw["joules_per_output_token"].isna().all():
+        if "energy_note" in raw:
+            notes += [f"J/out tok not shown: {n}" for n in raw["energy_note"].dropna().unique()[:2]]
+    for config in manifest.get("configs", []):
+        roofline = config.get("roofline") or {}
+        if roofline.get("bandwidth_gbs"):
+            notes.append(
+                f"roofline of {config.get('config_id')}: "
+                f"{roofline['weight_bytes'] / 1e6:.1f} MB of weights per decode step, "
+                f"{roofline['bandwidth_gbs']:g} GB/s per device ({roofline.get('note', '')})"
+            )
+        elif roofline.get("note"):
+            notes.append(f"no roofline for {config.get('config_id')}: {roofline['note']}")
+    return notes
+
+
 def report_context(run_path: Path) -> dict:
     raw = load_run(run_path)
     manifest = load_manifest(run_path)
@@ -149,8 +177,11 @@ def report_context(run_path: Path) -> dict:
         points = points.assign(kv_usage_max=points["kv_usage_max"] * 100)
     if "queue_time_mean_s" in points:
         points = points.assign(queue_time_mean_s=points["queue_time_mean_s"] * 1000)
-    priced = "cost_per_mtok_output" in raw and raw["cost_per_mtok_output"].notna().any()
-    summary = SUMMARY + ([("cost/Mtok out", "cost_per_mtok_output", 3)] if priced else [])
+    summary = SUMMARY + [
+        (header, column, digits)
+        for header, column, digits in OPTIONAL_SUMMARY
+        if column in raw and raw[column].notna().any()
+    ]
     rows = [
         {
             "cells": [format_cell(r.get(col), d) for _, col, d in summary],
@@ -228,6 +259,7 @@ def report_context(run_path: Path) -> dict:
         },
         "headers": [h for h, _, _ in summary],
         "rows": rows,
+        "summary_notes": summary_notes(raw, manifest),
         "configs": configs,
         "failures": [c for c in configs if c.get("error")],
         "crossovers": crossovers,

@@ -111,6 +111,13 @@ def _num(key: str, digits: int):
 
 
 COST_HEADER = "cost/Mtok out"  # shown when the spec priced the run (`cost:`)
+# Columns shown only when some point has a value: cost (`cost:`), energy (a readable meter),
+# the roofline (a known device bandwidth).
+OPTIONAL = {
+    COST_HEADER: "cost_per_mtok_output",
+    "J/out tok": "joules_per_output_token",
+    "roofline %": "roofline_pct",
+}
 
 COLUMNS = (  # in display order
     Column("config", 0, None),
@@ -124,6 +131,8 @@ COLUMNS = (  # in display order
     Column("ITL p95 ms", 7, _num("itl_p95_ms", 2)),
     Column("out tok/s", 3, _num("output_tok_s", 0)),
     Column(COST_HEADER, 4, _num("cost_per_mtok_output", 2)),
+    Column("J/out tok", 5, _num("joules_per_output_token", 3)),
+    Column("roofline %", 8, _num("roofline_pct", 1)),
     Column("KV max %", 8, _kv_pct),
     Column("wait max (req)", 10, _num("waiting_max", 0)),
     Column("queue depth (req)", 9, _num("queue_depth_mean", 2)),
@@ -183,8 +192,12 @@ def points_table(
         config_id = str(row.get("config_id", ""))
         return labels.get(config_id) or config_id or str(row.get("config_label", ""))
 
-    priced = any(as_number(r.get("cost_per_mtok_output")) is not None for r in rows)
-    columns = [c for c in COLUMNS if priced or c.header != COST_HEADER]
+    present = {
+        header
+        for header, key in OPTIONAL.items()
+        if any(as_number(r.get(key)) is not None for r in rows)
+    }
+    columns = [c for c in COLUMNS if c.header not in OPTIONAL or c.header in present]
     cells = {
         c.header: [config_cell(r) if c.render is None else c.render(r) for r in rows]
         for c in columns
@@ -204,6 +217,11 @@ def points_table(
         parts.append(
             Text("config: " + "; ".join(f"{k} = {v}" for k, v in legend.items()), style="dim")
         )
+    if "J/out tok" not in present:
+        # the energy column is absent: say why once (points.csv energy_note per point)
+        reasons = sorted({str(r["energy_note"]) for r in rows if r.get("energy_note")})
+        for reason in reasons[:2]:
+            parts.append(Text(f"J/out tok not shown: {reason}", style="dim"))
     hidden = [c.header for c in columns if c not in shown]
     if hidden:
         parts.append(

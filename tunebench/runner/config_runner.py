@@ -19,14 +19,17 @@ from tunebench.metrics.series import rows_of, series_csv
 from tunebench.metrics.summary import summarize_window
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
+from tunebench.points.roofline import Roofline
 from tunebench.points.row import PointId, build_row
 from tunebench.points.validity import verify_args
 from tunebench.quality.collect import QualityRequest, collect, write_completions
 from tunebench.quality.lmeval import run_lm_eval
 from tunebench.redact import redact_text, secret_values
+from tunebench.roofline.plan import RooflinePlanner
 from tunebench.runner.probing import CapacityProbing
 from tunebench.runner.watch import ServerWatch
 from tunebench.seams.deployment import Deployment, ServerHandle
+from tunebench.seams.energy import EnergyMeter, EnergyReading
 from tunebench.seams.load import ClientResult, LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.models import Metrics
@@ -54,6 +57,8 @@ class _Measuring:
     reasons: list[str]
     probing: CapacityProbing | None
     scraper: MetricsScraper | None = None
+    meter: EnergyMeter | str | None = None  # or why this configuration has none
+    roofline: Roofline | None = None
     earlier_series: str = ""
     done: int = 0
     repeat: int = 1
@@ -74,6 +79,8 @@ class ConfigRunner:
         expected_output_tokens: int | None = None,
         quality: QualityRequest | None = None,
         cost: dict[str, Any] | None = None,
+        make_meter: Callable[[ServerConfig], EnergyMeter | str] | None = None,
+        roofline: RooflinePlanner | None = None,
     ):
         self.store = store
         self.deployment = deployment
@@ -86,6 +93,8 @@ class ConfigRunner:
         self.expected_output_tokens = expected_output_tokens
         self.quality = quality  # greedy completions collected once per configuration
         self.cost = cost  # spec cost: cost columns on every point
+        self.make_meter = make_meter  # spec energy: energy columns on every point
+        self.roofline = roofline  # spec roofline: the decode bound on every point
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
@@ -139,6 +148,10 @@ class ConfigRunner:
                 state.scraper = MetricsScraper(
                     handle.metrics_url, self.metrics.interval_s, handle.headers, handle.tls
                 ).start()
+            if self.make_meter is not None:
+                state.meter = self.make_meter(config)
+                if not isinstance(state.meter, str):
+                    state.meter.start()
             watch = ServerWatch(self.deployment, driver).start()
             return self._measure(state, handle, driver)
         finally:
@@ -150,6 +163,8 @@ class ConfigRunner:
             if state.scraper is not None:
                 state.scraper.stop()
                 self._write_series(state)
+            if state.meter is not None and not isinstance(state.meter, str):
+                state.meter.stop()
             self.deployment.stop()
             store.redact_file(self.deployment.log_path, secret_values(config.args))
 
@@ -204,6 +219,11 @@ class ConfigRunner:
             invalid_reasons=state.reasons,
             arg_checks=[dataclasses.asdict(c) for c in checks],
         )
+        if self.roofline is not None:
+            state.roofline, record = self.roofline.for_config(
+                state.config.model, state.config.args, effective
+            )
+            self.store.update_config(state.config.config_id, roofline=record)
         if state.reasons:
             self.reporter.note(f"  [yellow]not in effect:[/] {'; '.join(state.reasons)}")
         if unverified:
@@ -291,6 +311,8 @@ class ConfigRunner:
                 latest = state.scraper.snapshots()[-1:]
                 if not latest or latest[0].time < result.end_time:
                     state.scraper.scrape_once()
+            if state.meter is not None and not isinstance(state.meter, str):
+                state.meter.mark()  # a reading after the window: its end is bracketed
             state.in_flight = None
             row = self._row(state, result)
             store.add_requests(config.config_id, result.point_id, result.samples, state.repeat)
@@ -376,7 +398,17 @@ class ConfigRunner:
             raw_report=raw,
             window=(result.start_time, result.end_time),
             price_per_hour=replica_price(self.cost, config.args) if self.cost else None,
+            energy=self._energy(state.meter, result),
+            roofline=state.roofline,
         )
+
+    @staticmethod
+    def _energy(
+        meter: EnergyMeter | str | None, result: ClientResult
+    ) -> EnergyReading | str | None:
+        if meter is None or isinstance(meter, str):
+            return meter
+        return meter.window(result.start_time, result.end_time)
 
     def _record_capacity(
         self, config: ServerConfig, probing: CapacityProbing | None

@@ -352,6 +352,12 @@ class Tune(Strict):
         description="param sets to try right after the baseline, e.g. "
         "the configuration in production today",
     )
+    hints: bool = Field(
+        True,
+        description="after each measured trial, try next what its diagnosis suggests "
+        "(e.g. max-num-seqs up when requests queue behind it), when the space holds that "
+        "value and it was not measured yet (docs/diagnosis.md)",
+    )
     revalidate: int = Field(
         0,
         ge=0,
@@ -391,6 +397,56 @@ class Tune(Strict):
 class Metrics(Strict):
     enabled: bool = True
     interval_s: float = Field(default=1.0, ge=0.1, le=60)
+
+
+class Energy(Strict):
+    """Energy per point: GPU power (NVML, or DCGM through Prometheus) or CPU RAPL
+    (docs/energy.md). Without a readable source the columns stay empty and say why."""
+
+    source: Literal["auto", "nvml", "dcgm", "rapl", "off"] = Field(
+        default="auto",
+        description="auto: DCGM when prometheus_url is set, else the local GPUs (NVML), else RAPL",
+    )
+    prometheus_url: str | None = Field(
+        default=None, description="a Prometheus (or Thanos querier) that scrapes the DCGM exporter"
+    )
+    selector: str = Field(
+        default="",
+        description="PromQL label matchers of the server's GPUs, "
+        'e.g. \'namespace="llm",pod=~"qwen-predictor-.*"\'',
+    )
+    bearer_token_env: str | None = Field(
+        default=None, description="environment variable holding the Prometheus bearer token"
+    )
+    verify_tls: bool = True
+    settle_s: float = Field(
+        default=0.0, ge=0, le=120, description="DCGM: wait after each point for its last scrape"
+    )
+    interval_s: float = Field(default=1.0, ge=0.1, le=60, description="NVML/RAPL sampling interval")
+
+    @model_validator(mode="after")
+    def _dcgm_needs_prometheus(self) -> "Energy":
+        if self.source == "dcgm" and not self.prometheus_url:
+            raise ValueError(
+                "energy.source dcgm needs energy.prometheus_url (a Prometheus that scrapes "
+                "the DCGM exporter)"
+            )
+        return self
+
+
+class RooflineSettings(Strict):
+    """The decode roofline per point (docs/roofline.md): bytes a step reads over the
+    device's memory bandwidth."""
+
+    enabled: bool = True
+    bandwidth_gbs: float | None = Field(
+        default=None, gt=0, description="memory bandwidth of one device, GB/s (overrides)"
+    )
+    device: str | None = Field(
+        default=None,
+        description="a GPU of the table in docs/roofline.md (e.g. 'H100 SXM', 'L4'): for "
+        "servers tunebench cannot see (helm, endpoint)",
+    )
 
 
 class LmEval(Strict):
@@ -448,6 +504,8 @@ class SweepSpec(Strict):
     server: Server = Field(default_factory=Server)
     load: Load
     metrics: Metrics = Field(default_factory=Metrics)
+    energy: Energy = Field(default_factory=Energy)
+    roofline: RooflineSettings = Field(default_factory=RooflineSettings)
     slo: Slo | None = None
     client_tolerance: float = Field(0.10, ge=0, lt=1, description="client-limited shortfall")
     repeats: int = Field(
