@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import FIXTURES
-from tunebench.analysis.diagnosis import (
+from tunebench.points.diagnosis import (
     RULES,
     THRESHOLDS,
     diagnose_point,

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
           tunebench explain cpu-demo c2
           tunebench explain cpu-demo --json | jq '.[] | select(.rule == "kv-limited")'
         """
-        from tunebench.analysis.diagnosis import diagnose_run
+        from tunebench.points.diagnosis import diagnose_run
         from tunebench.report.tables import diagnosis_lines, wide_console
         from tunebench.store.run import RunStore, resolve_run
 

@@ -10,6 +10,7 @@ import optuna
 
 from tunebench import demo, kinds
 from tunebench.errors import StoreError, UsageError
+from tunebench.points.diagnosis import diagnose_run, hint_rules
 from tunebench.points.slo import thresholds_of
 from tunebench.seams.progress import Reporter, SilentReporter
 from tunebench.spec.loading import validate_spec
@@ -58,6 +59,15 @@ def job_of_run(store: RunStore) -> TuneJob:
     spec = validate_spec(spec_data, spec_path)
     require_tune(spec, spec_path)
     return TuneJob(spec, spec_path, spec_data, kinds.plan(spec, spec_path))
+
+
+def diagnosis_hints(store: RunStore, config_id: str) -> dict[str, tuple[str, str]]:
+    """What a measured trial's diagnosis suggests: arg -> (way, rule)."""
+    entry = store.manifest.config(config_id)
+    if entry is None:
+        return {}
+    rows = [r for r in store.rows if r.get("config_id") == config_id]
+    return hint_rules(diagnose_run(rows, [entry.model_dump(mode="json")]), config_id)
 
 
 def run_tune(
@@ -127,7 +137,16 @@ def run_tune(
                 store.record(trials=trials_seen)
                 reporter.trial_done(trial, note)
 
-            tuner = Tuner(study, tune, base.args, base.model, base.tokenizer, evaluator, on_trial)
+            tuner = Tuner(
+                study,
+                tune,
+                base.args,
+                base.model,
+                base.tokenizer,
+                evaluator,
+                on_trial,
+                hinter=lambda config: diagnosis_hints(store, config.config_id),
+            )
             interrupted = tuner.mark_interrupted()
             if interrupted:
                 reporter.note(

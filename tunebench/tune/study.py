@@ -24,6 +24,7 @@ from tunebench.redact import redact, redact_text
 from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig, args_key
 from tunebench.tune import space as search_space
+from tunebench.tune.hints import next_trial
 from tunebench.tune.pruning import kv_capacity_for, prune_reason
 
 STUDY_FILE = "study.db"
@@ -100,6 +101,7 @@ class Tuner:
         tokenizer: str | None,
         evaluator: TrialEvaluator,
         on_trial: Callable[[optuna.trial.FrozenTrial, str], None] | None = None,
+        hinter: Callable[[ServerConfig], dict[str, tuple[str, str]]] | None = None,
     ):
         self.study = study
         self.tune = tune
@@ -108,6 +110,8 @@ class Tuner:
         self.tokenizer = tokenizer
         self.evaluator = evaluator
         self.on_trial = on_trial or (lambda trial, note: None)
+        # a measured configuration's diagnosis: arg -> (way, rule) (tune/hints.py)
+        self.hinter = hinter if tune.hints else None
         self.stopped_early: str | None = None
 
     # -- state kept in the study, so that a resumed study knows it -----------------------
@@ -223,7 +227,7 @@ class Tuner:
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             self.on_trial(self.study.trials[trial.number], f"pruned: {reason}")
             return
-        self._deploy(trial, params)
+        self._deploy(trial, params, note=str(trial.user_attrs.get("hint") or ""))
 
     def _deploy(self, trial: optuna.Trial, params: dict[str, Any], note: str = "") -> None:
         args = search_space.engine_args(self.base_args, params)
@@ -248,4 +252,18 @@ class Tuner:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             self.study.tell(trial, outcome.values)
+            if self.hinter is not None and params:
+                self._follow_hints(trial.number, config, params)
         self.on_trial(self.study.trials[trial.number], note)
+
+    def _follow_hints(self, number: int, config: ServerConfig, params: dict[str, Any]) -> None:
+        """Enqueue what the trial's diagnosis suggests, unless measured or queued already."""
+        hint = next_trial(self.tune.space, params, self.hinter(config), number)
+        if hint is None:
+            return
+        key = args_key(search_space.engine_args(self.base_args, hint.params))
+        if key in self._measured():
+            return
+        self.study.enqueue_trial(
+            hint.optuna_params, user_attrs={"hint": hint.text}, skip_if_exists=True
+        )
