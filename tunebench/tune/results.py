@@ -40,7 +40,8 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
         "values": list(trial.values) if trial.values else None,
         "note": attrs.get("fail_reason")
         or attrs.get("pruned_reason")
-        or (f"same args as trial {attrs['repeat_of']}" if "repeat_of" in attrs else ""),
+        or (f"same args as trial {attrs['repeat_of']}" if "repeat_of" in attrs else "")
+        or attrs.get("hint", ""),
     }
 
 
