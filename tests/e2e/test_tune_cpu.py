@@ -35,7 +35,7 @@ def tuned(tmp_path_factory):
     run = runs[0]
     before = json.loads((run / "tune-result.json").read_text())
     resumed = run_cli(
-        "tune", "--resume", str(run), "--trials", "3", "--helm-dir", str(helm), timeout=900
+        "tune", "--resume", str(run), "--trials", "4", "--helm-dir", str(helm), timeout=900
     )
     return {
         "first": first,
@@ -50,7 +50,7 @@ def tuned(tmp_path_factory):
 def test_tune_completes_with_baseline_and_a_failed_trial(tuned):
     first, before = tuned["first"], tuned["before"]
     assert first.returncode == 0, first.stderr[-3000:]
-    assert before["deployments"] == 2
+    assert before["deployments"] == 3
     baseline = before["trials"][0]
     assert baseline["baseline"] and baseline["params"] == {} and baseline["state"] == "COMPLETE"
     broken = before["trials"][1]  # the enqueued, deliberately broken configuration
@@ -59,11 +59,24 @@ def test_tune_completes_with_baseline_and_a_failed_trial(tuned):
     assert before["best"]["state"] == "COMPLETE" and before["best"]["values"][0] > 0
 
 
+def test_a_trial_that_answers_wrong_is_infeasible(tuned):
+    planted = tuned["before"]["trials"][2]  # the enqueued repetition_penalty 1.5
+    assert planted["params"]["override-generation-config.repetition_penalty"] == 1.5
+    assert planted["state"] == "FAIL", planted
+    assert "quality gate: token agreement" in planted["note"]
+    assert tuned["before"]["best"]["trial"] == 0
+    # infeasible whatever its speed: no load was measured on it
+    manifest = json.loads((tuned["run"] / "manifest.json").read_text())
+    config = next(c for c in manifest["configs"] if c["config_id"] == planted["config_id"])
+    assert config["load_skipped"].startswith("quality gate: token agreement")
+    assert not [r for r in read_points(tuned["run"]) if r["config_id"] == config["config_id"]]
+
+
 def test_every_probe_is_a_stored_point_with_a_sane_rate(tuned):
     manifest = json.loads((tuned["run"] / "manifest.json").read_text())
     rows = read_points(tuned["run"])
     for config in manifest["configs"]:
-        if config["status"] != "complete":
+        if config["status"] != "complete" or config.get("load_skipped"):
             continue
         probes = [
             r
@@ -91,13 +104,14 @@ def test_every_probe_is_a_stored_point_with_a_sane_rate(tuned):
 def test_resume_continues_the_same_study(tuned):
     resumed, after = tuned["resumed"], tuned["after"]
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert after["deployments"] == 3
+    assert after["deployments"] == 4
     assert [t["trial"] for t in after["trials"] if t["baseline"]] == [0]
-    proposed = after["trials"][2]  # the sampler's first proposal, made by the resumed study
+    proposed = after["trials"][3]  # the sampler's first proposal, made by the resumed study
     assert not proposed["baseline"] and set(proposed["params"]) == {
         "max-num-seqs",
         "max-num-batched-tokens",
         "kv-cache-dtype",
+        "override-generation-config.repetition_penalty",
     }
     study = optuna.load_study(
         study_name="tune-cpu", storage=f"sqlite:///{tuned['run'] / 'study.db'}"

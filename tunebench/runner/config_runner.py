@@ -95,6 +95,9 @@ class ConfigRunner:
         self.cost = cost  # spec cost: cost columns on every point
         self.make_meter = make_meter  # spec energy: energy columns on every point
         self.roofline = roofline  # spec roofline: the decode bound on every point
+        # After the quality check: a reason to measure no load (a tune trial that answers
+        # wrong is infeasible whatever its speed: its load would cost time and tell nothing).
+        self.skip_load_when: Callable[[ServerConfig], str | None] | None = None
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
@@ -144,6 +147,15 @@ class ConfigRunner:
                 )
             self._verify(state, handle, driver)
             self._check_quality(state, handle)
+            skip = self.skip_load_when(config) if self.skip_load_when is not None else None
+            if skip:
+                store.update_config(
+                    config.config_id, status=ConfigStatus.COMPLETE, load_skipped=skip
+                )
+                self.reporter.note(f"  load not measured: {skip}")
+                return ConfigOutcome(
+                    config.config_id, "complete", 0, None, None, state.effective, state.reasons
+                )
             if self.metrics.enabled and handle.metrics_url:
                 state.scraper = MetricsScraper(
                     handle.metrics_url, self.metrics.interval_s, handle.headers, handle.tls

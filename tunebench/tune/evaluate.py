@@ -32,6 +32,9 @@ class RunnerEvaluator:
         self.total = total
         self.cost = cost  # spec cost: (objective capacity-per-cost)
         self.count = 0
+        if getattr(runner, "quality", None) is not None:
+            # a trial that fails the gate is infeasible: its load is not measured
+            runner.skip_load_when = self._gate_failure_text
 
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
         self.count += 1
@@ -51,6 +54,10 @@ class RunnerEvaluator:
         if self.objective in ("capacity", "capacity-per-cost"):
             return self._capacity(outcome.capacity, effective, config)
         return self._throughput(config, effective)
+
+    def _gate_failure_text(self, config: ServerConfig) -> str | None:
+        failed = self._quality_failure(config)
+        return f"quality gate: {failed}" if failed else None
 
     def _quality_failure(self, config: ServerConfig) -> str | None:
         """Why this trial fails the quality gate against the baseline (None: it passes, is
