@@ -12,7 +12,7 @@ from tunebench.spec.models import TuneParam
 from tunebench.store.run import RunStore
 from tunebench.tune.hints import neighbour, next_trial
 from tunebench.tune.session import diagnosis_hints
-from tunebench.tune.study import Tuner, TrialOutcome, open_study
+from tunebench.tune.study import TrialOutcome, Tuner, open_study
 
 PLANTED = Path(__file__).parents[1] / "fixtures" / "diagnosis-cpu" / "planted"
 
