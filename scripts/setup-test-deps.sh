@@ -8,7 +8,9 @@
 #     `tunebench export`'s tests, and real inference-perf reports for `tunebench import`'s;
 #   - AIPerf (own environment): real AIPerf exports for `tunebench import`'s tests;
 #   - Debian's Prometheus server: the DCGM energy path's test queries a real Prometheus that
-#     scrapes recorded DCGM exporter output (tests/integration/test_energy_prometheus.py).
+#     scrapes recorded DCGM exporter output (tests/integration/test_energy_prometheus.py);
+#   - Debian's PostgreSQL server: tuning workers sharing one study
+#     (tests/integration/test_distributed_tune.py starts a throw-away cluster).
 # (shellcheck and the local S3 server, moto, come with the dev extra.)
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
@@ -35,6 +37,10 @@ apt_install() {  # command-name package...
 if ! command -v chromium >/dev/null 2>&1; then
     apt_install chromium chromium
     chromium --version
+fi
+
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt_install postgresql postgresql --no-install-recommends
 fi
 
 if ! command -v prometheus >/dev/null 2>&1; then

@@ -11,6 +11,27 @@ from tunebench.cli.common import live_progress, root_of, root_option, write_repo
 from tunebench.errors import UsageError
 
 
+def check_storage(url: str, resume: str | None) -> None:
+    """A shared study's URL: a database Optuna can use; its password never printed."""
+    from urllib.parse import urlsplit
+
+    from tunebench.redact import remember
+
+    parts = urlsplit(url)
+    if parts.password:
+        remember(parts.password)
+    if resume:
+        raise UsageError(
+            "--storage and --resume: a shared study is continued by starting another worker "
+            "with the same --storage and spec"
+        )
+    if not parts.scheme.startswith(("postgresql", "mysql", "sqlite")):
+        raise UsageError(
+            f"--storage {parts.scheme or url!r}: give a database URL, e.g. "
+            "postgresql://user@host:5432/tunebench (or sqlite:///path/study.db on one host)"
+        )
+
+
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune(
@@ -51,6 +72,14 @@ def register(app: typer.Typer) -> None:
             "each, alternated, and report the gain with a 95% interval or a tie "
             "(overrides tune.revalidate; 0: off).",
         ),
+        storage: Optional[str] = typer.Option(
+            None,
+            "--storage",
+            metavar="URL",
+            help="Share the study in this database (postgresql://user:pass@host/db): every "
+            "`tunebench tune` given the same URL and spec is a worker adding trials to one "
+            "study. The password may come from $PGPASSWORD instead of the URL.",
+        ),
     ) -> None:
         """Find the engine args that serve the most traffic within the SLO (or the most tok/s).
 
@@ -65,6 +94,7 @@ def register(app: typer.Typer) -> None:
           tunebench tune sweeps/tune-cpu.yaml --revalidate 3
           tunebench tune --resume tune-cpu --trials 12
           tunebench tune sweeps/tune-latency.yaml --dry-run
+          tunebench tune sweeps/tune-cpu.yaml --storage postgresql://tb@db:5432/tunebench
         """
         from tunebench import kinds
         from tunebench.analysis.stats import repeats_change
@@ -76,6 +106,8 @@ def register(app: typer.Typer) -> None:
 
         out = wide_console()
         store = None
+        if storage is not None:
+            check_storage(storage, resume)
         if resume:
             if spec_path is not None or dry_run:
                 raise UsageError(
@@ -118,6 +150,7 @@ def register(app: typer.Typer) -> None:
                 on_store=lambda s: stores.append(s) if not stores else None,
                 revalidate=revalidate,
                 compare=repeats_change,
+                storage=storage,
             )
         if report and result.store.rows:
             write_report_keeping_the_run(out, result.store.path)

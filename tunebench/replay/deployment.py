@@ -9,6 +9,7 @@ also draws which recorded server start this start is (replay/noisy.py).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,9 @@ from tunebench.seams.deployment import ServerHandle
 from tunebench.spec.deployments import ReplaySettings
 from tunebench.spec.plan import ServerConfig, format_value
 
+# a start's seconds when the recording did not keep them (time_scale only)
+DEFAULT_START_S = 40.0
+
 
 class ReplayDeployment:
     kind = "replay"
@@ -31,6 +35,7 @@ class ReplayDeployment:
         self.grid: RecordedGrid | None = None
         self.start_drawn: RecordedStart | None = None  # noisy: the recorded start in use
         self.rng = np.random.default_rng(settings.seed)
+        self.time_scale = settings.time_scale
         if settings.noisy:
             try:
                 self.grid = RecordedGrid(Path(settings.run))
@@ -59,6 +64,8 @@ class ReplayDeployment:
                 )
             self.start_drawn = starts.deploy(self.repeats, self.rng)
         self.current = recorded
+        if self.time_scale:
+            time.sleep(self.time_scale * (recorded.start_s or DEFAULT_START_S))
         return ServerHandle(
             base_url=f"replay:{self.recorded.path.name}/{recorded.config_id}",
             metrics_url="",

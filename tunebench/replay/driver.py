@@ -69,8 +69,10 @@ class ReplayDriver:
             raise LoadError(str(exc)) from None
         columns.pop("load_kind")
         warnings = [w for w in columns["client_warnings"].split(";") if w]
-        now = time.time()
         duration = float(columns.get("duration_s") or 0)
+        if self.deployment.time_scale:
+            time.sleep(self.deployment.time_scale * duration)
+        now = time.time()
         return ClientResult(
             point, point.point_id, columns, now - duration, now, None, warnings, samples
         )

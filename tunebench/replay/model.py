@@ -47,6 +47,7 @@ class RecordedConfig:
     error: str | None
     effective: dict[str, Any]
     rows: list[dict[str, Any]]  # its points, as read from points.csv
+    start_s: float | None = None  # how long its server took to start when recorded
 
     def point_at(self, kind: str, target: float) -> dict[str, Any]:
         """The columns a `kind` point at `target` would have measured (see module doc)."""
@@ -164,6 +165,7 @@ class RecordedRun:
                 error=c.error,
                 effective=c.effective or {},
                 rows=[r for r in store.rows if r["config_id"] == c.config_id],
+                start_s=to_float(getattr(c, "start_s", None)),
             )
             for c in manifest.configs
         ]

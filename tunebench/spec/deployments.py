@@ -79,6 +79,14 @@ class ReplaySettings(Strict):
         None, description="noisy: the recorded repeats a start may draw (default all)"
     )
     seed: int = Field(0, description="noisy: the seed of the draws")
+    time_scale: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="take this share of the recorded time: each start sleeps its recorded "
+        "start-up seconds x time_scale, each point its window x time_scale (0: answer at "
+        "once); for timing parallel workers or schedules against a replay",
+    )
 
 
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"

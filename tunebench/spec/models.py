@@ -352,6 +352,16 @@ class Tune(Strict):
         description="param sets to try right after the baseline, e.g. "
         "the configuration in production today",
     )
+    heartbeat_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="distributed (--storage): a worker's trial records a heartbeat this often; "
+        "one silent for 4 heartbeats is failed and retried by another worker",
+    )
+    retries: int = Field(
+        1, ge=0, le=5, description="distributed: times a dead worker's trial is tried again"
+    )
     hints: bool = Field(
         True,
         description="after each measured trial, try next what its diagnosis suggests "

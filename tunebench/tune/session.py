@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
 
 import optuna
 
@@ -61,6 +64,21 @@ def job_of_run(store: RunStore) -> TuneJob:
     return TuneJob(spec, spec_path, spec_data, kinds.plan(spec, spec_path))
 
 
+def worker_id(store: RunStore) -> str:
+    """Who a shared study's trial was measured by: host, process and run (run ids of workers
+    started in the same second are alike)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{store.run_id}"
+
+
+def masked_url(url: str) -> str:
+    """A storage URL without its password (postgresql://user:***@host/db)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def diagnosis_hints(store: RunStore, config_id: str) -> dict[str, tuple[str, str]]:
     """What a measured trial's diagnosis suggests: arg -> (way, rule)."""
     entry = store.manifest.config(config_id)
@@ -80,6 +98,7 @@ def run_tune(
     on_store: Callable[[RunStore], None] | None = None,
     revalidate: int | None = None,
     compare: Compare | None = None,
+    storage: str | None = None,
 ) -> TuneResult:
     """Start a study in a new run, or continue the study of `resume` (a tune run).
 
@@ -101,9 +120,13 @@ def run_tune(
             deployment_kind=spec.deployment.kind,
             varied_args=["trial", *tune.space],
             planned_points=[p.point_id for p in plan.points],
-            tune={"objective": tune.objective, "study": "study.db", "study_name": spec.name},
+            tune={
+                "objective": tune.objective,
+                "study": masked_url(storage) if storage else "study.db",
+                "study_name": spec.name,
+            },
         )
-        study = open_study(store.path, spec.name, tune, create=True)
+        study = open_study(store.path, spec.name, tune, create=True, storage=storage)
         command = "tune"
     else:
         store = resume.acquire_lock()
@@ -116,6 +139,10 @@ def run_tune(
                 f"{store.path}: no Optuna study in study.db; is it a tune run?"
             ) from None
         command = "tune --resume"
+    if storage:
+        store.record(
+            tune={**(getattr(store.manifest, "tune", None) or {}), "worker": worker_id(store)}
+        )
     if on_store:
         on_store(store)
     with store.running(command):
@@ -146,6 +173,7 @@ def run_tune(
                 evaluator,
                 on_trial,
                 hinter=lambda config: diagnosis_hints(store, config.config_id),
+                worker=worker_id(store) if storage else None,
             )
             interrupted = tuner.mark_interrupted()
             if interrupted:

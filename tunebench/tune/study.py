@@ -8,18 +8,30 @@ the earlier result again (TPE repeats itself on small categorical spaces). Neith
 as a deployment; `trials` counts deployments, the baseline included.
 
 The study lives in `<run>/study.db` (Optuna RDB storage): optuna-dashboard opens it, and
-`tunebench tune --resume RUN` continues it.
+`tunebench tune --resume RUN` continues it. With `--storage postgresql://...` the study is
+shared: every `tunebench tune` process given that storage is a worker adding trials to it
+(docs/tuning.md#several-workers-on-one-study). Workers claim a trial's args before deploying
+them (the lowest trial number wins), count the budget over the whole study, and record a
+heartbeat while a trial runs: a worker that dies leaves a trial that another fails and
+retries.
 """
 
 from __future__ import annotations
 
 import math
+import random
+import threading
+import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import optuna
+import sqlalchemy.exc
 
+from tunebench.errors import UsageError
 from tunebench.redact import redact, redact_text
 from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig, args_key
@@ -29,6 +41,8 @@ from tunebench.tune.pruning import kv_capacity_for, prune_reason
 
 STUDY_FILE = "study.db"
 MAX_IDLE_PROPOSALS = 25
+# After this many proposals in a row that deployed nothing, propose at random until one does.
+RANDOM_AFTER_IDLE = 5
 BASELINE_ATTR = "baseline"
 
 
@@ -69,7 +83,55 @@ def storage_url(run_dir: Path) -> str:
     return f"sqlite:///{(run_dir / STUDY_FILE).resolve()}"
 
 
-def open_study(run_dir: Path, name: str, tune: Tune, create: bool) -> optuna.Study:
+# A shared study fails a trial whose heartbeat stopped for this many heartbeat intervals.
+GRACE_HEARTBEATS = 4
+SCHEMA_ATTEMPTS = 5
+
+
+def shared_storage(url: str, tune: Tune) -> optuna.storages.RDBStorage:
+    """The RDB storage several workers share, with heartbeats and retries of dead trials.
+
+    A URL the installed drivers cannot open is a UsageError that says what to install."""
+    retry: dict[str, Any] = {}
+    if tune.retries:
+        with warnings.catch_warnings():  # "experimental" since Optuna 2.8; stable in use
+            warnings.simplefilter("ignore")
+            retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+            if retry_class is not None:  # Optuna >= 4.9
+                retry["heartbeat_stale_trial_callback"] = retry_class(max_retry=tune.retries)
+            else:
+                retry["failed_trial_callback"] = optuna.storages.RetryFailedTrialCallback(
+                    max_retry=tune.retries
+                )
+    for attempt in range(SCHEMA_ATTEMPTS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return optuna.storages.RDBStorage(
+                    url,
+                    heartbeat_interval=max(1, int(tune.heartbeat_s)),
+                    grace_period=max(2, int(tune.heartbeat_s * GRACE_HEARTBEATS)),
+                    **retry,
+                )
+        except ImportError:
+            raise UsageError(
+                f"--storage {url.split(':', 1)[0]}: its database driver is not installed; "
+                "for PostgreSQL: pip install 'tunebench[distributed]' (psycopg)"
+            ) from None
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            # workers started together race to create Optuna's tables: one wins, the
+            # others find them on the next try
+            if attempt == SCHEMA_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 + random.random())
+    raise AssertionError("unreachable")
+
+
+def open_study(
+    run_dir: Path, name: str, tune: Tune, create: bool, storage: str | None = None
+) -> optuna.Study:
+    """The run's own study (sqlite in the run), or with `storage` a shared one (created by the
+    first worker, joined by the others)."""
     sampler: optuna.samplers.BaseSampler
     if tune.sampler == "random":
         sampler = optuna.samplers.RandomSampler(seed=tune.seed)
@@ -79,6 +141,19 @@ def open_study(run_dir: Path, name: str, tune: Tune, create: bool) -> optuna.Stu
         # fewer deployments than multivariate/grouped TPE (benchmarks/tune_efficiency.py).
         sampler = optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if storage is not None:
+        # a seed per worker: workers that proposed alike would all claim the same args
+        if tune.sampler != "random":
+            sampler = optuna.samplers.TPESampler(n_startup_trials=tune.startup_trials)
+        else:
+            sampler = optuna.samplers.RandomSampler()
+        return optuna.create_study(
+            storage=shared_storage(storage, tune),
+            study_name=name,
+            directions=directions(tune.objective),
+            sampler=sampler,
+            load_if_exists=True,
+        )
     if create:
         return optuna.create_study(
             storage=storage_url(run_dir),
@@ -87,6 +162,43 @@ def open_study(run_dir: Path, name: str, tune: Tune, create: bool) -> optuna.Stu
             sampler=sampler,
         )
     return optuna.load_study(storage=storage_url(run_dir), study_name=name, sampler=sampler)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail (and, with retries, enqueue again) trials whose worker stopped beating."""
+    with warnings.catch_warnings():  # "experimental" since Optuna 2.9; stable in use
+        warnings.simplefilter("ignore")
+        optuna.storages.fail_stale_trials(study)
+
+
+@contextmanager
+def heartbeat(study: optuna.Study, trial: optuna.Trial, interval_s: float) -> Iterator[None]:
+    """Record the trial's heartbeat every `interval_s` while it runs (shared studies)."""
+    storage = study._storage  # Optuna wraps the RDBStorage: ask the wrapper
+    get_interval = getattr(storage, "get_heartbeat_interval", None)
+    if get_interval is None or not get_interval():
+        yield
+        return
+    stop = threading.Event()
+
+    storage.record_heartbeat(trial._trial_id)  # before anything else can happen
+
+    def beat() -> None:
+        while True:
+            try:
+                storage.record_heartbeat(trial._trial_id)
+            except Exception:  # a lost connection: the next beat may get through
+                pass
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=beat, name="trial-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 class Tuner:
@@ -102,6 +214,7 @@ class Tuner:
         evaluator: TrialEvaluator,
         on_trial: Callable[[optuna.trial.FrozenTrial, str], None] | None = None,
         hinter: Callable[[ServerConfig], dict[str, tuple[str, str]]] | None = None,
+        worker: str | None = None,
     ):
         self.study = study
         self.tune = tune
@@ -113,10 +226,19 @@ class Tuner:
         # a measured configuration's diagnosis: arg -> (way, rule) (tune/hints.py)
         self.hinter = hinter if tune.hints else None
         self.stopped_early: str | None = None
+        # a shared study (several workers): claims, a study-wide budget, heartbeats
+        self.worker = worker
+        self.shared = worker is not None
 
     # -- state kept in the study, so that a resumed study knows it -----------------------
     def deployments(self) -> int:
-        return sum(1 for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get("deployed"))
+        """Deployments of the study (all workers'), running ones included; a retry waiting to
+        run carries its failed original's attributes and is not one yet."""
+        return sum(
+            1
+            for t in self.study.get_trials(deepcopy=False)
+            if t.user_attrs.get("deployed") and t.state != optuna.trial.TrialState.WAITING
+        )
 
     def _measured(self) -> dict[str, optuna.trial.FrozenTrial]:
         done = {}
@@ -126,6 +248,11 @@ class Tuner:
                 key
                 and trial.user_attrs.get("deployed")
                 and trial.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+                # a trial whose worker died (failed by its heartbeat) measured nothing
+                and not (
+                    trial.state == optuna.trial.TrialState.FAIL
+                    and not trial.user_attrs.get("fail_reason")
+                )
             ):
                 done.setdefault(key, trial)
         return done
@@ -143,7 +270,11 @@ class Tuner:
             self.study.set_user_attr("kv_cache_dtype", str(effective.get("cache_dtype") or "auto"))
 
     def mark_interrupted(self) -> int:
-        """Trials left RUNNING by an interrupted process become FAIL; returns how many."""
+        """Trials left RUNNING by an interrupted process become FAIL; returns how many. A
+        shared study's running trials may be other workers' alive: their heartbeats decide."""
+        if self.shared:
+            fail_stale(self.study)
+            return 0
         count = 0
         for frozen in self.study.get_trials(
             deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
@@ -162,7 +293,7 @@ class Tuner:
             self._baseline()
         if self.tune.enqueue and not self.study.user_attrs.get("enqueued"):
             for params in self.tune.enqueue:  # asked next, in order, once per study
-                self.study.enqueue_trial(params)
+                self.study.enqueue_trial(params, skip_if_exists=self.shared)
             self.study.set_user_attr("enqueued", True)
         idle = 0  # consecutive proposals that deployed nothing (repeats, pruned)
         while self.deployments() < self.tune.trials:
@@ -174,7 +305,9 @@ class Tuner:
                 )
                 return
             before = self.deployments()
-            self._one_trial()
+            if self.shared:  # a dead worker's trial: failed, and retried if allowed
+                fail_stale(self.study)
+            self._one_trial(explore=idle >= RANDOM_AFTER_IDLE)
             idle = 0 if self.deployments() > before else idle + 1
 
     def _space_exhausted(self) -> bool:
@@ -187,18 +320,87 @@ class Tuner:
         tried = {
             t.user_attrs.get("args_key")
             for t in self.study.get_trials(deepcopy=False)
-            if t.user_attrs.get("args_key") and not t.user_attrs.get(BASELINE_ATTR)
+            if t.user_attrs.get("args_key")
+            and not t.user_attrs.get(BASELINE_ATTR)
+            and not t.user_attrs.get("yielded")  # left to another worker: not measured
         }
         return len(tried) >= size  # conditional params only make the space smaller
 
     def _baseline(self) -> None:
         trial = self.study.ask()
         trial.set_user_attr(BASELINE_ATTR, True)
+        if self.shared:
+            others = [
+                t.number
+                for t in self.study.get_trials(deepcopy=False)
+                if t.user_attrs.get(BASELINE_ATTR)
+                and t.number != trial.number
+                and t.state != optuna.trial.TrialState.WAITING
+            ]
+            if others:  # another worker claimed the baseline: it measures it
+                trial.set_user_attr(BASELINE_ATTR, False)
+                self._yield(trial, f"the baseline is trial {min(others)} (another worker)")
+                return
         self._deploy(trial, {}, note="baseline: vLLM defaults")
 
-    def _one_trial(self) -> None:
+    def _yield(self, trial: optuna.Trial, reason: str) -> None:
+        """A shared study's trial left to another worker: PRUNED, not a deployment."""
+        trial.set_user_attr("deployed", False)
+        trial.set_user_attr("yielded", True)
+        trial.set_user_attr("pruned_reason", reason)
+        self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        self.on_trial(self.study.trials[trial.number], reason)
+
+    def _claim(self, trial: optuna.Trial, key: str) -> str | None:
+        """Why a shared study's trial must not deploy `key` (None: it may).
+
+        The claim (args_key and deployed) is written before the check, and a trial yields to
+        any other that claimed the same: two that claim together may both yield, never both
+        deploy. The budget counts claims the same way."""
+        trial.set_user_attr("args_key", key)
+        trial.set_user_attr("deployed", True)
+        live = [
+            t
+            for t in self.study.get_trials(deepcopy=False)
+            if t.number != trial.number and t.state != optuna.trial.TrialState.WAITING
+        ]
+        for other in live:
+            if (
+                other.state == optuna.trial.TrialState.RUNNING
+                and other.user_attrs.get("args_key") == key
+                and other.user_attrs.get("deployed")
+            ):
+                return f"the same args are being measured by trial {other.number} (another worker)"
+        if self.deployments() > self.tune.trials:
+            return f"the study's {self.tune.trials} deployments are spent (by all workers)"
+        return None
+
+    def _one_trial(self, explore: bool = False) -> None:
+        """One proposal; with `explore`, drawn at random: TPE that has converged proposes
+        measured args again and again (told, not deployed) while the space has others."""
+        sampler = self.study.sampler
+        if explore:  # the trial samples when its params are suggested: swap until then
+            self.study.sampler = optuna.samplers.RandomSampler()
+        try:
+            trial, params = self._propose()
+        finally:
+            self.study.sampler = sampler
+        if trial is None:
+            return
+        self._measure_proposal(trial, params)
+
+    def _propose(self) -> tuple[optuna.Trial | None, dict[str, Any]]:
+        """Ask for a trial and suggest its params (None: a retried baseline, handled)."""
         trial = self.study.ask()
-        params = search_space.suggest(self.tune.space, trial)
+        if trial.user_attrs.get("deployed"):
+            # a retry of a dead worker's trial carries its attributes: not deployed yet
+            trial.set_user_attr("deployed", False)
+            if trial.user_attrs.get(BASELINE_ATTR):
+                self._deploy(trial, {}, note="baseline: vLLM defaults (retried)")
+                return None, {}
+        return trial, search_space.suggest(self.tune.space, trial)
+
+    def _measure_proposal(self, trial: optuna.Trial, params: dict[str, Any]) -> None:
         trial.set_user_attr("param_values", redact(params))  # ordered params are indexes in Optuna
         args = search_space.engine_args(self.base_args, params)
         key = args_key(args)
@@ -230,7 +432,19 @@ class Tuner:
         self._deploy(trial, params, note=str(trial.user_attrs.get("hint") or ""))
 
     def _deploy(self, trial: optuna.Trial, params: dict[str, Any], note: str = "") -> None:
+        # beating from the claim on: a worker that dies after claiming leaves a trial that
+        # goes stale (and is retried), not one that holds its args forever
+        with heartbeat(self.study, trial, self.tune.heartbeat_s):
+            self._claim_and_measure(trial, params, note)
+
+    def _claim_and_measure(self, trial: optuna.Trial, params: dict[str, Any], note: str) -> None:
         args = search_space.engine_args(self.base_args, params)
+        if self.shared:
+            refused = self._claim(trial, args_key(args))
+            if refused:
+                self._yield(trial, refused)
+                return
+            trial.set_user_attr("worker", self.worker)
         trial.set_user_attr("args_key", args_key(args))
         trial.set_user_attr("args", redact(args))  # study.db is a file in the run: no secrets
         trial.set_user_attr("deployed", True)
