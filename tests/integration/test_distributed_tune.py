@@ -194,3 +194,27 @@ def test_a_worker_killed_mid_trial_loses_nothing(tmp_path, database):
     complete = [t for t in deployed(study) if t.state == optuna.trial.TrialState.COMPLETE]
     assert len({t.user_attrs["args_key"] for t in complete}) == len(complete)
     assert len(deployed(study)) == 8  # the dead trial counts: it was deployed
+
+
+def test_the_kubernetes_example_runs_workers_that_the_cli_accepts(tmp_path):
+    import yaml
+
+    from tests.conftest import run_cli
+
+    job = yaml.safe_load((REPO / "docs/examples/tune-workers-job.yaml").read_text())
+    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+    assert job["spec"]["parallelism"] == job["spec"]["completions"] == 3
+    pod = job["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert set(env) == {"TUNEBENCH_STORAGE", "PGPASSWORD"}  # secrets only from a Secret
+    args = container["args"]
+    assert args[:2] == ["tune", "/spec/tune.yaml"] and "--storage" in args
+    # the same command line, with a real spec and URL, is accepted (a dry run starts nothing)
+    spec = write_spec(tmp_path, "example", trials=4, time_scale=0)
+    line = [a.replace("/spec/tune.yaml", str(spec)) for a in args]
+    line[line.index("--storage") + 1] = "postgresql://tunebench@127.0.0.1:5432/tunebench"
+    result = run_cli(*line, "--dry-run")
+    assert result.returncode == 0, result.stderr
