@@ -10,7 +10,9 @@
 #   - Debian's Prometheus server: the DCGM energy path's test queries a real Prometheus that
 #     scrapes recorded DCGM exporter output (tests/integration/test_energy_prometheus.py);
 #   - Debian's PostgreSQL server: tuning workers sharing one study
-#     (tests/integration/test_distributed_tune.py starts a throw-away cluster).
+#     (tests/integration/test_distributed_tune.py starts a throw-away cluster);
+#   - Debian's slurm-wlm and munge: `tunebench batch --slurm` scripts run on a real
+#     single-node Slurm (tests/e2e/test_slurm_cpu.py starts it).
 # (shellcheck and the local S3 server, moto, come with the dev extra.)
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
@@ -41,6 +43,10 @@ fi
 
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     apt_install postgresql postgresql --no-install-recommends
+fi
+
+if ! command -v slurmd >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
+    apt_install slurmd slurm-wlm munge --no-install-recommends
 fi
 
 if ! command -v prometheus >/dev/null 2>&1; then
