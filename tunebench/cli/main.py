@@ -47,6 +47,7 @@ def _register_commands() -> None:
         export,
         helm_values,
         import_results,
+        merge,
         report,
         results,
         runs,
@@ -56,6 +57,7 @@ def _register_commands() -> None:
     )
 
     sweep.register(app)
+    merge.register(app)
     tune.register(app)
     helm_values.register(app)
     batch.register(app)

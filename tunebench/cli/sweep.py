@@ -40,6 +40,14 @@ def register(app: typer.Typer) -> None:
             help="Finish an interrupted or failed run (id, unique part of it, or path): stored "
             "points are kept, the rest measured.",
         ),
+        only: Optional[str] = typer.Option(
+            None,
+            "--only",
+            metavar="IDS",
+            help="Measure only these configurations of the plan (ids or labels, "
+            "comma-separated), keeping their ids: one part of a sweep split over machines or "
+            "TaskRuns; `tunebench merge` joins the parts into one run.",
+        ),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.
 
@@ -48,6 +56,7 @@ def register(app: typer.Typer) -> None:
           tunebench sweep sweeps/latency.yaml --dry-run
           tunebench sweep sweeps/openshift-latency.yaml --keep
           tunebench sweep --resume 20261121-101500-cpu-demo
+          tunebench sweep sweeps/latency.yaml --only c1,c2   # then: tunebench merge RUN RUN
         """
         from tunebench import kinds
         from tunebench.report.tables import sweep_plan, wide_console
@@ -68,6 +77,8 @@ def register(app: typer.Typer) -> None:
         spec_data = read_yaml_mapping(spec_path)
         spec = validate_spec(spec_data, spec_path)
         plan = kinds.plan(spec, spec_path)
+        if only is not None:
+            plan = only_configs(plan, only, spec_path)
         if dry_run:
             out.print(sweep_plan(spec, plan, estimate_seconds(spec, plan)))
             return
@@ -83,8 +94,26 @@ def register(app: typer.Typer) -> None:
                 reporter,
                 on_store=stores.append,
                 keep=keep,
+                only=only is not None,
             )
         _finish(out, result, report)
+
+
+def only_configs(plan, only: str, spec_path: Path):
+    """The plan with only the configurations `only` names (ids or labels), ids kept."""
+    import dataclasses
+
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    known = {c.config_id: c for c in plan.configs} | {c.label: c for c in plan.configs}
+    unknown = [w for w in wanted if w not in known]
+    if unknown or not wanted:
+        names = ", ".join(f"{c.config_id} ({c.label})" for c in plan.configs)
+        raise UsageError(
+            f"{spec_path}: --only {', '.join(unknown) or repr(only)}: not a configuration of the "
+            f"plan; it has {names}"
+        )
+    chosen = {known[w].config_id for w in wanted}
+    return dataclasses.replace(plan, configs=[c for c in plan.configs if c.config_id in chosen])
 
 
 def _resume(out, ref: str, root: Optional[Path], report: bool, keep: bool) -> None:

@@ -9,6 +9,7 @@ the run is recorded in `manifest.attempts`.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from tunebench import kinds
@@ -52,6 +53,11 @@ def resume_sweep(
         spec_data, spec_path = spec_of(manifest)
         spec = validate_spec(spec_data, spec_path)
         plan = kinds.plan(spec, spec_path)
+        only = getattr(manifest, "only", None)
+        if only:  # a part of a split sweep (sweep --only): its configurations only
+            plan = dataclasses.replace(
+                plan, configs=[c for c in plan.configs if c.config_id in only]
+            )
     except BaseException:
         store.release_lock()
         raise

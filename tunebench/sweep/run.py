@@ -70,8 +70,10 @@ def run_sweep(
     reporter: Reporter | None = None,
     on_store: Callable[[RunStore], None] | None = None,
     keep: bool = False,
+    only: bool = False,
 ) -> SweepResult:
-    """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists."""
+    """Run every configuration of `plan`; `on_store` sees the run store as soon as it exists.
+    `only`: the plan is one part of a split sweep (its config ids are recorded)."""
     reporter = reporter or SilentReporter()
     store = RunStore.create(
         output_root,
@@ -82,6 +84,7 @@ def run_sweep(
         deployment_kind=spec.deployment.kind,
         varied_args=varied_args(plan),
         planned_points=[p.point_id for p in plan.points],
+        **({"only": [c.config_id for c in plan.configs]} if only else {}),
     )
     if on_store:
         on_store(store)
