@@ -142,12 +142,13 @@ def model_bytes(
         weight = _estimate_dense(text, tied, served_bytes or 2.0, online)
         source = "config.json estimate (dense decoder)"
         notes.append("no safetensors files: estimated from config.json")
-    kv_bytes = DTYPE_BYTES.get((kv_cache_dtype or "auto").split("_")[0], None)
-    if kv_cache_dtype in (None, "auto"):
+    if kv_cache_dtype in (None, "auto"):  # the KV cache holds the served dtype
         kv_bytes = served_bytes or _checkpoint_float_bytes(tensors) or 2.0
     elif kv_cache_dtype.startswith("fp8"):
         kv_bytes = 1.0
-    kv = _kv_per_token(text) * (kv_bytes or 2.0)
+    else:
+        kv_bytes = DTYPE_BYTES.get(kv_cache_dtype, 2.0)
+    kv = _kv_per_token(text) * kv_bytes
     notes.append(f"weights at {served or 'checkpoint'} dtype")
     if online is not None:
         notes.append(f"linear layers at {online:g} byte(s) ({quantization})")

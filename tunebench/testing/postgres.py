@@ -8,7 +8,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from tunebench.deploy.local import free_port
 from tunebench.processes import ManagedProcess
 
 USER = "tunebench"
@@ -30,12 +30,6 @@ def _bin_dir() -> Path:
 
 def _as_server_user() -> list[str]:
     return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -65,7 +59,7 @@ def postgres_server() -> Iterator[str]:
         capture_output=True,
         timeout=120,
     )
-    port = _free_port()
+    port = free_port()
     server = ManagedProcess(
         [
             *prefix,

@@ -15,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from tunebench.deploy.local import free_port
 from tunebench.processes import ManagedProcess
 
 CONF = """\
@@ -47,12 +48,6 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def slurm_cluster() -> Iterator[dict[str, str]]:
     """A running controller and node; yields the environment that points Slurm's commands
@@ -73,8 +68,8 @@ def slurm_cluster() -> Iterator[dict[str, str]]:
         CONF.format(
             host=host,
             home=home,
-            ctld_port=_free_port(),
-            d_port=_free_port(),
+            ctld_port=free_port(),
+            d_port=free_port(),
             cpus=os.cpu_count() or 1,
             memory_mb=memory_mb,
         )

@@ -11,7 +11,6 @@ a log range) and never for args already measured.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +64,7 @@ def next_trial(
         if param is None or param.when or arg not in params:
             continue
         value = neighbour(param, params[arg], way)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if value is None:
             continue
         new = {**params, arg: value}
         text = f"hint from trial {trial_number} ({rule}): {arg} {params[arg]} -> {value}"

@@ -439,15 +439,17 @@ class Tuner:
 
     def _claim_and_measure(self, trial: optuna.Trial, params: dict[str, Any], note: str) -> None:
         args = search_space.engine_args(self.base_args, params)
-        if self.shared:
-            refused = self._claim(trial, args_key(args))
+        key = args_key(args)
+        if self.shared:  # the claim writes args_key and deployed
+            refused = self._claim(trial, key)
             if refused:
                 self._yield(trial, refused)
                 return
             trial.set_user_attr("worker", self.worker)
-        trial.set_user_attr("args_key", args_key(args))
+        else:
+            trial.set_user_attr("args_key", key)
+            trial.set_user_attr("deployed", True)
         trial.set_user_attr("args", redact(args))  # study.db is a file in the run: no secrets
-        trial.set_user_attr("deployed", True)
         config = ServerConfig(
             config_id=f"t{trial.number}",
             label=search_space.label(params) if params else "baseline",
