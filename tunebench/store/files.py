@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -14,7 +15,8 @@ def write_atomic(path: Path, text: str) -> None:
     """Write `text` to a temporary file beside `path`, fsync it, rename it over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # per process and thread: configurations measured in parallel write from several threads
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -92,6 +93,9 @@ class RunStore:
         self.rows: list[dict[str, Any]] = []
         self._requests: dict[str, list[dict[str, Any]]] = {}
         self._lock: RunLock | None = None
+        # The manifest and points.csv are shared by configurations measured in parallel
+        # (threads of one process; the run lock keeps other processes out).
+        self._writing = threading.RLock()
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -158,23 +162,50 @@ class RunStore:
 
     # -- manifest -----------------------------------------------------------------------
     def save_manifest(self) -> None:
-        write_atomic(self.layout.manifest, self.manifest.to_json())
+        with self._writing:
+            write_atomic(self.layout.manifest, self.manifest.to_json())
 
     def update_config(self, config_id: str, **fields: Any) -> ConfigEntry:
-        entry = self.manifest.update_config(config_id, **fields)
-        self.save_manifest()
-        return entry
+        with self._writing:
+            entry = self.manifest.update_config(config_id, **fields)
+            self.save_manifest()
+            return entry
 
     def record(self, **fields: Any) -> None:
         """Top-level manifest fields of a run kind (a tune run's trials, ...), saved at once."""
-        for key, value in redact(fields).items():
-            setattr(self.manifest, key, value)
-        self.save_manifest()
+        with self._writing:
+            for key, value in redact(fields).items():
+                setattr(self.manifest, key, value)
+            self.save_manifest()
 
     # -- points -------------------------------------------------------------------------
     def add_point(self, row: dict[str, Any]) -> None:
         """Store one finished point; the whole file is rewritten atomically."""
-        self.rows.append(row)
+        with self._writing:
+            self.rows.append(row)
+            self._write_points()
+
+    def order_points(self) -> None:
+        """Rows in the order a sequential sweep writes them (repeat, then plan order: config
+        ids are c1, c2, ... in plan order; each configuration's points as measured):
+        configurations measured in parallel finish in any order."""
+
+        def number(config_id: Any) -> int:
+            digits = re.sub(r"\D", "", str(config_id or ""))
+            return int(digits) if digits else 0
+
+        def key(row: dict[str, Any]) -> tuple[int, int]:
+            repeat = str(row.get("repeat") or "1")
+            return (int(repeat) if repeat.isdigit() else 1, number(row.get("config_id")))
+
+        with self._writing:
+            self.rows.sort(key=key)
+            if self.rows:
+                self._write_points()
+            self.manifest.configs.sort(key=lambda entry: number(entry.config_id))
+            self.save_manifest()
+
+    def _write_points(self) -> None:
         columns = point_columns(self.manifest.varied_args)
         extra = sorted({k for r in self.rows for k in r} - set(columns))
         write_atomic(self.layout.points, csv_text(columns + extra, self.rows))
@@ -183,15 +214,16 @@ class RunStore:
         self, config_id: str, point_id: str, samples: list[dict[str, Any]], repeat: int = 1
     ) -> None:
         """Per-request samples of one point, in requests/<config>.csv (rewritten atomically)."""
-        if config_id not in self._requests:  # a resumed run: keep what earlier attempts stored
-            self._requests[config_id] = read_csv(self.layout.requests(config_id))
-        self._requests[config_id].extend(
-            {"point_id": point_id, "repeat": repeat, **s} for s in samples
-        )
-        write_atomic(
-            self.layout.requests(config_id),
-            csv_text(list(REQUEST_COLUMNS), self._requests[config_id]),
-        )
+        with self._writing:
+            if config_id not in self._requests:  # a resumed run: keep earlier attempts' rows
+                self._requests[config_id] = read_csv(self.layout.requests(config_id))
+            self._requests[config_id].extend(
+                {"point_id": point_id, "repeat": repeat, **s} for s in samples
+            )
+            write_atomic(
+                self.layout.requests(config_id),
+                csv_text(list(REQUEST_COLUMNS), self._requests[config_id]),
+            )
 
     # -- other files --------------------------------------------------------------------
     def write_text(self, path: Path | str, text: str, secrets: list[str] | None = None) -> Path:
