@@ -11,13 +11,15 @@ its Deployment in deploy/ (and a LoadDriver in load/ if GuideLLM cannot drive it
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tunebench import demo
+from tunebench import demo, environment
 from tunebench.deploy.endpoint import EndpointServer
+from tunebench.deploy.gpu_share import gpus_needed
 from tunebench.deploy.helm import HelmDeployment
 from tunebench.deploy.local import LocalVllmServer
 from tunebench.energy.choose import make_meter
@@ -38,7 +40,12 @@ from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.deployments import ReplaySettings
-from tunebench.spec.kserve_chart import check_helm_plan, release_name, tokenizer_for
+from tunebench.spec.kserve_chart import (
+    check_helm_plan,
+    config_release,
+    release_name,
+    tokenizer_for,
+)
 from tunebench.spec.models import SweepSpec, SyntheticData
 from tunebench.spec.plan import Plan, ServerConfig, build_plan
 from tunebench.store.layout import RunLayout, is_run
@@ -60,6 +67,15 @@ class Where:
         return str((self.spec_path.parent / Path(name).expanduser()).resolve())
 
 
+@dataclass(frozen=True)
+class Slot:
+    """One configuration measured beside others (deployment.parallel > 1): its own release
+    (helm) or its own GPUs (local)."""
+
+    config_id: str
+    gpus: tuple[str, ...] | None = None
+
+
 DeploymentFactory = Callable[[Settings, RunLayout, StatusCallback, "str | None"], Deployment]
 DriverFactory = Callable[[SweepSpec, Path, Deployment, ServerConfig], LoadDriver]
 
@@ -75,6 +91,8 @@ class Kind:
     # Does measuring the same point twice give two answers? A capacity search then confirms
     # its decisions near the knee (points/capacity.py); the interpolating replay does not.
     noisy: Callable[[Settings], bool] = lambda settings: True
+    # The settings of one configuration measured beside others (deployment.parallel > 1).
+    for_slot: Callable[[Settings, Slot], Settings] = lambda settings, slot: settings
 
 
 def local_driver(
@@ -148,8 +166,20 @@ def _resolve_replay(settings: Settings, where: Where) -> Settings:
     return settings.model_copy(update={"run": str(path)})
 
 
+def _local_slot(settings: Settings, slot: Slot) -> Settings:
+    if not slot.gpus:
+        return settings
+    env = {**settings.env, "CUDA_VISIBLE_DEVICES": ",".join(slot.gpus)}
+    return settings.model_copy(update={"env": env})
+
+
+def _helm_slot(settings: Settings, slot: Slot) -> Settings:
+    # Releases installed at once need names of their own (and so InferenceServices, pods).
+    return settings.model_copy(update={"release": config_release(settings.release, slot.config_id)})
+
+
 KINDS: dict[str, Kind] = {
-    "local": Kind("local", 60.0, LocalVllmServer, local_driver),
+    "local": Kind("local", 60.0, LocalVllmServer, local_driver, for_slot=_local_slot),
     "endpoint": Kind("endpoint", 2.0, EndpointServer, local_driver),
     "replay": Kind(
         "replay",
@@ -166,6 +196,7 @@ KINDS: dict[str, Kind] = {
         _helm_driver,
         resolve=_resolve_helm,
         check_plan=check_helm_plan,
+        for_slot=_helm_slot,
     ),
 }
 
@@ -184,6 +215,7 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
     if check is not None:
         check(spec, planned.configs, spec_path)
     check_quality(spec, spec_path, planned.configs)
+    check_parallel(spec, spec_path, planned.configs)
     device = spec.roofline.device
     if device and gpu_bandwidth(device) is None:
         raise SpecError(
@@ -191,6 +223,51 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
             "(docs/roofline.md): name a listed GPU or give roofline.bandwidth_gbs"
         )
     return planned
+
+
+def parallel_of(spec: SweepSpec) -> int:
+    """How many configurations the sweep measures at once (deployment.parallel)."""
+    return int(getattr(spec.deployment, "parallel", 1))
+
+
+def parallel_gpus(spec: SweepSpec) -> list[str] | None:
+    """The GPUs a local sweep with parallel > 1 shares out (None: nothing to share out):
+    deployment.gpus, else CUDA_VISIBLE_DEVICES of the server's environment, else every GPU
+    nvidia-smi lists."""
+    settings = spec.deployment
+    if spec.deployment.kind != "local" or parallel_of(spec) < 2:
+        return None
+    if settings.gpus:
+        return list(settings.gpus)
+    visible = settings.env.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        return [g.strip() for g in visible.split(",") if g.strip()]
+    return [str(index) for index, _ in enumerate(environment.gpus())]
+
+
+def check_parallel(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) -> None:
+    """deployment.parallel is possible: on a local box, GPUs to share out that fit each
+    configuration (helm releases are named apart by config id, kinds._helm_slot)."""
+    if parallel_of(spec) < 2:
+        return
+    gpus = parallel_gpus(spec)
+    if gpus is None:
+        return
+    if not gpus:
+        raise SpecError(
+            f"{spec_path}: deployment.parallel: kind local measures configurations side by "
+            "side on GPUs of their own, and no GPU is visible here (nvidia-smi); list them "
+            "in deployment.gpus or set parallel: 1 (servers sharing CPU cores would not give "
+            "comparable figures)"
+        )
+    for config in configs:
+        if gpus_needed(config) > len(gpus):
+            raise SpecError(
+                f"{spec_path}: deployment.parallel: {config.config_id} ({config.label}) needs "
+                f"{gpus_needed(config)} GPUs (tensor x pipeline x data parallel size) and "
+                f"{len(gpus)} are shared out ({', '.join(gpus)}); add GPUs to "
+                "deployment.gpus or lower its parallel sizes"
+            )
 
 
 def resolve_settings(
@@ -207,10 +284,14 @@ def build_runner(
     output_root: Path,
     reporter: Reporter,
     keep: bool = False,
+    slot: Slot | None = None,
 ) -> ConfigRunner:
-    """The deployment, load-driver factory and runner a sweep (or a tune) uses."""
+    """The deployment, load-driver factory and runner a sweep (or a tune) uses; with `slot`,
+    those of one configuration measured beside others."""
     kind = kind_of(spec)
     settings = resolve_settings(spec, spec_path, output_root, keep)
+    if slot is not None:
+        settings = kind.for_slot(settings, slot)
     deployment = kind.deployment(
         settings,
         store.layout,

@@ -104,3 +104,91 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
         if path.is_file():
             assert GUARDED_KEY not in path.read_text(errors="replace"), path
     assert GUARDED_KEY not in result.stdout + result.stderr
+
+
+def test_helm_sweep_in_parallel_fails_the_unschedulable_configuration_alone(
+    tmp_path, guarded_server
+):
+    """parallel: 3 installs three releases at once, each named for its configuration and
+    measured by its own GuideLLM through its own port-forward; the one whose pod cannot be
+    scheduled fails alone, with the reason and the parallel hint."""
+    state = tmp_path / "cluster"
+    state.mkdir()
+    cluster = FakeCluster(state)
+    cluster.scenario(
+        mode="slow",
+        ready_after_s=3,
+        backend=guarded_server.address,
+        sa_token=GUARDED_KEY,
+        sa_secret="tunebench-client",
+        pod_log=str(guarded_server.log_path),
+        pending_values="--max-num-seqs=16",
+    )
+    spec = tmp_path / "helm-parallel.yaml"
+    spec.write_text(
+        textwrap.dedent("""
+        name: helm-par
+        model: oci://quay.io/example/tiny-llama:v1
+        tokenizer: builtin:tiny-llama
+        deployment:
+          kind: helm
+          chart_version: 0.5.11
+          namespace: bench
+          token_secret: tunebench-client
+          access: port-forward
+          ready_timeout_s: 12
+          health_timeout_s: 60
+          parallel: 3
+        server:
+          args: {max-model-len: 256}
+          matrix: {max-num-seqs: [2, 4, 16]}
+        load:
+          data: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+          profiles:
+            - {kind: concurrent, streams: [1], max_seconds: 4}
+        metrics: {interval_s: 0.5}
+        """)
+    )
+    runs = tmp_path / "runs"
+    env = {"FAKE_KUBE_STATE": str(state), "PATH": f"{FAKE_BIN}:{os.environ['PATH']}"}
+    result = run_cli("sweep", str(spec), "--output", str(runs), "--no-report", env=env, timeout=600)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    run = next(runs.iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["parallel"]["configurations"] == 3
+    status = {c["config_id"]: c["status"] for c in manifest["configs"]}
+    assert status == {"c1": "complete", "c2": "complete", "c3": "failed"}
+    error = manifest["configs"][2]["error"]
+    assert "InferenceService tb-helm-par-c3 not Ready" in error
+    assert "Insufficient nvidia.com/gpu" in error and "lower parallel" in error
+
+    rows = read_points(run)
+    assert [(r["config_id"], r["point_id"]) for r in rows] == [
+        ("c1", "concurrent-1"),
+        ("c2", "concurrent-1"),
+    ]
+    assert all(int(r["requests_ok"]) > 0 and r["server_metrics"] == "present" for r in rows)
+    # all three installed before the first was uninstalled: measured side by side
+    calls = [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
+    helm = [
+        (c["argv"][0], c["argv"][1] if c["argv"][0] != "upgrade" else c["argv"][2])
+        for c in calls
+        if c["tool"] == "helm"
+    ]
+    installs = [i for i, (verb, _) in enumerate(helm) if verb == "upgrade"]
+    first_uninstall = next(i for i, (verb, _) in enumerate(helm) if verb == "uninstall")
+    assert len(installs) == 3 and max(installs) < first_uninstall
+    assert sorted(name for verb, name in helm if verb == "uninstall") == [
+        "tb-helm-par-c1",
+        "tb-helm-par-c2",
+        "tb-helm-par-c3",
+    ]
+    assert cluster.releases() == []
+    for config in manifest["configs"][:2]:
+        assert (run / "logs" / f"port-forward-{config['config_id']}.log").is_file()
+        with pytest.raises(ProcessLookupError):
+            os.killpg(config["server_pgid"], 0)
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert GUARDED_KEY not in path.read_text(errors="replace"), path

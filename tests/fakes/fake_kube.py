@@ -4,7 +4,9 @@ a scenario read from $FAKE_KUBE_STATE/scenario.json.
 scenario keys: mode (ready | slow | crashloop | imagepull | pending), ready_after_s,
 backend ("host:port" that `oc port-forward` forwards to), route_host, sa_token,
 pod_log (a file whose text `oc logs` prints), install_error (helm upgrade fails with it),
-isvc_url (the InferenceService's status.url; default a cluster-local http URL).
+isvc_url (the InferenceService's status.url; default a cluster-local http URL),
+pending_values (a release whose values file contains this text stays Pending: the GPUs it
+asks for are not there).
 Only the standard library: the fakes run under any python3.
 """
 
@@ -89,17 +91,26 @@ def release_names() -> list[str]:
     return [p.stem for p in folder.glob("*.json")] if folder.exists() else []
 
 
+def mode_of(name: str) -> str:
+    """The scenario's mode, or pending for a release whose values hold `pending_values`."""
+    s = scenario()
+    marker = s.get("pending_values")
+    if marker and release_file(name).exists():
+        if marker in json.loads(release_file(name).read_text())["values"]:
+            return "pending"
+    return s.get("mode", "ready")
+
+
 def ready_now(name: str) -> bool:
     info = json.loads(release_file(name).read_text())
     s = scenario()
-    return s.get("mode", "ready") in ("ready", "slow") and (
+    return mode_of(name) in ("ready", "slow") and (
         time.time() - info["installed_at"] >= float(s.get("ready_after_s", 0))
     )
 
 
 def pod_of(name: str) -> dict:
-    s = scenario()
-    mode = s.get("mode", "ready")
+    mode = mode_of(name)
     container = {
         "name": "kserve-container",
         "restartCount": 0,
@@ -143,7 +154,7 @@ def pod_of(name: str) -> dict:
 
 
 def events_for(pod: str) -> list[dict]:
-    mode = scenario().get("mode", "ready")
+    mode = mode_of(pod.removesuffix(POD_SUFFIX))
     text = {
         "crashloop": ("BackOff", "Back-off restarting failed container kserve-container"),
         "imagepull": ("Failed", 'Failed to pull image "quay.io/x/vllm:bad": not found'),

@@ -277,13 +277,26 @@ class HelmDeployment:
             if time.monotonic() > deadline:
                 self._fail(
                     f"InferenceService {self.release} not Ready after {elapsed:.0f} s "
-                    f"(deployment.ready_timeout_s): {reason}; pod: {state}",
+                    f"(deployment.ready_timeout_s): {reason}; pod: {state}"
+                    + self._crowded_hint(reason, state),
                     pod,
                 )
             self.on_status(
                 f"waiting for InferenceService {self.release}: {state} … {elapsed:.0f} s"
             )
             time.sleep(self.poll_s)
+
+    def _crowded_hint(self, reason: str, state: str) -> str:
+        """A release that could not be scheduled while others of the sweep held the GPUs or
+        the quota: say so, and what to change."""
+        parallel = self.settings.parallel
+        if parallel > 1 and (state.startswith("Pending") or "quota" in reason.lower()):
+            return (
+                f" ({parallel} configurations are installed at a time (deployment.parallel) "
+                "and the others may hold what this one needs: lower parallel, or raise the "
+                "namespace's GPU quota)"
+            )
+        return ""
 
     def _fail(self, message: str, pod: str | None) -> None:
         details: list[str] = []
@@ -339,7 +352,9 @@ class HelmDeployment:
         argv = self.kube.executable_argv(
             "port-forward", f"pod/{pod}", f"{port}:{VLLM_PORT}", "--address", "127.0.0.1"
         )
-        forward = ManagedProcess(argv, log_path=self.layout.logs / "port-forward.log")
+        config_id = self._config.config_id if self._config else "release"
+        log_path = self.layout.logs / f"port-forward-{config_id}.log"  # one per configuration
+        forward = ManagedProcess(argv, log_path=log_path)
         self._forwards.append(forward)
         if len(self._forwards) == 1:
             self._last_pgid = forward.pgid

@@ -151,8 +151,12 @@ OPTIONAL_SUMMARY = (
 
 
 def summary_notes(raw: pd.DataFrame, manifest: dict) -> list[str]:
-    """Why the energy column is absent, and what each configuration's roofline rests on."""
+    """Configurations measured side by side, why the energy column is absent, and what each
+    configuration's roofline rests on."""
     notes = []
+    parallel = manifest.get("parallel") or {}
+    if parallel.get("note"):
+        notes.append(f"fair comparison: {parallel['note']}")
     if "joules_per_output_token" not in raw or raw["joules_per_output_token"].isna().all():
         if "energy_note" in raw:
             notes += [f"J/out tok not shown: {n}" for n in raw["energy_note"].dropna().unique()[:2]]

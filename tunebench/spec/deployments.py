@@ -21,6 +21,19 @@ def _check_cpu_list(value: str) -> str:
 # A Linux CPU list ("0", "0-3", "0,2-3"), kept as written.
 CpuList = Annotated[str, AfterValidator(_check_cpu_list)]
 
+PARALLEL_MAX = 32
+
+
+def parallel_field(what: str) -> Any:
+    """`deployment.parallel`: how many configurations are measured at once."""
+    return Field(
+        1,
+        ge=1,
+        le=PARALLEL_MAX,
+        description=f"measure up to this many configurations at once ({what}); they share "
+        "the hardware, so the run records a fair-comparison note",
+    )
+
 
 class LocalSettings(Strict):
     """Start `vllm serve` (as `python -m vllm.entrypoints.openai.api_server`) on this host."""
@@ -41,6 +54,16 @@ class LocalSettings(Strict):
         description="Linux CPU list the server's processes are pinned to, e.g. '0' or '0-3' "
         "(on CPU also its OpenMP threads); give the load generator the others with "
         "load.client_cpus so the two do not starve each other",
+    )
+    parallel: int = parallel_field(
+        "each on its own share of `gpus`: CUDA_VISIBLE_DEVICES by the configuration's "
+        "tensor x pipeline x data parallel size"
+    )
+    gpus: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="GPU indices or UUIDs the configurations are shared out over when "
+        "parallel > 1 (default: every GPU NVML sees)",
     )
 
 
@@ -87,6 +110,7 @@ class ReplaySettings(Strict):
         "start-up seconds x time_scale, each point its window x time_scale (0: answer at "
         "once); for timing parallel workers or schedules against a replay",
     )
+    parallel: int = parallel_field("replayed side by side")
 
 
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -144,6 +168,10 @@ class HelmSettings(Strict):
     health_timeout_s: float = Field(900.0, gt=0, description="after Ready: /health and /v1/models")
     uninstall_timeout_s: float = Field(600.0, gt=0)
     keep: bool = Field(False, description="leave the last configuration installed (also --keep)")
+    parallel: int = parallel_field(
+        "one release per configuration, <release>-<config id>, each with its own load "
+        "driver; a release that cannot be scheduled fails its configuration only"
+    )
     kube_context: str | None = None
     helm: str = Field("helm", description="helm executable")
     oc: str = Field("oc", description="oc (or kubectl) executable")

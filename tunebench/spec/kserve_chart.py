@@ -77,6 +77,13 @@ def release_name(settings, sweep_name: str) -> str:
     return ("tb-" + slug)[:40].rstrip("-")
 
 
+def config_release(release: str, config_id: str) -> str:
+    """One configuration's release when several are installed at once (deployment.parallel):
+    <release>-<config id>, e.g. tb-latency-c12 (release <= 40 characters, ids c1..cN: within
+    helm's 53)."""
+    return f"{release}-{config_id}"
+
+
 def chart_args(args: dict[str, Any]) -> list[str]:
     """Engine args as the chart's `model.args` items ("--flag=value", "--flag", "--no-flag")."""
     return [item for name, value in args.items() for item in _chart_items(name, value)]

@@ -72,6 +72,9 @@ def merge_runs(parts: list[RunStore], root: Path, name: str | None = None) -> Ru
     for part in parts:
         varied += [a for a in part.manifest.varied_args if a not in varied]
     hosts = [p.manifest.host for p in parts]
+    # parts measured several configurations at a time: the merged run says so too
+    parallel = [getattr(p.manifest, "parallel", None) for p in parts]
+    parallel = [p for p in parallel if p]
     merged = RunStore.create(
         root,
         RunKind.SWEEP,
@@ -85,6 +88,7 @@ def merge_runs(parts: list[RunStore], root: Path, name: str | None = None) -> Ru
         host=hosts[0],
         merged_from=[p.run_id for p in parts],
         hosts_differ=any(h != hosts[0] for h in hosts),
+        **({"parallel": parallel[0]} if parallel else {}),
     )
     with merged.running("merge", parts=[str(p.path) for p in parts]) as attempt:
         _copy(parts, owner, merged)

@@ -11,35 +11,13 @@ from tunebench.quality.verdicts import write_table as write_quality_table
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import Reporter, SilentReporter
 from tunebench.spec.models import SweepSpec
-from tunebench.spec.plan import LoadPoint, Plan, ServerConfig
+from tunebench.spec.plan import Plan
 from tunebench.store.manifest import RunKind
 from tunebench.store.run import RunStore
+from tunebench.sweep.parallel import FAIR_COMPARISON_NOTE, measure_in_parallel
+from tunebench.sweep.work import Work, WorkItem, plan_work
 
-
-@dataclass(frozen=True)
-class WorkItem:
-    """One server start: a configuration, the points still to measure in this repeat, and
-    the rows of this repeat an earlier attempt stored (a resumed run)."""
-
-    config: ServerConfig
-    points: list[LoadPoint]
-    earlier_rows: list[dict]
-    repeat: int = 1
-
-
-Work = list[WorkItem]
-
-
-def plan_work(plan: Plan) -> Work:
-    """Every configuration, `plan.repeats` times, alternating (c1 c2 c1 c2 ...) so that a
-    drift of the machine over the run hits every configuration alike. A capacity search
-    runs in the first repeat only; later repeats measure the fixed points."""
-    fixed = [p for p in plan.points if p.search is None]
-    return [
-        WorkItem(config, plan.points if repeat == 1 else fixed, [], repeat)
-        for repeat in range(1, plan.repeats + 1)
-        for config in plan.configs
-    ]
+__all__ = ["SweepResult", "Work", "WorkItem", "plan_work", "run_configs", "run_sweep"]
 
 
 @dataclass
@@ -108,23 +86,98 @@ def run_configs(
     """Measure each item of `work` (one server start each); the run is complete only when
     every configuration (`kept` ones included) is."""
     outcomes: list[ConfigOutcome] = list(kept or [])
+    parallel = kinds.parallel_of(spec)
     with store.running(command, **attempt_details) as attempt:
-        runner = kinds.build_runner(spec, spec_path, store, output_root, reporter, keep)
         try:
-            for index, item in enumerate(work, start=1):
-                reporter.config_starting(item.config, index, len(work))
-                outcomes.append(
-                    runner.run(
-                        item.config,
-                        item.points,
-                        attempt=attempt.number,
-                        earlier_rows=item.earlier_rows,
-                        repeat=item.repeat,
-                    )
+            if parallel > 1 and len(work) > 1:
+                outcomes += _measure_in_parallel(
+                    spec, spec_path, store, output_root, reporter, work, keep, attempt.number
+                )
+            else:
+                outcomes += _measure_in_turn(
+                    spec, spec_path, store, output_root, reporter, work, keep, attempt.number
                 )
         finally:
-            runner.deployment.stop()
             write_quality_table(store)  # also when interrupted: what was answered is judged
         if any(o.status != "complete" for o in outcomes):
             attempt.fail()
     return SweepResult(store, outcomes)
+
+
+def _measure_in_turn(
+    spec: SweepSpec,
+    spec_path: Path,
+    store: RunStore,
+    output_root: Path,
+    reporter: Reporter,
+    work: Work,
+    keep: bool,
+    attempt: int,
+) -> list[ConfigOutcome]:
+    outcomes: list[ConfigOutcome] = []
+    # A part of a split sweep (--only) may run beside the other parts, in the same
+    # namespace: each configuration then gets a release of its own, as in parallel.
+    own_names = bool(getattr(store.manifest, "only", None))
+    runner = kinds.build_runner(spec, spec_path, store, output_root, reporter, keep)
+    try:
+        for index, item in enumerate(work, start=1):
+            reporter.config_starting(item.config, index, len(work))
+            if own_names:
+                runner.deployment.stop()
+                runner = kinds.build_runner(
+                    spec,
+                    spec_path,
+                    store,
+                    output_root,
+                    reporter,
+                    keep,
+                    kinds.Slot(item.config.config_id),
+                )
+            outcomes.append(
+                runner.run(
+                    item.config,
+                    item.points,
+                    attempt=attempt,
+                    earlier_rows=item.earlier_rows,
+                    repeat=item.repeat,
+                )
+            )
+    finally:
+        runner.deployment.stop()
+    return outcomes
+
+
+def _measure_in_parallel(
+    spec: SweepSpec,
+    spec_path: Path,
+    store: RunStore,
+    output_root: Path,
+    reporter: Reporter,
+    work: Work,
+    keep: bool,
+    attempt: int,
+) -> list[ConfigOutcome]:
+    """deployment.parallel > 1: each item with a runner of its own (sweep/parallel.py)."""
+    parallel = kinds.parallel_of(spec)
+    note = FAIR_COMPARISON_NOTE.format(n=parallel)
+    store.record(parallel={"configurations": parallel, "note": note})
+    reporter.note(f"measuring up to {parallel} configurations at a time")
+
+    def measure(item: WorkItem, slot: kinds.Slot, shared: Reporter) -> ConfigOutcome:
+        runner = kinds.build_runner(spec, spec_path, store, output_root, shared, keep, slot)
+        store.update_config(item.config.config_id, gpus=list(slot.gpus) if slot.gpus else None)
+        try:
+            return runner.run(
+                item.config,
+                item.points,
+                attempt=attempt,
+                earlier_rows=item.earlier_rows,
+                repeat=item.repeat,
+            )
+        finally:
+            runner.deployment.stop()
+
+    try:
+        return measure_in_parallel(work, parallel, measure, reporter, kinds.parallel_gpus(spec))
+    finally:
+        store.order_points()  # as a sequential sweep writes them

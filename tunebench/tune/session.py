@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import optuna
 
 from tunebench import demo, kinds
-from tunebench.errors import StoreError, UsageError
+from tunebench.errors import SpecError, StoreError, UsageError
 from tunebench.points.diagnosis import diagnose_run, hint_rules
 from tunebench.points.slo import thresholds_of
 from tunebench.seams.progress import Reporter, SilentReporter
@@ -49,6 +49,12 @@ def require_tune(spec: SweepSpec, spec_path: Path) -> None:
         raise UsageError(
             f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
             "{low: 8, high: 256, log: true}}}} (see docs/tuning.md)"
+        )
+    if kinds.parallel_of(spec) > 1:
+        raise SpecError(
+            f"{spec_path}: deployment.parallel: a tune measures one trial at a time per "
+            "worker; for trials side by side start several workers on one study "
+            "(tunebench tune SPEC --storage postgresql://..., docs/tuning.md)"
         )
 
 

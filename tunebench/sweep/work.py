@@ -1,0 +1,33 @@
+"""The work of a sweep: one item per server start, in the order they are measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunebench.spec.plan import LoadPoint, Plan, ServerConfig
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One server start: a configuration, the points still to measure in this repeat, and
+    the rows of this repeat an earlier attempt stored (a resumed run)."""
+
+    config: ServerConfig
+    points: list[LoadPoint]
+    earlier_rows: list[dict]
+    repeat: int = 1
+
+
+Work = list[WorkItem]
+
+
+def plan_work(plan: Plan) -> Work:
+    """Every configuration, `plan.repeats` times, alternating (c1 c2 c1 c2 ...) so that a
+    drift of the machine over the run hits every configuration alike. A capacity search
+    runs in the first repeat only; later repeats measure the fixed points."""
+    fixed = [p for p in plan.points if p.search is None]
+    return [
+        WorkItem(config, plan.points if repeat == 1 else fixed, [], repeat)
+        for repeat in range(1, plan.repeats + 1)
+        for config in plan.configs
+    ]
