@@ -104,3 +104,14 @@ def test_parts_that_overlap_or_differ_are_refused_in_one_line(tmp_path):
     assert run_cli("sweep", str(other), "--only", "c3", "-o", str(tmp_path / "c")).returncode == 0
     differ = run_cli("merge", a, str(next((tmp_path / "c").iterdir())), "-o", str(tmp_path / "m"))
     assert differ.returncode == 2 and "a different spec" in differ.stderr
+
+
+def test_dry_run_ids_json_prints_the_plan_ids_for_a_matrix(tmp_path):
+    spec = _spec(tmp_path)
+    every = run_cli("sweep", str(spec), "--dry-run", "--ids-json")
+    assert every.returncode == 0, every.stderr
+    assert every.stdout == '["c1","c2","c3"]\n'  # nothing else: a Tekton array result as is
+    part = run_cli("sweep", str(spec), "--dry-run", "--ids-json", "--only", "fast,c1")
+    assert part.returncode == 0 and json.loads(part.stdout) == ["c1", "c3"]  # plan order
+    alone = run_cli("sweep", str(spec), "--ids-json")
+    assert alone.returncode == 2 and "--ids-json prints the plan" in alone.stderr

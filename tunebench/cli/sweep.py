@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from tunebench.cli.common import live_progress, root_of, root_option, write_report_keeping_the_run
 from tunebench.errors import UsageError
+
+if TYPE_CHECKING:
+    from tunebench.spec.plan import Plan
 
 
 def register(app: typer.Typer) -> None:
@@ -48,6 +52,12 @@ def register(app: typer.Typer) -> None:
             "comma-separated), keeping their ids: one part of a sweep split over machines or "
             "TaskRuns; `tunebench merge` joins the parts into one run.",
         ),
+        ids_json: bool = typer.Option(
+            False,
+            "--ids-json",
+            help="With --dry-run: print only the plan's configuration ids as a JSON array, "
+            'e.g. ["c1","c2"] (a Tekton array result for a matrix of `--only` parts).',
+        ),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.
 
@@ -57,6 +67,7 @@ def register(app: typer.Typer) -> None:
           tunebench sweep sweeps/openshift-latency.yaml --keep
           tunebench sweep --resume 20261121-101500-cpu-demo
           tunebench sweep sweeps/latency.yaml --only c1,c2   # then: tunebench merge RUN RUN
+          tunebench sweep sweeps/latency.yaml --dry-run --ids-json   # ["c1","c2","c3"]
         """
         from tunebench import kinds
         from tunebench.report.tables import sweep_plan, wide_console
@@ -74,11 +85,16 @@ def register(app: typer.Typer) -> None:
             return
         if spec_path is None:
             raise UsageError("give a sweep file (tunebench sweep SPEC) or --resume RUN")
+        if ids_json and not dry_run:
+            raise UsageError("--ids-json prints the plan: give it with --dry-run")
         spec_data = read_yaml_mapping(spec_path)
         spec = validate_spec(spec_data, spec_path)
         plan = kinds.plan(spec, spec_path)
         if only is not None:
             plan = only_configs(plan, only, spec_path)
+        if dry_run and ids_json:
+            typer.echo(config_ids_json(plan))
+            return
         if dry_run:
             out.print(sweep_plan(spec, plan, estimate_seconds(spec, plan)))
             return
@@ -97,6 +113,11 @@ def register(app: typer.Typer) -> None:
                 only=only is not None,
             )
         _finish(out, result, report)
+
+
+def config_ids_json(plan: Plan) -> str:
+    """The plan's configuration ids in plan order, as one compact JSON array."""
+    return json.dumps([c.config_id for c in plan.configs], separators=(",", ":"))
 
 
 def only_configs(plan, only: str, spec_path: Path):
