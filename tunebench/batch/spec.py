@@ -26,6 +26,7 @@ from tunebench.errors import SpecError
 from tunebench.spec.engine_args import check_server, token_count
 from tunebench.spec.loading import describe_validation_error, read_yaml_mapping
 from tunebench.spec.models import Quality, Server, Strict
+from tunebench.spec.slurm import Slurm
 
 DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -92,18 +93,6 @@ class RaySettings(Strict):
     address: str | None = Field(None, description="a running Ray cluster; None: start a local one")
     concurrency: int = Field(1, gt=0, description="vLLM engine replicas")
     batch_size: int = Field(64, gt=0, description="records per Ray Data batch")
-
-
-class Slurm(Strict):
-    partition: str | None = None
-    gpus_per_node: int = Field(1, ge=0)
-    cpus_per_task: int = Field(8, gt=0)
-    memory: str = "64G"
-    time: str = "04:00:00"
-    container_image: str | None = Field(None, description="run inside this image (pyxis/enroot)")
-    setup: list[str] = Field(
-        default_factory=list, description="shell lines before the job, e.g. module load"
-    )
 
 
 class BatchSpec(Strict):

@@ -58,6 +58,13 @@ def register(app: typer.Typer) -> None:
             help="With --dry-run: print only the plan's configuration ids as a JSON array, "
             'e.g. ["c1","c2"] (a Tekton array result for a matrix of `--only` parts).',
         ),
+        slurm: Optional[Path] = typer.Option(
+            None,
+            "--slurm",
+            metavar="PATH",
+            help="Write a Slurm job array (one task per configuration, each `--only` one), "
+            "its merge job and a submit script beside PATH, instead of running.",
+        ),
     ) -> None:
         """Deploy each server configuration, drive GuideLLM load at each point, store the run.
 
@@ -68,6 +75,7 @@ def register(app: typer.Typer) -> None:
           tunebench sweep --resume 20261121-101500-cpu-demo
           tunebench sweep sweeps/latency.yaml --only c1,c2   # then: tunebench merge RUN RUN
           tunebench sweep sweeps/latency.yaml --dry-run --ids-json   # ["c1","c2","c3"]
+          tunebench sweep sweeps/latency.yaml --slurm latency.sbatch  # then: bash latency-submit.sh
         """
         from tunebench import kinds
         from tunebench.report.tables import sweep_plan, wide_console
@@ -97,6 +105,20 @@ def register(app: typer.Typer) -> None:
             return
         if dry_run:
             out.print(sweep_plan(spec, plan, estimate_seconds(spec, plan)))
+            return
+        if slurm is not None:
+            from tunebench.sweep.slurm import write_sweep_array
+
+            scripts = write_sweep_array(
+                spec,
+                spec_path,
+                [c.config_id for c in plan.configs],
+                slurm,
+                root_of(root, spec.output),
+            )
+            typer.echo(f"sbatch array: {scripts.array} ({len(plan.configs)} configurations)")
+            typer.echo(f"merge job:    {scripts.merge}")
+            typer.echo(f"submit with:  bash {scripts.submit}   (--wait: until the merge ends)")
             return
         stores: list = []
         where = lambda: f"interrupted; finished points are in {stores[0].path}" if stores else None  # noqa: E731

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from tunebench.spec.base import Strict
 from tunebench.spec.deployments import CpuList, DeploymentSettings, EndpointSettings
+from tunebench.spec.slurm import Slurm
 
 # Engine-arg values as they may appear in YAML. A mapping becomes a JSON argument
 # (e.g. speculative-config), a list becomes several values after one flag.
@@ -530,6 +531,9 @@ class SweepSpec(Strict):
     tune: Tune | None = None
     quality: Quality | None = None
     cost: Cost | None = None
+    slurm: Slurm | None = Field(
+        None, description="`sweep --slurm`: one array task per configuration (docs/operations.md)"
+    )
 
     @model_validator(mode="after")
     def _tune_fits(self) -> "SweepSpec":
