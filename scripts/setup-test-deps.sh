@@ -27,43 +27,59 @@ need_root() {
     [ "$(id -u)" = "0" ] || SUDO=sudo
 }
 
-apt_install() {  # command-name package...
-    local name=$1
-    shift
-    need_root "$name" "$*"
-    echo "[setup] installing Debian $* (test dependency)"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+MISSING=()
+need() {  # package... : install them with the others (one apt-get update for all)
+    MISSING+=("$@")
 }
 
-if ! command -v chromium >/dev/null 2>&1; then
-    apt_install chromium chromium
-    chromium --version
-fi
-
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-    apt_install postgresql postgresql --no-install-recommends
-fi
-
+CHROMIUM=()  # with its recommended packages (fonts) for the rendering test
+if ! command -v chromium >/dev/null 2>&1; then CHROMIUM=(chromium); fi
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then need postgresql; fi
 if ! command -v slurmd >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
-    apt_install slurmd slurm-wlm munge --no-install-recommends
+    need slurm-wlm munge
 fi
-
-if ! command -v prometheus >/dev/null 2>&1; then
-    apt_install prometheus prometheus --no-install-recommends
-    prometheus --version 2>&1 | head -1
-fi
-
+if ! command -v prometheus >/dev/null 2>&1; then need prometheus; fi
 TEKTON_LINT_DIR=tools/tekton-lint
 TEKTON_LINT_VERSION=$(sed -n 's/.*"@ibm\/tekton-lint": "\(.*\)".*/\1/p' "$TEKTON_LINT_DIR/package.json")
 installed=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' \
     "$TEKTON_LINT_DIR/node_modules/@ibm/tekton-lint/package.json" 2>/dev/null || true)
-if [ "$installed" != "$TEKTON_LINT_VERSION" ]; then
-    if ! command -v npm >/dev/null 2>&1; then
-        apt_install npm nodejs npm
+if [ "$installed" != "$TEKTON_LINT_VERSION" ] && ! command -v npm >/dev/null 2>&1; then
+    need nodejs npm
+fi
+if [ $((${#MISSING[@]} + ${#CHROMIUM[@]})) -gt 0 ]; then
+    all="${CHROMIUM[*]} ${MISSING[*]}"
+    need_root "${all# }" "${all# }"
+    echo "[setup] installing Debian ${all# } (test dependencies)"
+    $SUDO apt-get update -qq
+    if [ ${#CHROMIUM[@]} -gt 0 ]; then
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+        chromium --version
     fi
+    if [ ${#MISSING[@]} -gt 0 ]; then
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+            "${MISSING[@]}" >/dev/null
+    fi
+    if command -v prometheus >/dev/null 2>&1; then prometheus --version 2>&1 | head -1; fi
+fi
+
+# The three tool installs below are independent downloads: they run at once, each with its
+# own log; a failure prints its log and fails the set-up.
+LOGS=.cache/tools/logs
+mkdir -p "$LOGS"
+PIDS=()
+NAMES=()
+in_background() {  # name command...
+    local name=$1
+    shift
+    "$@" >"$LOGS/$name.log" 2>&1 &
+    PIDS+=($!)
+    NAMES+=("$name")
+}
+
+if [ "$installed" != "$TEKTON_LINT_VERSION" ]; then
     echo "[setup] installing tekton-lint $TEKTON_LINT_VERSION into $TEKTON_LINT_DIR"
-    (cd "$TEKTON_LINT_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+    in_background tekton-lint bash -c \
+        "cd '$TEKTON_LINT_DIR' && npm ci --no-audit --no-fund --loglevel=error"
 fi
 
 # The llm-d Benchmark Report v0.2 schema (revision 0.2.1), to validate `tunebench export
@@ -92,19 +108,9 @@ if ! "$IP_VENV/bin/python" -c "import inference_perf" 2>/dev/null ||
         exit 1
     fi
     echo "[setup] installing inference-perf $INFERENCE_PERF_VERSION into $IP_VENV ($PY312)"
-    rm -rf "$IP_VENV"
-    "$PY312" -m venv "$IP_VENV"
-    "$IP_VENV/bin/pip" install --quiet "inference-perf==$INFERENCE_PERF_VERSION"
-    rm -f "$BR_SCHEMA"
-fi
-if [ ! -s "$BR_SCHEMA" ]; then
-    "$IP_VENV/bin/python" - "$BR_SCHEMA" <<'PYEOF'
-import json, sys
-from inference_perf.reportgen.br.v0_2.schema_v0_2_1 import BenchmarkReportV021
-with open(sys.argv[1], "w") as out:
-    json.dump(BenchmarkReportV021.model_json_schema(), out, indent=1)
-PYEOF
-    echo "[setup] wrote $BR_SCHEMA"
+    rm -rf "$IP_VENV" "$BR_SCHEMA"
+    in_background inference-perf bash -c "'$PY312' -m venv '$IP_VENV' &&
+        '$IP_VENV/bin/pip' install --quiet 'inference-perf==$INFERENCE_PERF_VERSION'"
 fi
 
 # AIPerf (NVIDIA), to make real AIPerf exports against the CPU server for `tunebench import`'s
@@ -114,6 +120,26 @@ AIPERF_VENV=.cache/tools/aiperf
 if [ "$("$AIPERF_VENV/bin/pip" show aiperf 2>/dev/null | sed -n 's/^Version: //p')" != "$AIPERF_VERSION" ]; then
     echo "[setup] installing aiperf $AIPERF_VERSION into $AIPERF_VENV"
     rm -rf "$AIPERF_VENV"
-    python3 -m venv "$AIPERF_VENV"
-    "$AIPERF_VENV/bin/pip" install --quiet "aiperf==$AIPERF_VERSION"
+    in_background aiperf bash -c "python3 -m venv '$AIPERF_VENV' &&
+        '$AIPERF_VENV/bin/pip' install --quiet 'aiperf==$AIPERF_VERSION'"
+fi
+
+failed=0
+for index in "${!PIDS[@]}"; do
+    if ! wait "${PIDS[$index]}"; then
+        echo "[setup] installing ${NAMES[$index]} failed; its log ($LOGS/${NAMES[$index]}.log):" >&2
+        tail -n 30 "$LOGS/${NAMES[$index]}.log" >&2
+        failed=1
+    fi
+done
+[ "$failed" = 0 ] || exit 1
+
+if [ ! -s "$BR_SCHEMA" ]; then
+    "$IP_VENV/bin/python" - "$BR_SCHEMA" <<'PYEOF'
+import json, sys
+from inference_perf.reportgen.br.v0_2.schema_v0_2_1 import BenchmarkReportV021
+with open(sys.argv[1], "w") as out:
+    json.dump(BenchmarkReportV021.model_json_schema(), out, indent=1)
+PYEOF
+    echo "[setup] wrote $BR_SCHEMA"
 fi
