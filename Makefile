@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tunebench-setup
 
-.PHONY: setup demo test test-fast lint benchmark clean
+.PHONY: setup test-deps demo test test-fast lint benchmark clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,9 @@ test: setup
 	PY=$(PY) bash scripts/lint.sh
 	$(PY) -m pytest -q -n 2 --dist loadfile tests/unit tests/contract tests/integration
 	$(PY) -m pytest -q --durations=15 tests/e2e
+
+test-deps:
+	bash scripts/setup-test-deps.sh
 
 # Pure unit tests only: in-process, no server, no outside tool.
 test-fast: setup
