@@ -253,6 +253,11 @@ def check_parallel(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]
     gpus = parallel_gpus(spec)
     if gpus is None:
         return
+    if spec.deployment.port is not None:
+        raise SpecError(
+            f"{spec_path}: deployment.port: servers measured at once need ports of their "
+            "own; leave port unset (a free one each) or set parallel: 1"
+        )
     if not gpus:
         raise SpecError(
             f"{spec_path}: deployment.parallel: kind local measures configurations side by "

@@ -255,6 +255,12 @@ def test_a_configuration_needing_more_gpus_than_shared_out_is_refused(tmp_path):
         kinds.plan(spec, path)
 
 
+def test_local_servers_at_once_cannot_share_a_fixed_port(tmp_path):
+    spec, path = _spec(tmp_path, "{kind: local, parallel: 2, gpus: ['0', '1'], port: 8000}")
+    with pytest.raises(SpecError, match="deployment.port: servers measured at once"):
+        kinds.plan(spec, path)
+
+
 def test_visible_devices_are_the_default_gpu_list(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b")
     spec, _ = _spec(tmp_path, "{kind: local, parallel: 2}")

@@ -165,7 +165,8 @@ def _measure_in_parallel(
 
     def measure(item: WorkItem, slot: kinds.Slot, shared: Reporter) -> ConfigOutcome:
         runner = kinds.build_runner(spec, spec_path, store, output_root, shared, keep, slot)
-        store.update_config(item.config.config_id, gpus=list(slot.gpus) if slot.gpus else None)
+        if slot.gpus:
+            store.update_config(item.config.config_id, gpus=list(slot.gpus))
         try:
             return runner.run(
                 item.config,
