@@ -115,3 +115,27 @@ def test_dry_run_ids_json_prints_the_plan_ids_for_a_matrix(tmp_path):
     assert part.returncode == 0 and json.loads(part.stdout) == ["c1", "c3"]  # plan order
     alone = run_cli("sweep", str(spec), "--ids-json")
     assert alone.returncode == 2 and "--ids-json prints the plan" in alone.stderr
+
+
+def test_a_configuration_no_part_holds_is_named_and_the_merge_fails(tmp_path):
+    """An array task or TaskRun that never made its run: the merge plans the spec again,
+    records the missing configuration as failed and exits 1 instead of saying complete."""
+    spec = _spec(tmp_path)
+    for part, ids in (("a", "c1"), ("b", "c3")):
+        result = run_cli(
+            "sweep", str(spec), "--only", ids, "-o", str(tmp_path / part), "--no-report"
+        )
+        assert result.returncode == 0, result.stderr
+    parts = [str(next((tmp_path / p).iterdir())) for p in ("a", "b")]
+    merged = run_cli("merge", *parts, "-o", str(tmp_path / "merged"), "--no-report")
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    assert "c2: no part measured it" in merged.stdout
+    run = next((tmp_path / "merged").iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert [(c["config_id"], c["status"]) for c in manifest["configs"]] == [
+        ("c1", "complete"),
+        ("c2", "failed"),
+        ("c3", "complete"),
+    ]
+    assert {r["config_id"] for r in read_points(run)} == {"c1", "c3"}

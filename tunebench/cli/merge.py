@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
         out = wide_console()
         parts = [RunStore.open(resolve_run(r, root_of(root))) for r in runs]
-        merged = merge_runs(parts, root_of(root))
+        merged = merge_runs(parts, root_of(root), planned=_planned(out, parts[0]))
         merged = RunStore.open(merged.path)
         write_table(merged)
         _write_cross_check(merged)
@@ -50,5 +50,28 @@ def register(app: typer.Typer) -> None:
         if merged.manifest.hosts_differ:
             out.print("[yellow]warning:[/] the parts were measured on different hardware")
         out.print(f"run: {merged.path}  (status: {merged.manifest.status.value})")
+        for entry in merged.manifest.configs:
+            if entry.error and entry.error.startswith("no part measured it"):
+                out.print(f"[red]{entry.config_id}:[/] {entry.error}", highlight=False)
         if merged.manifest.status.value != "complete":
             raise typer.Exit(1)
+
+
+def _planned(out, part) -> list[str] | None:
+    """The configuration ids of the parts' spec, planned again, so a configuration that no
+    part holds is not silently left out (None, with a warning, when it cannot be planned)."""
+    from tunebench import kinds
+    from tunebench.errors import TunebenchError
+    from tunebench.spec.loading import validate_spec
+    from tunebench.store.manifest import spec_of
+
+    try:
+        spec_data, spec_path = spec_of(part.manifest)
+        spec = validate_spec(spec_data, spec_path)
+        return [c.config_id for c in kinds.plan(spec, spec_path).configs]
+    except (TunebenchError, OSError, ValueError) as exc:
+        out.print(
+            f"[yellow]warning:[/] the spec could not be planned again ({exc}); a "
+            "configuration no part holds cannot be named"
+        )
+        return None

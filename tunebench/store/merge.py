@@ -41,8 +41,18 @@ def belongs_to(relative: str, config_id: str) -> bool:
     return re.search(rf"(^|[/-]){re.escape(config_id)}([-./]|$)", relative) is not None
 
 
-def merge_runs(parts: list[RunStore], root: Path, name: str | None = None) -> RunStore:
-    """A new run under `root` holding every configuration of `parts`."""
+NO_PART = (
+    "no part measured it: its part never made a run (a TaskRun or array task that was "
+    "evicted, timed out or never started); measure it with `tunebench sweep SPEC --only {id}` "
+    "and merge again"
+)
+
+
+def merge_runs(
+    parts: list[RunStore], root: Path, name: str | None = None, planned: list[str] | None = None
+) -> RunStore:
+    """A new run under `root` holding every configuration of `parts`; each of `planned` (the
+    spec's plan) that no part holds is recorded as failed, so the run is not complete."""
     if len(parts) < 2:
         raise UsageError("merge: give two or more runs (the parts of one sweep)")
     first = parts[0].manifest
@@ -92,6 +102,13 @@ def merge_runs(parts: list[RunStore], root: Path, name: str | None = None) -> Ru
     )
     with merged.running("merge", parts=[str(p.path) for p in parts]) as attempt:
         _copy(parts, owner, merged)
+        for config_id in planned or []:
+            if config_id not in owner:
+                merged.update_config(
+                    config_id, status=ConfigStatus.FAILED, error=NO_PART.format(id=config_id)
+                )
+        merged.manifest.configs.sort(key=lambda entry: _config_number(entry.config_id))
+        merged.save_manifest()
         if any(e.status != ConfigStatus.COMPLETE for e in merged.manifest.configs):
             attempt.fail()
     return merged
