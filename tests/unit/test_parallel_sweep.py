@@ -5,6 +5,7 @@ written from several threads."""
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 from pathlib import Path
@@ -156,6 +157,15 @@ def test_an_error_in_one_stops_the_others_after_their_teardown():
 
 
 def test_ctrl_c_interrupts_every_running_configuration_and_waits_for_each():
+    # Python's own SIGINT handler, as the CLI has (a pytest-xdist worker ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_during_two_configurations()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c_during_two_configurations():
     measure = Recorder(10.0)
     threading.Timer(0.5, _thread.interrupt_main).start()  # what Ctrl-C does to the main thread
     began = time.monotonic()
