@@ -314,13 +314,14 @@ def test_endpoint_has_no_parallel(tmp_path):
 
 def test_a_part_of_a_split_sweep_gives_each_configuration_its_own_release(tmp_path, monkeypatch):
     """Parts (`sweep --only`) may run beside each other in one namespace: each configuration
-    gets the slot that names its own release; a sweep in one go keeps the one release."""
+    gets the slot that names its own release, and --keep keeps only the last one; a sweep in
+    one go keeps its one release (and --keep its last configuration)."""
     from types import SimpleNamespace
 
     from tunebench.sweep.run import run_configs
 
     spec, path = _spec(tmp_path, "{kind: helm, chart_version: 0.5.11, namespace: bench}")
-    slots: list = []
+    built: list = []
 
     class FakeRunner:
         deployment = SimpleNamespace(stop=lambda: None)
@@ -328,19 +329,19 @@ def test_a_part_of_a_split_sweep_gives_each_configuration_its_own_release(tmp_pa
         def run(self, config, points, **kwargs):
             return ConfigOutcome(config.config_id, "complete", 0)
 
-    def build_runner(*args, **kwargs):
-        slots.append(args[6] if len(args) > 6 else kwargs.get("slot"))
+    def build_runner(spec, spec_path, store, root, reporter, keep=False, slot=None):
+        built.append((slot, keep))
         return FakeRunner()
 
     monkeypatch.setattr(kinds, "build_runner", build_runner)
     work = _items(_config("c1"), _config("c2"))
     for only, expected in (
-        (["c1", "c2"], [None, kinds.Slot("c1"), kinds.Slot("c2")]),
-        (None, [None]),
+        (["c1", "c2"], [(kinds.Slot("c1"), False), (kinds.Slot("c2"), True)]),
+        (None, [(None, True)]),
     ):
-        slots.clear()
+        built.clear()
         fields = {"only": only} if only else {}
         store = RunStore.create(tmp_path / "runs", RunKind.SWEEP, "part", **fields)
-        result = run_configs(spec, path, store, tmp_path, SilentReporter(), work, False, "sweep")
+        result = run_configs(spec, path, store, tmp_path, SilentReporter(), work, True, "sweep")
         assert [o.status for o in result.outcomes] == ["complete", "complete"]
-        assert slots == expected
+        assert built == expected

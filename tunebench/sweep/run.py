@@ -115,23 +115,22 @@ def _measure_in_turn(
     attempt: int,
 ) -> list[ConfigOutcome]:
     outcomes: list[ConfigOutcome] = []
-    # A part of a split sweep (--only) may run beside the other parts, in the same
-    # namespace: each configuration then gets a release of its own, as in parallel.
+    # A part of a split sweep (--only) may run beside the other parts in the same namespace:
+    # each configuration then gets a release of its own, as in parallel.
     own_names = bool(getattr(store.manifest, "only", None))
-    runner = kinds.build_runner(spec, spec_path, store, output_root, reporter, keep)
+    runner = None
     try:
         for index, item in enumerate(work, start=1):
             reporter.config_starting(item.config, index, len(work))
-            if own_names:
-                runner.deployment.stop()
+            if runner is None or own_names:
+                if runner is not None:
+                    runner.deployment.stop()
+                slot = kinds.Slot(item.config.config_id) if own_names else None
+                # --keep leaves the last configuration's release: one runner (one release)
+                # keeps whatever it ran last; with a release each, only the last one keeps
+                keep_this = keep and (not own_names or index == len(work))
                 runner = kinds.build_runner(
-                    spec,
-                    spec_path,
-                    store,
-                    output_root,
-                    reporter,
-                    keep,
-                    kinds.Slot(item.config.config_id),
+                    spec, spec_path, store, output_root, reporter, keep_this, slot
                 )
             outcomes.append(
                 runner.run(
@@ -143,7 +142,8 @@ def _measure_in_turn(
                 )
             )
     finally:
-        runner.deployment.stop()
+        if runner is not None:
+            runner.deployment.stop()
     return outcomes
 
 
@@ -164,7 +164,10 @@ def _measure_in_parallel(
     reporter.note(f"measuring up to {parallel} configurations at a time")
 
     def measure(item: WorkItem, slot: kinds.Slot, shared: Reporter) -> ConfigOutcome:
-        runner = kinds.build_runner(spec, spec_path, store, output_root, shared, keep, slot)
+        last = item is work[-1]  # --keep: the plan's last configuration's release stays
+        runner = kinds.build_runner(
+            spec, spec_path, store, output_root, shared, keep and last, slot
+        )
         if slot.gpus:
             store.update_config(item.config.config_id, gpus=list(slot.gpus))
         try:
