@@ -39,6 +39,7 @@ from tunebench.environment import cpu_info  # noqa: E402
 from tunebench.spec.deployments import LocalSettings  # noqa: E402
 from tunebench.spec.plan import ServerConfig  # noqa: E402
 from tunebench.store.layout import RunLayout  # noqa: E402
+from tunebench.store.run import read_points  # noqa: E402
 
 FAKE_BIN = REPO / "tests" / "fakes" / "bin"
 
@@ -72,6 +73,24 @@ def write_spec(work: Path, configs: int, parallel: int, seconds: float) -> Path:
     return spec
 
 
+def timeline(run: Path, began: float) -> list[str]:
+    """Each configuration: its start-up and when its points ran, in seconds since launch."""
+    rows = read_points(run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    lines = []
+    for config in manifest["configs"]:
+        mine = [r for r in rows if r["config_id"] == config["config_id"]]
+        starts = [float(r["start_time"]) - began for r in mine if r.get("start_time")]
+        ends = [float(r["end_time"]) - began for r in mine if r.get("end_time")]
+        window = (
+            f"points +{min(starts):.0f}..+{max(ends):.0f} s" if starts and ends else "no points"
+        )
+        lines.append(
+            f"    {config['config_id']}: start-up {config.get('start_s') or 0:.0f} s, {window}"
+        )
+    return lines
+
+
 def one_sweep(work: Path, spec: Path, name: str, configs: int) -> float:
     env = {
         **os.environ,
@@ -80,6 +99,7 @@ def one_sweep(work: Path, spec: Path, name: str, configs: int) -> float:
     }
     runs = work / name
     began = time.monotonic()
+    began_wall = time.time()
     result = subprocess.run(
         [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec), "-o", str(runs)]
         + ["--no-report"],
@@ -96,6 +116,7 @@ def one_sweep(work: Path, spec: Path, name: str, configs: int) -> float:
     done = [c for c in manifest["configs"] if c["status"] == "complete"]
     if len(done) != configs:
         raise SystemExit(f"{name}: {len(done)} of {configs} configurations complete")
+    print("\n".join(timeline(next(runs.iterdir()), began_wall)))
     return wall
 
 
@@ -111,6 +132,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ready-after", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument(
+        "--settings",
+        default="",
+        help="only these parallel settings, e.g. 3 (default: 1 and --parallel)",
+    )
     args = parser.parse_args()
     info = cpu_info()
     print(f"machine: {info['cpu_model']}, flags {' '.join(info['cpu_flags'])}")
@@ -135,9 +161,10 @@ def main() -> None:
                 f"{args.configs} configurations, a pod Ready {args.ready_after:g} s after its "
                 f"install, {args.seconds:g} s of load each; one vLLM-CPU backend"
             )
-            walls: dict[int, list[float]] = {1: [], args.parallel: []}
+            settings = [int(v) for v in args.settings.split(",") if v] or [1, args.parallel]
+            walls: dict[int, list[float]] = {p: [] for p in settings}
             for repeat in range(1, args.repeats + 1):
-                for parallel in (1, args.parallel):
+                for parallel in settings:
                     spec = write_spec(work, args.configs, parallel, args.seconds)
                     wall = one_sweep(work, spec, f"r{repeat}-p{parallel}", args.configs)
                     walls[parallel].append(wall)
@@ -149,8 +176,9 @@ def main() -> None:
             f"parallel {parallel}: min {min(values):.1f} s, median "
             f"{statistics.median(values):.1f} s, max {max(values):.1f} s"
         )
-    ratio = statistics.median(walls[1]) / statistics.median(walls[args.parallel])
-    print(f"wall-time ratio (parallel 1 / parallel {args.parallel}, medians): {ratio:.2f}x")
+    if 1 in walls and args.parallel in walls:
+        ratio = statistics.median(walls[1]) / statistics.median(walls[args.parallel])
+        print(f"wall-time ratio (parallel 1 / parallel {args.parallel}, medians): {ratio:.2f}x")
 
 
 if __name__ == "__main__":
