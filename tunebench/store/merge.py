@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tunebench.errors import UsageError
 from tunebench.store.manifest import ConfigStatus, RunKind
-from tunebench.store.run import RunStore
+from tunebench.store.run import RunStore, config_number
 
 # Run-level files that are regenerated, not copied (the merge writes its own; the CLI writes
 # the quality and cross-check tables and the report again over all configurations).
@@ -28,11 +28,6 @@ REGENERATED = (
     "quality/summary.csv",
     "cross-check/",
 )
-
-
-def _config_number(config_id: str) -> tuple[int, str]:
-    digits = re.sub(r"\D", "", config_id)
-    return (int(digits) if digits else 0, config_id)
 
 
 def belongs_to(relative: str, config_id: str) -> bool:
@@ -107,7 +102,9 @@ def merge_runs(
                 merged.update_config(
                     config_id, status=ConfigStatus.FAILED, error=NO_PART.format(id=config_id)
                 )
-        merged.manifest.configs.sort(key=lambda entry: _config_number(entry.config_id))
+        merged.manifest.configs.sort(
+            key=lambda entry: (config_number(entry.config_id), entry.config_id)
+        )
         merged.save_manifest()
         if any(e.status != ConfigStatus.COMPLETE for e in merged.manifest.configs):
             attempt.fail()
@@ -115,7 +112,7 @@ def merge_runs(
 
 
 def _copy(parts: list[RunStore], owner: dict[str, RunStore], merged: RunStore) -> None:
-    for config_id in sorted(owner, key=_config_number):
+    for config_id in sorted(owner, key=lambda c: (config_number(c), c)):
         part = owner[config_id]
         entry = next(e for e in part.manifest.configs if e.config_id == config_id)
         fields = entry.model_dump(exclude={"config_id"})

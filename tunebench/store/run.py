@@ -190,19 +190,15 @@ class RunStore:
         ids are c1, c2, ... in plan order; each configuration's points as measured):
         configurations measured in parallel finish in any order."""
 
-        def number(config_id: Any) -> int:
-            digits = re.sub(r"\D", "", str(config_id or ""))
-            return int(digits) if digits else 0
-
         def key(row: dict[str, Any]) -> tuple[int, int]:
             repeat = str(row.get("repeat") or "1")
-            return (int(repeat) if repeat.isdigit() else 1, number(row.get("config_id")))
+            return (int(repeat) if repeat.isdigit() else 1, config_number(row.get("config_id")))
 
         with self._writing:
             self.rows.sort(key=key)
             if self.rows:
                 self._write_points()
-            self.manifest.configs.sort(key=lambda entry: number(entry.config_id))
+            self.manifest.configs.sort(key=lambda entry: config_number(entry.config_id))
             self.save_manifest()
 
     def _write_points(self) -> None:
@@ -250,6 +246,12 @@ class RunStore:
             clean = redact_text(text, secrets)
             if clean != text:
                 path.write_text(clean)
+
+
+def config_number(config_id: Any) -> int:
+    """The plan position of a config id (c1, c2, ... c12): plan order, not text order."""
+    digits = re.sub(r"\D", "", str(config_id or ""))
+    return int(digits) if digits else 0
 
 
 def _free(path: Path) -> Path:

@@ -132,15 +132,7 @@ def _measure_in_turn(
                 runner = kinds.build_runner(
                     spec, spec_path, store, output_root, reporter, keep_this, slot
                 )
-            outcomes.append(
-                runner.run(
-                    item.config,
-                    item.points,
-                    attempt=attempt,
-                    earlier_rows=item.earlier_rows,
-                    repeat=item.repeat,
-                )
-            )
+            outcomes.append(item.measure(runner, attempt))
     finally:
         if runner is not None:
             runner.deployment.stop()
@@ -171,13 +163,7 @@ def _measure_in_parallel(
         if slot.gpus:
             store.update_config(item.config.config_id, gpus=list(slot.gpus))
         try:
-            return runner.run(
-                item.config,
-                item.points,
-                attempt=attempt,
-                earlier_rows=item.earlier_rows,
-                repeat=item.repeat,
-            )
+            return item.measure(runner, attempt)
         finally:
             runner.deployment.stop()
 

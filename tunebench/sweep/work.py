@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tunebench.runner import ConfigOutcome, ConfigRunner
 from tunebench.spec.plan import LoadPoint, Plan, ServerConfig
 
 
@@ -16,6 +17,16 @@ class WorkItem:
     points: list[LoadPoint]
     earlier_rows: list[dict]
     repeat: int = 1
+
+    def measure(self, runner: ConfigRunner, attempt: int) -> ConfigOutcome:
+        """This item's points on `runner` (deploy, measure, teardown), as attempt `attempt`."""
+        return runner.run(
+            self.config,
+            self.points,
+            attempt=attempt,
+            earlier_rows=self.earlier_rows,
+            repeat=self.repeat,
+        )
 
 
 Work = list[WorkItem]
