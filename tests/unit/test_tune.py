@@ -167,6 +167,46 @@ def test_resume_continues_the_same_study(tmp_path):
     assert len(interrupted) == 1
 
 
+def test_workers_that_claim_the_baseline_together_measure_it_exactly_once(monkeypatch):
+    """Two workers of a shared study write their baseline claims before either reads the
+    other's: each sees the other and yields. One of them must still measure it (a tie left
+    the three-worker study on PostgreSQL without a baseline once in a few runs)."""
+    import threading
+
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), direction="maximize")
+    tune = make_tune(trials=1)
+    evaluator = FakeEvaluator()
+    tie = threading.Barrier(2, timeout=10)
+    first_reads: set[str] = set()
+    claimers = Tuner._baseline_claimers
+
+    def claimers_after_the_other_claimed(self, own):
+        if self.worker in first_reads:
+            return claimers(self, own)
+        first_reads.add(self.worker)  # the first round: both claims written, then both read
+        tie.wait()
+        seen = claimers(self, own)
+        tie.wait()
+        return seen
+
+    monkeypatch.setattr(Tuner, "_baseline_claimers", claimers_after_the_other_claimed)
+    workers = [
+        Tuner(study, tune, {"max-model-len": 512}, "m", None, evaluator, worker=name)
+        for name in ("w1", "w2")
+    ]
+    threads = [threading.Thread(target=worker._baseline) for worker in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert evaluator.deployed == [{"max-model-len": 512}]  # measured, and only once
+    trials = study.get_trials()
+    yielded = [t for t in trials if t.user_attrs.get("yielded")]
+    assert len(yielded) >= 2  # the tie happened: both yielded in the first round
+    baseline = [t for t in trials if t.user_attrs.get("baseline")]
+    assert len(baseline) == 1 and baseline[0].state == optuna.trial.TrialState.COMPLETE
+
+
 def test_a_finite_space_stops_when_exhausted(tmp_path):
     evaluator = FakeEvaluator()
     tune = make_tune(trials=50, space={"max-num-seqs": {"choices": [2, 4]}})

@@ -11,7 +11,7 @@ The study lives in `<run>/study.db` (Optuna RDB storage): optuna-dashboard opens
 `tunebench tune --resume RUN` continues it. With `--storage postgresql://...` the study is
 shared: every `tunebench tune` process given that storage is a worker adding trials to it
 (docs/tuning.md#several-workers-on-one-study). Workers claim a trial's args before deploying
-them (the lowest trial number wins), count the budget over the whole study, and record a
+them (never two the same args), count the budget over the whole study, and record a
 heartbeat while a trial runs: a worker that dies leaves a trial that another fails and
 retries.
 """
@@ -44,6 +44,8 @@ MAX_IDLE_PROPOSALS = 25
 # After this many proposals in a row that deployed nothing, propose at random until one does.
 RANDOM_AFTER_IDLE = 5
 BASELINE_ATTR = "baseline"
+# Rounds of claiming the baseline in a shared study before leaving it to the other workers.
+BASELINE_CLAIM_ROUNDS = 20
 
 
 @dataclass
@@ -327,21 +329,54 @@ class Tuner:
         return len(tried) >= size  # conditional params only make the space smaller
 
     def _baseline(self) -> None:
-        trial = self.study.ask()
-        trial.set_user_attr(BASELINE_ATTR, True)
-        if self.shared:
-            others = [
-                t.number
-                for t in self.study.get_trials(deepcopy=False)
-                if t.user_attrs.get(BASELINE_ATTR)
-                and t.number != trial.number
-                and t.state != optuna.trial.TrialState.WAITING
-            ]
-            if others:  # another worker claimed the baseline: it measures it
-                trial.set_user_attr(BASELINE_ATTR, False)
-                self._yield(trial, f"the baseline is trial {min(others)} (another worker)")
+        """Deploy the baseline, once per study. Workers of a shared study claim it as they
+        claim args: the claim is written before the others' are read, and a claimer that
+        sees another yields, so two never both measure it. Two that claim together may
+        both yield: then each waits for the other's decision and, when nobody took the
+        baseline, claims it again after a random pause, which breaks the tie."""
+        for _ in range(BASELINE_CLAIM_ROUNDS):
+            trial = self.study.ask()
+            trial.set_user_attr(BASELINE_ATTR, True)
+            if not self.shared:
+                break
+            others = self._baseline_claimers(trial.number)
+            if not others:
+                break
+            trial.set_user_attr(BASELINE_ATTR, False)
+            self._yield(trial, f"the baseline is trial {min(others)} (another worker)")
+            if self._baseline_taken(trial.number):
                 return
+            time.sleep(random.uniform(0.05, 0.5))
+        else:
+            return  # every round tied (the others keep claiming): they will measure it
         self._deploy(trial, {}, note="baseline: vLLM defaults")
+
+    def _baseline_claimers(self, own: int) -> list[int]:
+        """Numbers of the other trials that claim the baseline now."""
+        return [
+            t.number
+            for t in self.study.get_trials(deepcopy=False)
+            if t.user_attrs.get(BASELINE_ATTR)
+            and t.number != own
+            and t.state != optuna.trial.TrialState.WAITING
+        ]
+
+    def _baseline_taken(self, own: int, timeout_s: float = 60.0) -> bool:
+        """Whether another worker measures (or measured) the baseline, once every claimer
+        has decided: a claimer that went on to deploy has its worker recorded or has
+        ended; one that yielded no longer claims it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            undecided = False
+            for t in self.study.get_trials(deepcopy=False):
+                if t.number == own or not t.user_attrs.get(BASELINE_ATTR):
+                    continue
+                if t.state != optuna.trial.TrialState.RUNNING or t.user_attrs.get("worker"):
+                    return True
+                undecided = True
+            if not undecided or time.monotonic() > deadline:
+                return undecided  # an undecided claimer past the deadline: leave it to it
+            time.sleep(0.1)
 
     def _yield(self, trial: optuna.Trial, reason: str) -> None:
         """A shared study's trial left to another worker: PRUNED, not a deployment."""
