@@ -157,7 +157,8 @@ def test_a_worker_killed_mid_trial_loses_nothing(tmp_path, database):
             running = [
                 t
                 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-                if t.user_attrs.get("deployed") and not t.user_attrs.get("baseline")
+                # past its claim (the worker is recorded once the claim holds)
+                if t.user_attrs.get("worker") and not t.user_attrs.get("baseline")
             ]
             if running:
                 victim = running[0]
