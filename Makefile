@@ -19,14 +19,18 @@ demo: setup
 
 # The whole suite: lint (ruff, import-linter layers, mypy), then unit, contract and
 # integration tests on both cores (a file's tests stay in one worker), then the real-server
-# e2e tests in one process, which share one server per configuration. Under CI a skipped
-# test fails the suite; each pytest exits non-zero when no test ran. The test tools outside
-# Python (Debian packages, npm, their own environments) are set up while the virtual
-# environment is made and linted: none of them needs the other.
+# e2e tests, which share one server per configuration: first the files that measure no speed
+# (marked `pairable`: quality, tune, batch, Ray, Slurm) two at a time (a file's tests stay in
+# one worker: they share its runs), then the ones that measure speed in one process, with
+# the machine to themselves. Under CI a skipped test fails the suite; each pytest exits
+# non-zero when no test ran. The test tools outside Python (Debian packages, npm, their own
+# environments) are set up while the virtual environment is made and linted: none of them
+# needs the other.
 test:
 	$(MAKE) -j2 lint test-deps
 	$(PY) -m pytest -q -n 2 --dist loadfile tests/unit tests/contract tests/integration
-	$(PY) -m pytest -q --durations=15 tests/e2e
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=10 -m pairable tests/e2e
+	$(PY) -m pytest -q --durations=15 -m "not pairable" tests/e2e
 
 test-deps:
 	bash scripts/setup-test-deps.sh

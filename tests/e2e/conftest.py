@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,11 @@ from tunebench.spec.deployments import LocalSettings
 from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.store.layout import RunLayout
 from tunebench.store.run import read_points
+
+# Tables and progress lines at full width, as a wide terminal shows them: the tests read
+# them, and a pytest-xdist worker (the `pairable` files run two at a time) sets COLUMNS=80,
+# which every process started here (the CLI, a Slurm job) would inherit.
+os.environ["COLUMNS"] = "200"
 
 NEEDS_SERVER = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None or importlib.util.find_spec("guidellm") is None,
