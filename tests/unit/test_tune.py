@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import optuna
@@ -171,8 +172,6 @@ def test_workers_that_claim_the_baseline_together_measure_it_exactly_once(monkey
     """Two workers of a shared study write their baseline claims before either reads the
     other's: each sees the other and yields. One of them must still measure it (a tie left
     the three-worker study on PostgreSQL without a baseline once in a few runs)."""
-    import threading
-
     study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), direction="maximize")
     tune = make_tune(trials=1)
     evaluator = FakeEvaluator()

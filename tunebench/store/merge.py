@@ -30,6 +30,10 @@ REGENERATED = (
 )
 
 
+def _plan_order(config_id: str) -> tuple[int, str]:
+    return (config_number(config_id), config_id)
+
+
 def belongs_to(relative: str, config_id: str) -> bool:
     """Whether a run file belongs to a configuration: `requests/c2.csv`, `logs/server-c2.log`,
     `guidellm/c2/...`, `quality/lm-eval-c2/...` (never `c20`'s)."""
@@ -102,9 +106,7 @@ def merge_runs(
                 merged.update_config(
                     config_id, status=ConfigStatus.FAILED, error=NO_PART.format(id=config_id)
                 )
-        merged.manifest.configs.sort(
-            key=lambda entry: (config_number(entry.config_id), entry.config_id)
-        )
+        merged.manifest.configs.sort(key=lambda entry: _plan_order(entry.config_id))
         merged.save_manifest()
         if any(e.status != ConfigStatus.COMPLETE for e in merged.manifest.configs):
             attempt.fail()
@@ -112,7 +114,7 @@ def merge_runs(
 
 
 def _copy(parts: list[RunStore], owner: dict[str, RunStore], merged: RunStore) -> None:
-    for config_id in sorted(owner, key=lambda c: (config_number(c), c)):
+    for config_id in sorted(owner, key=_plan_order):
         part = owner[config_id]
         entry = next(e for e in part.manifest.configs if e.config_id == config_id)
         fields = entry.model_dump(exclude={"config_id"})
