@@ -6,6 +6,7 @@ benchmarks/compare_calibration.py."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from tunebench.analysis.compare import (
     compare_sides,
     crossover_points,
 )
-from tunebench.analysis.gate import regression_gate
+from tunebench.analysis.gate import describe_gate, regression_gate
 from tunebench.testing import make_synthetic_run
 from tunebench.testing.latencies import stream_side
 
@@ -100,8 +101,14 @@ def test_invalid_points_are_excluded_and_client_limited_ones_marked():
         DEFAULT,
     )
     assert result.rows["verdict"].str.startswith("excluded (B invalid: max-model-len").all()
+    # fail closed: a candidate whose every point is invalid cannot pass the gate
     gate = regression_gate(result, 5)
-    assert gate["rows_gated"] == 0 and gate["verdict"] == "no-regression"
+    assert gate["rows_gated"] == 0 and gate["verdict"] == "unverified" and not gate["passed"]
+    assert any("3 candidate point(s) invalid" in cause for cause in gate["causes"])
+    # the opt-out is named; with nothing left to gate the gate still cannot pass
+    allowed = regression_gate(result, 5, allow_invalid=True)
+    assert allowed["opted_out"] == ["--allow-invalid"] and allowed["verdict"] == "unverified"
+    assert allowed["causes"] == ["no row could be judged: nothing was compared"]
     limited = compare_sides([side("a", 1), side("b", 2, client_limited=True)], DEFAULT)
     assert (limited.rows["client_limited"] == "B").all()
     assert regression_gate(limited, 5)["client_limited_rows"] > 0
@@ -297,3 +304,137 @@ def test_the_gate_counts_the_rows_over_all_points():
     gate = regression_gate(result, 5)
     assert gate["rows_gated"] == int((~result.rows["verdict"].str.startswith("n/a")).sum())
     assert gate["verdict"] == "regression"
+
+
+def _one_invalid_point(name: str, seed: int) -> Side:
+    found = side(name, seed)
+    points = found.points.copy()
+    invalid = points["point_id"] == "concurrent-8"
+    points.loc[invalid, "valid"] = False
+    points.loc[invalid, "invalid_reason"] = "outputs were cut: 12 of 200 shorter than asked"
+    return Side(found.name, points, found.requests)
+
+
+def test_one_invalid_candidate_point_fails_the_gate_unless_allowed_by_name():
+    result = compare_sides([side("a", 1), _one_invalid_point("b", 2)], DEFAULT)
+    gate = regression_gate(result, 5)
+    assert gate["verdict"] == "unverified" and gate["regressions"] == 0
+    assert gate["invalid_points"] == [
+        "b concurrent 8: outputs were cut: 12 of 200 shorter than asked"
+    ]
+    allowed = regression_gate(result, 5, allow_invalid=True)
+    assert allowed["verdict"] == "no-regression" and allowed["opted_out"] == ["--allow-invalid"]
+    assert "accepted by --allow-invalid" in describe_gate(allowed)
+    # an invalid baseline point blames nobody: its rows are listed as not judged
+    baseline_bad = compare_sides([_one_invalid_point("a", 1), side("b", 2)], DEFAULT)
+    gate = regression_gate(baseline_bad, 5)
+    assert gate["verdict"] == "no-regression" and not gate["invalid_points"]
+    assert any("A invalid: outputs were cut" in line for line in gate["not_judged"])
+
+
+def test_a_missing_candidate_point_fails_the_gate_unless_allowed_by_name():
+    result = compare_sides([side("a", 1), side("b", 2, points=(1, 4))], DEFAULT)
+    assert result.missing == [
+        {"candidate": "b", "point": "concurrent 8", "load_kind": "concurrent"}
+    ]
+    gate = regression_gate(result, 5)
+    assert gate["verdict"] == "unverified"
+    assert gate["causes"][0].startswith(
+        "1 baseline point(s) missing from the candidate (b concurrent 8)"
+    )
+    assert regression_gate(result, 5, allow_missing=True)["verdict"] == "no-regression"
+    # a candidate with no point in common: every point missing, still a comparison that fails
+    none_left = compare_sides([side("a", 1, points=(1,)), side("b", 2, points=(4,))], DEFAULT)
+    assert none_left.rows.empty and len(none_left.missing) == 1
+    assert regression_gate(none_left, 5)["verdict"] == "unverified"
+
+
+def test_a_candidate_failing_ten_percent_of_requests_fails_on_the_error_rate_threshold():
+    # valid points (as if the validity rule allowed 10%): the error rate alone must fail it
+    result = compare_sides([side("a", 1), side("b", 2, failed=22)], DEFAULT)
+    gate = regression_gate(result, 5)
+    assert gate["verdict"] == "regression" and gate["worst"]["unit"] == "pp"
+    assert gate["error_rate_threshold_pp"] == 1.0
+    # the same difference under a 15 pp threshold is no regression
+    assert regression_gate(result, 5, error_rate_pp=15)["verdict"] == "no-regression"
+
+
+def failing_side(name: str, seed: int, rate: float, rng: np.random.Generator) -> Side:
+    """A side whose every point fails an independent binomial draw of its 200 requests."""
+    found = side(name, seed)
+    points = found.points.assign(requests_failed=rng.binomial(200, rate, len(found.points)))
+    return Side(found.name, points, found.requests)
+
+
+def test_error_rate_threshold_false_fails_on_independent_draws_over_many_seeds():
+    """A/A: both sides fail 2% of their requests, each count an independent binomial draw."""
+    rng = np.random.default_rng(7)
+    fails = 0
+    seeds = 200
+    for seed in range(seeds):
+        a = failing_side("a", 2 * seed, 0.02, rng)
+        b = failing_side("b", 2 * seed + 1, 0.02, rng)
+        result = compare_sides([a, b], [METRICS["error_rate"]], seed=seed)
+        fails += regression_gate(result, 5)["verdict"] != "no-regression"
+    assert fails / seeds <= 0.05
+
+
+@pytest.mark.parametrize("rise, expected", [(0.03, 0.36), (0.06, 0.95)])
+def test_error_rate_threshold_power_on_known_rises(rise, expected):
+    """2% vs 2% + rise errors at 3 points of 200 requests. The expected power is the normal
+    law's for the pooled row (SE of the difference over 600 requests a side, 1 pp threshold,
+    Holm's alpha/4 for its first of 4 rows), not the gate's own arithmetic."""
+    from scipy import stats as sps
+
+    se = math.sqrt((0.02 * 0.98 + (0.02 + rise) * (0.98 - rise)) / 600)
+    analytic = sps.norm.sf(sps.norm.ppf(1 - 0.05 / 4) - (rise - 0.01) / se)
+    assert analytic == pytest.approx(expected, abs=0.02)
+    rng = np.random.default_rng(11)
+    caught = 0
+    for seed in range(100):
+        a = failing_side("a", 2 * seed, 0.02, rng)
+        b = failing_side("b", 2 * seed + 1, 0.02 + rise, rng)
+        result = compare_sides([a, b], [METRICS["error_rate"]], seed=seed)
+        caught += regression_gate(result, 5)["verdict"] == "regression"
+    assert abs(caught / 100 - analytic) <= 0.12
+
+
+def test_the_gate_always_says_its_verdict_what_it_gated_and_what_it_can_detect():
+    gate = regression_gate(compare_sides([side("a", 1), side("b", 2)], DEFAULT), 5)
+    text = describe_gate(gate)
+    first = text.splitlines()[0]
+    assert first.startswith("gate: pass:") and f"{gate['rows_gated']} rows gated" in first
+    ttft = gate["detectable"]["ttft_p50"]
+    assert ttft["now"] > 5  # one run per side: the assumed run-to-run spread widens it
+    assert ttft["repeats"] in (3, 5, 10) and ttft["with_repeats"] < ttft["now"]
+    assert f"can detect TTFT p50 ms changes >= {ttft['now']:g}%" in text
+    assert f"with `repeats: {ttft['repeats']}` about {ttft['with_repeats']:g}%" in text
+    assert "not judged: 3 x TTFT p95 ms: too few samples" not in text  # 200 requests suffice
+
+
+def test_percentile_rows_of_runs_without_samples_say_the_samples_are_missing():
+    a, b = side("a", 1), side("b", 2)
+    bare = Side(b.name, b.points, b.requests.iloc[0:0])
+    result = compare_sides([a, bare], [METRICS["ttft_p50"]])
+    assert result.rows["verdict"].str.contains("no per-request samples on side B").all()
+    assert (result.rows["n_b"] == 0).all()
+
+
+def test_detectable_change_matches_the_power_it_claims():
+    """Draw changes from the row's own t model at the detectable size and test them as the
+    gate does (worse by more than 5%): 80% are caught, for a latency and a throughput."""
+    from tunebench.analysis.gate import detectable_change
+    from tunebench.analysis.stats import Change
+
+    se, df, alpha = 0.05, 30.0, 0.01
+    rng = np.random.default_rng(3)
+    for higher_is_worse in (True, False):
+        size = detectable_change(
+            Change(0.0, -0.1, 0.1, "t", 100, 100, _t=(0.0, se, df)), alpha, 0.05, higher_is_worse
+        )
+        true = np.log1p(size if higher_is_worse else -size)
+        caught = 0
+        for centre in true + se * rng.standard_t(df, 4000):
+            drawn = Change(0.0, -0.1, 0.1, "t", 100, 100, _t=(float(centre), se, df))
+            caught += drawn.p_worse(0.05, higher_is_worse) < alpha
+        assert 0.77 <= caught / 4000 <= 0.83

@@ -136,6 +136,9 @@ class Comparison:
     sides: list[Side] = field(default_factory=list, repr=False)
     changes: list[stats.Change] = field(default_factory=list, repr=False)  # one per row
     warnings: list[str] = field(default_factory=list)
+    # aligned points the baseline has and a candidate lacks (a configuration that failed to
+    # start, a point that failed or was never run): nothing could be compared there
+    missing: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         rows = self.rows.astype(object).where(self.rows.notna(), None)
@@ -146,6 +149,7 @@ class Comparison:
             "warnings": self.warnings,
             "rows": rows.to_dict(orient="records"),
             "crossovers": self.crossovers,
+            "missing": self.missing,
         }
 
 
@@ -279,9 +283,20 @@ def measure_change(
     if len(a.rows) >= 2 and len(b.rows) >= 2:
         return stats.repeats_change(a.values(metric.column), b.values(metric.column), confidence)
     if metric.kind == "quantile":
+        sample_a, sample_b = a.sample(metric.sample or ""), b.sample(metric.sample or "")
+        if not len(sample_a) or not len(sample_b):
+            # the reason is the missing samples, not their count
+            sides = [s for s, sample in (("A", sample_a), ("B", sample_b)) if not len(sample)]
+            return stats.not_available(
+                "block bootstrap over requests, Welch t",
+                len(sample_a),
+                len(sample_b),
+                f"no per-request samples on side {' and '.join(sides)} (a summary, an import "
+                "or a replay): a percentile's interval needs the requests",
+            )
         found = stats.quantile_change(
-            a.sample(metric.sample or ""),
-            b.sample(metric.sample or ""),
+            sample_a,
+            sample_b,
             metric.quantile or 0.5,
             confidence,
             rng,
@@ -361,9 +376,16 @@ def compare_sides(
     base_samples = _samples_index(baseline)
     records: list[dict[str, Any]] = []
     changes: list[stats.Change] = []
+    missing: list[dict[str, Any]] = []
     for candidate in sides[1:]:
         cand_samples = _samples_index(candidate)
         cand_points = _with_align(candidate.points)
+        cand_keys = {k for k, _ in cand_points.groupby(group_key, sort=False, dropna=False)}
+        missing += [
+            _missing_point(candidate.name, point_key, rows, extra)
+            for point_key, rows in base_groups.items()
+            if point_key not in cand_keys
+        ]
         # per (extra key, metric): the points pooled into one row over all points
         compared: dict[tuple[Any, ...], list[_Compared]] = {}
         for point_key, cand_rows in cand_points.groupby(group_key, sort=False, dropna=False):
@@ -428,8 +450,8 @@ def compare_sides(
                 | {"client_limited": limited, "repeats_a": repeats[0], "repeats_b": repeats[1]}
             )
             changes.append(change)
-    rows = pd.DataFrame.from_records(records)
-    if rows.empty:
+    rows = pd.DataFrame.from_records(records, columns=_row_columns(extra) if not records else None)
+    if rows.empty and not missing:
         raise TunebenchError(
             "no load point is common to the compared runs (aligned on load kind and target, "
             "or the point id where there is no target"
@@ -445,7 +467,30 @@ def compare_sides(
         sides,
         changes,
         hardware_warnings(sides),
+        missing,
     )
+
+
+def _row_columns(extra: list[str]) -> list[str]:
+    """The columns of compare's rows, for a comparison that has none (every point missing)."""
+    return [
+        "baseline", "candidate", "point", "load_kind", "target", *extra, "metric", "label",
+        "a", "b", "unit", "change_pct", "ci_low_pct", "ci_high_pct", "verdict", "method",
+        "note", "n_a", "n_b", "client_limited", "repeats_a", "repeats_b",
+    ]  # fmt: skip
+
+
+def _missing_point(
+    candidate: str, point_key: Any, rows: pd.DataFrame, extra: list[str]
+) -> dict[str, Any]:
+    keys = point_key if isinstance(point_key, tuple) else (point_key,)
+    first = rows.iloc[0]
+    return {
+        "candidate": candidate,
+        "point": keys[0],
+        "load_kind": first.get("load_kind"),
+        **dict(zip(extra, keys[1:])),
+    }
 
 
 # -- the mean over all aligned points -------------------------------------------------------

@@ -3,52 +3,118 @@
 The rule, in its own words: the gate fails when some metric of some aligned point (or of
 all aligned points together, where compare has such a row) is worse than the baseline by
 more than PCT with the comparison's confidence, after correcting for testing many rows at
-once. Each gated row gets the one-sided p-value of "not worse by more
-than PCT" (latencies: B/A - 1 <= PCT; throughput: B/A - 1 >= -PCT; the error rate: B - A <=
-PCT percentage points); Holm's step-down over all gated rows keeps the chance that an
-A/A comparison fails at 1 - confidence or less, however many rows there are.
+once. Each gated row gets the one-sided p-value of "not worse by more than the threshold"
+(latencies: B/A - 1 <= PCT; throughput: B/A - 1 >= -PCT; the error rate, in percentage
+points with a threshold of its own: B - A <= PP); Holm's step-down over all gated rows
+keeps the chance that an A/A comparison fails at 1 - confidence or less, however many rows
+there are.
 
-Rows without a verdict (too few samples) and rows whose points are invalid are not gated
-(the gate says how many); points the client held back are gated and counted. The verdict is
-written into `compare --json` and read back by `tunebench results --compare-json`.
+It fails closed: a gate that could not look is not a pass. It also fails (verdict
+`unverified`) when
+
+- a point of the baseline is missing from a candidate (a configuration that did not start,
+  a point that failed): unless `allow_missing`;
+- a compared point of a candidate is invalid (args not in effect, outputs cut, too many
+  failed requests, ...): unless `allow_invalid`;
+- it could judge no row at all.
+
+An opt-out is named in the gate's own lines. Rows without a verdict (too few samples, a
+baseline point that is invalid) are listed with what they would need. Every gate states
+the smallest change it could have detected per metric, so a pass says how much it saw.
+The verdict is written into `compare --json` and read back by `tunebench results
+--compare-json`.
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from typing import Any
 
 import pandas as pd
+from scipy import stats as sps
 
 from tunebench.analysis import stats
-from tunebench.analysis.compare import EXCLUDED, METRICS, NOT_AVAILABLE, Comparison
+from tunebench.analysis.compare import ALL_POINTS, EXCLUDED, METRICS, NOT_AVAILABLE, Comparison
+
+REGRESSION = "regression"
+UNVERIFIED = "unverified"  # the gate could not see what it needed: it fails, saying what
+PASSED = "no-regression"
+DEFAULT_ERROR_RATE_PP = 1.0
+DETECTION_POWER = 0.8  # the minimum detectable change is the one caught 80% of the time
 
 
 def regression_gate(
-    result: Comparison, threshold_pct: float, confidence: float = 0.95
+    result: Comparison,
+    threshold_pct: float,
+    confidence: float = 0.95,
+    *,
+    error_rate_pp: float = DEFAULT_ERROR_RATE_PP,
+    allow_missing: bool = False,
+    allow_invalid: bool = False,
 ) -> dict[str, Any]:
     rows = result.rows
     gated: list[int] = []
     p_values: list[float] = []
+    invalid: dict[tuple[str, str], str] = {}  # (candidate, point) -> why
+    unjudged: list[int] = []
     for index, change in enumerate(result.changes):
-        verdict = str(rows.iloc[index]["verdict"])
-        if verdict.startswith((NOT_AVAILABLE, EXCLUDED)):
+        row = rows.iloc[index]
+        verdict = str(row["verdict"])
+        if verdict.startswith(EXCLUDED):
+            reasons = _candidate_reasons(str(row["note"]))
+            if reasons:
+                invalid.setdefault((str(row["candidate"]), _point_name(row)), reasons)
+            else:
+                unjudged.append(index)
             continue
-        metric = METRICS[rows.iloc[index]["metric"]]
+        if verdict.startswith(NOT_AVAILABLE):
+            unjudged.append(index)
+            continue
+        metric = METRICS[row["metric"]]
+        threshold = error_rate_pp if metric.kind == "proportion" else threshold_pct
         gated.append(index)
-        p_values.append(change.p_worse(threshold_pct / 100, not metric.higher_is_better))
-    rejected = stats.holm(p_values, 1 - confidence)
+        p_values.append(change.p_worse(threshold / 100, not metric.higher_is_better))
+    alpha = 1 - confidence
+    rejected = stats.holm(p_values, alpha)
     failing = [index for index, hit in zip(gated, rejected) if hit]
+    causes = _causes(result, invalid, gated, allow_missing, allow_invalid)
+    opted_out = [
+        name
+        for name, used, seen in (
+            ("--allow-missing", allow_missing, result.missing),
+            ("--allow-invalid", allow_invalid, invalid),
+        )
+        if used and seen
+    ]
+    if failing:
+        verdict = REGRESSION
+    elif causes:
+        verdict = UNVERIFIED
+    else:
+        verdict = PASSED
     gate: dict[str, Any] = {
         "threshold_pct": threshold_pct,
-        "rule": f"worse by more than {threshold_pct:g}% (error rate: percentage points) with "
-        f"{confidence:.0%} confidence, Holm-corrected over the gated rows",
+        "error_rate_threshold_pp": error_rate_pp,
+        "rule": f"worse by more than {threshold_pct:g}% (error rate: {error_rate_pp:g} "
+        f"percentage points) with {confidence:.0%} confidence, Holm-corrected over the gated "
+        "rows; a missing or invalid candidate point, or nothing gated, fails it",
         "rows_gated": len(gated),
         "rows_not_gated": len(rows) - len(gated),
         "client_limited_rows": int((rows.iloc[gated]["client_limited"] != "").sum())
         if gated
         else 0,
         "regressions": len(failing),
-        "verdict": "regression" if failing else "no-regression",
+        "verdict": verdict,
+        "passed": verdict == PASSED,
+        "causes": causes,
+        "opted_out": opted_out,
+        "missing_points": [describe_missing(m) for m in result.missing],
+        "invalid_points": [f"{c} {p}: {why}" for (c, p), why in invalid.items()],
+        "not_judged": _not_judged(rows, unjudged),
+        "detectable": _detectable(
+            result, gated, alpha, {"pct": threshold_pct, "pp": error_rate_pp}
+        ),
         "within_run_only": bool(gated)
         and all(rows.iloc[i]["repeats_a"] < 2 or rows.iloc[i]["repeats_b"] < 2 for i in gated),
     }
@@ -69,18 +135,214 @@ def regression_gate(
     return gate
 
 
+def _candidate_reasons(note: str) -> str:
+    """The candidate's (B's) invalid reasons in an excluded row's note; '' when only the
+    baseline's point is invalid (then the row is not judged, and the candidate not blamed)."""
+    parts = [p.split("B invalid: ", 1)[1] for p in note.split("; ") if p.startswith("B invalid: ")]
+    return "; ".join(dict.fromkeys(parts))
+
+
+def _point_name(row: pd.Series) -> str:
+    label = row.get("config_label")
+    return f"{label} {row['point']}" if isinstance(label, str) and label else str(row["point"])
+
+
+def _causes(
+    result: Comparison,
+    invalid: dict[tuple[str, str], str],
+    gated: list[int],
+    allow_missing: bool,
+    allow_invalid: bool,
+) -> list[str]:
+    """One line per reason the gate cannot pass, beside a regression."""
+    causes = []
+    if result.missing and not allow_missing:
+        causes.append(
+            f"{len(result.missing)} baseline point(s) missing from the candidate "
+            f"({', '.join(describe_missing(m) for m in result.missing[:4])}"
+            f"{', ...' if len(result.missing) > 4 else ''}); --allow-missing accepts that"
+        )
+    if invalid and not allow_invalid:
+        (candidate, point), why = next(iter(invalid.items()))
+        causes.append(
+            f"{len(invalid)} candidate point(s) invalid (first: {candidate} {point}: {why}); "
+            "--allow-invalid accepts that"
+        )
+    if not gated:
+        causes.append("no row could be judged: nothing was compared")
+    return causes
+
+
+def describe_missing(missing: dict[str, Any]) -> str:
+    label = missing.get("config_label")
+    point = f"{label} {missing['point']}" if label else str(missing["point"])
+    return f"{missing['candidate']} {point}"
+
+
+def _not_judged(rows: pd.DataFrame, unjudged: list[int]) -> list[str]:
+    """Rows without a verdict, grouped by metric and reason: '8 x TTFT p95: too few samples:
+    need 72 per side for p95 (have 49 and 50)'."""
+    grouped: Counter[tuple[str, str]] = Counter()
+    for index in unjudged:
+        row = rows.iloc[index]
+        grouped[(str(row["label"]), _reason(str(row["verdict"])))] += 1
+    return [f"{count} x {label}: {reason}" for (label, reason), count in grouped.items()]
+
+
+def _reason(verdict: str) -> str:
+    for prefix in (NOT_AVAILABLE, EXCLUDED):
+        if verdict.startswith(prefix + " ("):
+            return verdict[len(prefix) + 2 : -1]
+    return verdict
+
+
+def detectable_change(
+    change: stats.Change,
+    alpha: float,
+    threshold: float = 0.0,
+    higher_is_worse: bool = True,
+    power: float = DETECTION_POWER,
+) -> float | None:
+    """The smallest worsening (a positive fraction; percentage points as a fraction for
+    proportions) that this row's test of "worse by more than `threshold`" at one-sided
+    `alpha` catches with probability `power`."""
+    if not change.available or change._t is None:
+        return None
+    _, se, df = change._t
+    return _reach(change.additive, se, df, alpha, threshold, higher_is_worse, power)
+
+
+def projected_with_repeats(
+    change: stats.Change,
+    points: int,
+    repeats: int,
+    alpha: float,
+    threshold: float = 0.0,
+    higher_is_worse: bool = True,
+    power: float = DETECTION_POWER,
+) -> float | None:
+    """About what the row over all `points` of a comparison with `repeats` per side could
+    detect. With repeats each repeat's geometric mean over the points is one observation:
+    per side the variance of the assumed run-to-run spread (`shared_var`, which points
+    cannot average) plus the within-run part over the points, divided by the repeats;
+    Welch's t with 2(repeats - 1) degrees of freedom. A projection, not a measurement: the
+    real spread between repeats decides."""
+    if not change.available or change._t is None or change.additive:
+        return None
+    _, se, _ = change._t
+    within = max(se * se - change.shared_var, 0.0)
+    projected_se = math.sqrt((change.shared_var + within / max(points, 1)) / repeats)
+    return _reach(
+        False, projected_se, 2.0 * (repeats - 1), alpha, threshold, higher_is_worse, power
+    )
+
+
+def _reach(
+    additive: bool,
+    se: float,
+    df: float,
+    alpha: float,
+    threshold: float,
+    higher_is_worse: bool,
+    power: float,
+) -> float:
+    reach = (float(sps.t.ppf(1 - alpha, df)) + float(sps.t.ppf(power, df))) * max(se, 0.0)
+    if additive:
+        return threshold + reach
+    if higher_is_worse:
+        return math.expm1(math.log1p(threshold) + reach)
+    return -math.expm1(math.log1p(-min(threshold, 0.99)) - reach)
+
+
+REPEAT_CHOICES = (3, 5, 10)
+
+
+def _detectable(
+    result: Comparison, gated: list[int], alpha: float, thresholds: dict[str, float]
+) -> dict[str, dict[str, Any]]:
+    """Per metric: the smallest worsening the most sensitive gated row would fail the gate on
+    (80% power, at the alpha Holm gives one row among all gated, beyond the threshold), in %
+    (error rate: pp); for single runs, the fewest repeats (3, 5 or 10) that would detect
+    less, projected (`projected_with_repeats`)."""
+    if not gated:
+        return {}
+    per_row_alpha = alpha / len(gated)
+    rows = result.rows.iloc[gated]
+    points = rows[rows["point"] != ALL_POINTS].groupby("metric").size().to_dict()
+    found: dict[str, dict[str, Any]] = {}
+    for index in gated:
+        row = result.rows.iloc[index]
+        change = result.changes[index]
+        metric = METRICS[row["metric"]]
+        threshold = (thresholds["pp"] if metric.kind == "proportion" else thresholds["pct"]) / 100
+        worse_up = not metric.higher_is_better
+        now = detectable_change(change, per_row_alpha, threshold, worse_up)
+        if now is None:
+            continue
+        entry = found.setdefault(row["metric"], {"label": row["label"], "unit": row["unit"]})
+        if now * 100 >= entry.get("now", math.inf):
+            continue
+        entry["now"] = round(now * 100, 1)
+        entry.pop("repeats", None)
+        entry.pop("with_repeats", None)
+        if row["repeats_a"] >= 2 and row["repeats_b"] >= 2:
+            continue
+        for repeats in REPEAT_CHOICES:
+            projected = projected_with_repeats(
+                change, points.get(row["metric"], 1), repeats, per_row_alpha, threshold, worse_up
+            )
+            if projected is not None and projected < now:
+                entry["repeats"], entry["with_repeats"] = repeats, round(projected * 100, 1)
+                break
+    return found
+
+
 def _number(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
 def describe_gate(gate: dict[str, Any]) -> str:
-    """The one line the gate prints when it fails."""
-    worst = gate["worst"]
-    unit = "pp" if worst["unit"] == "pp" else "%"
+    """The gate's verdict in a few lines: the verdict, what it gated, each cause of a
+    failure, what it could not judge, and the smallest change it could detect per metric."""
+    lines = [_headline(gate)]
+    lines += [f"  cannot pass: {cause}" for cause in gate["causes"]]
+    lines += [f"  accepted by {name}" for name in gate["opted_out"]]
+    if gate["opted_out"]:
+        lines += [f"  missing: {m}" for m in gate["missing_points"]] * (
+            "--allow-missing" in gate["opted_out"]
+        )
+        lines += [f"  invalid: {p}" for p in gate["invalid_points"]] * (
+            "--allow-invalid" in gate["opted_out"]
+        )
+    lines += [f"  not judged: {text}" for text in gate["not_judged"]]
+    for entry in gate["detectable"].values():
+        unit = "pp" if entry["unit"] == "pp" else "%"
+        text = f"  can detect {entry['label']} changes >= {entry['now']:g}{unit}"
+        if "with_repeats" in entry:
+            text += f"; with `repeats: {entry['repeats']}` about {entry['with_repeats']:g}{unit}"
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _headline(gate: dict[str, Any]) -> str:
+    gated = f"{gate['rows_gated']} rows gated, {gate['rows_not_gated']} not"
+    if gate["verdict"] == REGRESSION:
+        worst = gate["worst"]
+        unit = "pp" if worst["unit"] == "pp" else "%"
+        threshold = (
+            f"{gate['error_rate_threshold_pp']:g}pp"
+            if unit == "pp"
+            else f"{gate['threshold_pct']:g}%"
+        )
+        return (
+            f"gate: FAIL (regression): {gate['regressions']} of {gate['rows_gated']} gated rows "
+            f"worse by more than {threshold} (Holm-corrected); worst: {worst['label']} at "
+            f"{worst['point']} {worst['change_pct']:+.1f}{unit} [{worst['ci_low_pct']:+.1f}, "
+            f"{worst['ci_high_pct']:+.1f}]"
+        )
+    if gate["verdict"] == UNVERIFIED:
+        return f"gate: FAIL (unverified: it could not check everything): {gated}"
     return (
-        f"regression: {gate['regressions']} of {gate['rows_gated']} gated rows worse by "
-        f"more than {gate['threshold_pct']:g}{unit if unit == 'pp' else '%'} "
-        f"(Holm-corrected); worst: {worst['label']} at {worst['point']} "
-        f"{worst['change_pct']:+.1f}{unit} [{worst['ci_low_pct']:+.1f}, "
-        f"{worst['ci_high_pct']:+.1f}]"
+        f"gate: pass: no row worse by more than {gate['threshold_pct']:g}% (error rate "
+        f"{gate['error_rate_threshold_pp']:g}pp) with confidence; {gated}"
     )

@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from tunebench.cli.common import root_of, root_option
+from tunebench.errors import UsageError
 
 
 class Format(str, Enum):
@@ -52,6 +53,28 @@ def register(app: typer.Typer) -> None:
             help="Exit 1 when some metric is worse than the baseline by more than PCT percent "
             "(the error rate: PCT percentage points) with the --confidence, Holm-corrected over "
             "every gated row.",
+        ),
+        error_rate_pp: float = typer.Option(
+            1.0,
+            "--fail-on-error-rate",
+            metavar="PP",
+            min=0,
+            max=100,
+            help="With --fail-on-regression: the error rate's threshold, in percentage points "
+            "(default 1: a candidate failing 10% of its requests where the baseline failed none "
+            "fails the gate).",
+        ),
+        allow_missing: bool = typer.Option(
+            False,
+            "--allow-missing",
+            help="With --fail-on-regression: a baseline point the candidate lacks does not "
+            "fail the gate (it is still named).",
+        ),
+        allow_invalid: bool = typer.Option(
+            False,
+            "--allow-invalid",
+            help="With --fail-on-regression: an invalid candidate point does not fail the gate "
+            "(it is still named).",
         ),
         plot: Optional[Path] = typer.Option(
             None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."
@@ -118,8 +141,17 @@ def register(app: typer.Typer) -> None:
             baseline=baseline,
             **({} if run_to_run is None else {"run_cv": run_to_run / 100}),
         )
+        if fail_on_regression is None and (allow_missing or allow_invalid):
+            raise UsageError("--allow-missing and --allow-invalid go with --fail-on-regression PCT")
         gate = (
-            regression_gate(result, fail_on_regression, confidence)
+            regression_gate(
+                result,
+                fail_on_regression,
+                confidence,
+                error_rate_pp=error_rate_pp,
+                allow_missing=allow_missing,
+                allow_invalid=allow_invalid,
+            )
             if fail_on_regression is not None
             else None
         )
@@ -146,9 +178,23 @@ def register(app: typer.Typer) -> None:
             from tunebench.analysis.overlay import write_overlay
 
             typer.echo(f"plot: {write_overlay(result, plot)}", err=format is not Format.table)
-        if gate and gate["verdict"] == "regression":
+        if result.missing and gate is None:
+            typer.echo(
+                f"not compared: {len(result.missing)} baseline point(s) missing from the "
+                "candidate: " + ", ".join(_missing_names(result.missing)),
+                err=format is not Format.table,
+            )
+        if gate:
+            # the verdict always shows, on stderr: stdout stays the table, JSON or CSV
             typer.echo(describe_gate(gate), err=True)
-            raise typer.Exit(1)
+            if not gate["passed"]:
+                raise typer.Exit(1)
+
+
+def _missing_names(missing: list[dict]) -> list[str]:
+    from tunebench.analysis.gate import describe_missing
+
+    return [describe_missing(m) for m in missing]
 
 
 def _offline_vs_online(runs: list[str], root: Path, format: Format) -> bool:
