@@ -95,9 +95,9 @@ def test_a_token_missing_from_the_candidates_top_k_gets_its_lowest_logprob():
 
 
 def test_failed_requests_are_counted_and_fail_the_gate():
-    ref = [answer(0, [1, 2]), answer(1, [3, 4])]
+    ref = [answer(0, [1, 2], [FLAT]), answer(1, [3, 4], [FLAT])]
     broken = Completion(1, "prompt 1", error="HTTP 500: boom")
-    found = compare(ref, [answer(0, [1, 2]), broken])
+    found = compare(ref, [answer(0, [1, 2], [FLAT]), broken])
     assert found.prompts == 1 and found.failed_requests == 1
     assert judge(found, Thresholds(), speculative=False) == ["1 quality request(s) failed"]
 
@@ -116,12 +116,15 @@ def test_the_gate_holds_speculative_configs_to_exact_and_others_to_thresholds():
     # a decoding change the model view cannot see: same distributions, answers part at once
     early = [answer(i, [i + 100, 1, 2, 3], [FLAT] * 4) for i in range(10)]
     assert judge(compare(ref, early), Thresholds(), speculative=False) == [
-        "token agreement 0% < 25%"
+        "token agreement 0% < 25%",
+        "median agreement 0% < 50%",
     ]
     # a model change: every position's favourite differs
     changed = [answer(i, [i, 1, 2, 3], [TILTED] * 4) for i in range(10)]
     reasons = judge(compare(ref, changed), Thresholds(), speculative=False)
-    assert reasons[0].startswith("mean KL 0.") and reasons[1] == "top-1 agreement 0% < 90%"
+    assert reasons[0].startswith("mean KL 0.") and reasons[2] == "top-1 agreement 0% < 90%"
+    # FLAT vs TILTED over the same four tokens: |0.4-0.1| + |0.3-0.2| twice, halved
+    assert reasons[1] == "mean total variation 0.4 > 0.1"
 
 
 def config(config_id: str, args: dict, label: str | None = None) -> dict:
@@ -189,3 +192,86 @@ def test_without_the_reference_s_answers_nothing_is_judged():
     rows = judge_configs(configs, {"c2": [answer(0, [1])]}, {"reference": "c1"})
     assert [r["verdict"] for r in rows] == ["not-checked", "not-checked"]
     assert rows[1]["reasons"] == "c1 has no answers"
+
+
+def _top5(position: int) -> dict[int, float]:
+    """A reference's next-token top-5 (probabilities 0.5 .. 0.03, 0.12 of mass beyond)."""
+    probabilities = (0.5, 0.2, 0.1, 0.05, 0.03)
+    return {10 * position + rank: math.log(p) for rank, p in enumerate(probabilities)}
+
+
+def test_a_candidate_that_moves_30_percent_to_one_junk_token_fails_on_total_variation():
+    """Renormalised over the reference's top-k the two agree (KL near 0, top-1 kept): only a
+    measure over both lists sees the 30% moved onto a token the reference never ranks."""
+    positions = 31
+    junk = 99_999
+    ref_tops = [_top5(p) for p in range(positions)]
+    moved = [
+        {junk: math.log(0.3), **{t: lp + math.log(0.7) for t, lp in list(top.items())[:4]}}
+        for top in ref_tops
+    ]
+    tokens = list(range(32))
+    reference = [answer(i, tokens, ref_tops) for i in range(16)]
+    candidate = [answer(i, tokens, moved) for i in range(16)]
+    found = compare(reference, candidate)
+    assert found.mean_kl < 0.01 and found.top1_agreement == 1.0  # the old view: a pass
+    # the bound: junk 0.3 vs at most 0.03 in the reference (0.27), and 30% of each of the
+    # four tokens both list (0.3 x 0.85); the fifth, unlisted by the candidate, counts 0
+    assert found.mean_tv == pytest.approx(0.5 * (0.27 + 0.3 * 0.85))
+    reasons = judge(found, Thresholds(), speculative=False)
+    assert reasons == [f"mean total variation {found.mean_tv:.3g} > 0.1"]
+    # the same reference against an independent draw of itself passes
+    assert (
+        judge(
+            compare(reference, [answer(i, tokens, ref_tops) for i in range(16)]),
+            Thresholds(),
+            speculative=False,
+        )
+        == []
+    )
+
+
+def test_answers_that_all_part_at_token_9_of_32_fail_on_the_median_agreement():
+    reference = [answer(i, list(range(32)), [FLAT] * 3) for i in range(16)]
+    parted = [
+        answer(i, list(range(9)) + [500 + t for t in range(23)], [FLAT] * 3) for i in range(16)
+    ]
+    found = compare(reference, parted)
+    assert found.token_agreement == pytest.approx(9 / 32)  # above the 0.25 floor: the old pass
+    assert found.median_agreement == pytest.approx(9 / 32)
+    assert judge(found, Thresholds(), speculative=False) == ["median agreement 28% < 50%"]
+    # a few answers parting early, most identical, keep passing
+    mostly = [answer(i, list(range(32)), [FLAT] * 3) for i in range(12)] + parted[12:]
+    assert judge(compare(reference, mostly), Thresholds(), speculative=False) == []
+
+
+def test_a_threshold_the_answers_cannot_be_measured_on_fails_instead_of_passing():
+    reference = [answer(i, [1, 2, 3]) for i in range(4)]  # no logprobs came back
+    reasons = judge(compare(reference, reference), Thresholds(), speculative=False)
+    assert "mean KL not measured (the answers carried no logprobs)" in reasons
+    assert (
+        judge(
+            compare(reference, reference),
+            Thresholds(max_mean_kl=None, max_mean_tv=None, min_top1_agreement=None),
+            speculative=False,
+        )
+        == []
+    )
+
+
+def test_a_configuration_that_could_not_be_checked_is_never_a_candidate():
+    """not-checked fails closed (results and tune read blocking_reason); the reference,
+    speculative or not, is not held against itself."""
+    from tunebench.quality.verdicts import blocking_reason
+
+    configs = [
+        config("c1", {"speculative-config": {"method": "ngram"}}),
+        config("c2", {"x": 1}) | {"quality": {"error": "HTTP 500 on the first prompt"}},
+        config("c3", {"x": 2}),
+    ]
+    completions = {"c1": [answer(0, [1, 2], [FLAT])], "c3": [answer(0, [1, 2], [FLAT])]}
+    rows = {r["config_id"]: r for r in judge_configs(configs, completions, {})}
+    assert rows["c1"]["verdict"] == "reference" and blocking_reason(rows["c1"]) is None
+    assert rows["c2"]["verdict"] == "not-checked"
+    assert blocking_reason(rows["c2"]) == "quality not checked: HTTP 500 on the first prompt"
+    assert rows["c3"]["verdict"] == "pass" and blocking_reason(rows["c3"]) is None

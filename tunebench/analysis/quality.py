@@ -11,6 +11,7 @@ from tunebench.analysis.frames import load_manifest, run_path
 from tunebench.quality.divergence import compare
 from tunebench.quality.verdicts import (
     COLUMNS,
+    blocking_reason,
     figures,
     judge_configs,
     lm_eval_score,
@@ -32,11 +33,14 @@ def quality_table(run: str | Path, root: str | Path = "reports") -> pd.DataFrame
 
 
 def failing(run: str | Path, root: str | Path = "reports") -> dict[str, str]:
-    """config_id -> why it fails the quality gate."""
+    """config_id -> why it fails the quality gate: it failed, or could not be checked."""
     table = quality_table(run, root)
-    return {
-        str(row.config_id): str(row.reasons) for row in table.itertuples() if row.verdict == "fail"
-    }
+    found = {}
+    for row in table.to_dict(orient="records"):
+        why = blocking_reason(row)
+        if why is not None:
+            found[str(row["config_id"])] = why
+    return found
 
 
 def quality_between(runs: list[str], root: str | Path = "reports") -> list[dict]:

@@ -43,7 +43,13 @@ class Divergence:
     token_agreement: float
     top1_agreement: float | None  # teacher-forced, over prompt positions
     mean_kl: float | None  # teacher-forced, over prompt positions
+    # teacher-forced: mean lower bound of the total variation distance over both top-k lists
+    mean_tv: float | None
     median_divergence: float | None  # position of the first differing token (diverged only)
+    # over every prompt: the median share of the reference answer reproduced before the first
+    # difference (1 for an identical answer); the mean (`token_agreement`) lets a few
+    # identical answers hide that all the others part early
+    median_agreement: float | None
     failed_requests: int  # the candidate's requests that failed
     first_difference: FirstDifference | None = None
     per_prompt: list[int | None] = field(default_factory=list)  # first differing position
@@ -71,10 +77,34 @@ def _kl(reference: list[list[float]], candidate: list[list[float]]) -> float | N
     )
 
 
+def _total_variation(reference: list[list[float]], candidate: list[list[float]]) -> float | None:
+    """A lower bound of the total variation distance between the two next-token
+    distributions, from their top-k lists alone: over the union of both lists, a token
+    missing from one side's list has there at most that side's k-th probability, and is
+    given the value in [0, k-th] closest to the other side's (so the bound never
+    overstates). Unlike `_kl`, which renormalises over the reference's top-k, it sees mass
+    the candidate moved onto a token outside the reference's list."""
+    if not reference or not candidate:
+        return None
+    ref = {int(t): math.exp(lp) for t, lp in reference}
+    cand = {int(t): math.exp(lp) for t, lp in candidate}
+    ref_cap, cand_cap = min(ref.values()), min(cand.values())
+    total = 0.0
+    for token in set(ref) | set(cand):
+        p = ref.get(token)
+        q = cand.get(token)
+        if p is None:
+            p = min(ref_cap, q or 0.0)
+        if q is None:
+            q = min(cand_cap, p)
+        total += abs(p - q)
+    return total / 2
+
+
 def compare(reference: list[Completion], candidate: list[Completion]) -> Divergence:
     """The candidate's completions against the reference's, prompt by prompt (by index)."""
     by_index = {c.index: c for c in candidate}
-    exact, agreement, kls, top1, diverged, per_prompt = [], [], [], [], [], []
+    exact, agreement, kls, tvs, top1, diverged, per_prompt = [], [], [], [], [], [], []
     failed = sum(1 for c in candidate if c.error)
     first: FirstDifference | None = None
     for ref in reference:
@@ -91,6 +121,7 @@ def compare(reference: list[Completion], candidate: list[Completion]) -> Diverge
             if value is not None:
                 kls.append(value)
                 top1.append(int(mine[0][0]) == int(theirs[0][0]))
+                tvs.append(_total_variation(mine, theirs))
         if at is not None:
             diverged.append(at)
             if first is None:
@@ -108,7 +139,9 @@ def compare(reference: list[Completion], candidate: list[Completion]) -> Diverge
         token_agreement=share(agreement),
         top1_agreement=statistics.fmean(top1) if top1 else None,
         mean_kl=statistics.fmean(kls) if kls else None,
+        mean_tv=statistics.fmean(tvs) if tvs else None,
         median_divergence=statistics.median(diverged) if diverged else None,
+        median_agreement=statistics.median(agreement) if agreement else None,
         failed_requests=failed,
         first_difference=first,
         per_prompt=per_prompt,

@@ -24,8 +24,10 @@ from tunebench.quality.divergence import Divergence
 @dataclass(frozen=True)
 class Thresholds:
     max_mean_kl: float | None = 0.1
+    max_mean_tv: float | None = 0.1
     min_top1_agreement: float | None = 0.9
     min_token_agreement: float | None = 0.25
+    min_median_agreement: float | None = 0.5
     min_exact_match: float | None = None
     speculative_min_exact_match: float = 1.0
 
@@ -53,16 +55,22 @@ def judge(found: Divergence, thresholds: Thresholds, speculative: bool) -> list[
             )
         return reasons
     checks = (
-        ("mean KL", found.mean_kl, thresholds.max_mean_kl, False),
-        ("top-1 agreement", found.top1_agreement, thresholds.min_top1_agreement, True),
-        ("token agreement", found.token_agreement, thresholds.min_token_agreement, True),
-        ("exact match", found.exact_match, thresholds.min_exact_match, True),
+        ("mean KL", found.mean_kl, thresholds.max_mean_kl, False, " nats"),
+        ("mean total variation", found.mean_tv, thresholds.max_mean_tv, False, ""),
+        ("top-1 agreement", found.top1_agreement, thresholds.min_top1_agreement, True, ""),
+        ("token agreement", found.token_agreement, thresholds.min_token_agreement, True, ""),
+        ("median agreement", found.median_agreement, thresholds.min_median_agreement, True, ""),
+        ("exact match", found.exact_match, thresholds.min_exact_match, True, ""),
     )
-    for name, value, limit, at_least in checks:
-        if limit is None or value is None:
+    for name, value, limit, at_least, unit in checks:
+        if limit is None:
+            continue
+        if value is None:
+            # a threshold that could not be checked is not passed (no logprobs came back)
+            reasons.append(f"{name} not measured (the answers carried no logprobs)")
             continue
         if at_least and value < limit:
             reasons.append(f"{name} {value:.0%} < {limit:.0%}")
         if not at_least and value > limit:
-            reasons.append(f"{name} {value:.3g} nats > {limit:g}")
+            reasons.append(f"{name} {value:.3g}{unit} > {limit:g}")
     return reasons

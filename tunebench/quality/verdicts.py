@@ -32,7 +32,9 @@ COLUMNS = [
     "token_agreement",
     "top1_agreement",
     "mean_kl",
+    "mean_tv",
     "median_divergence",
+    "median_agreement",
     "lm_eval_score",
     "seconds",
     "verdict",
@@ -94,9 +96,8 @@ def judge_configs(
             rows.append(row | {"verdict": "not-checked", "reasons": f"{named} has no answers"})
             continue
         if other == config_id:
-            verdict = "not-checked" if speculative else "reference"
-            why = "no non-speculative twin to hold it to" if speculative else ""
-            rows.append(row | {"verdict": verdict, "reasons": why})
+            why = "the reference: no non-speculative twin to hold it to" if speculative else ""
+            rows.append(row | {"verdict": "reference", "reasons": why})
             continue
         found = compare(completions[other], completions[config_id])
         reasons = judge(found, thresholds, speculative)
@@ -113,6 +114,17 @@ def judge_configs(
     for row in rows:
         row["lm_eval_score"] = lm_eval_score(_entry(configs, row["config_id"]))
     return rows
+
+
+def blocking_reason(row: dict[str, Any]) -> str | None:
+    """Why a configuration's quality row keeps it from being a candidate: it failed, or it
+    could not be checked (fail closed: an unchecked configuration is not a passing one).
+    None for `pass` and `reference`."""
+    if row["verdict"] == "fail":
+        return str(row["reasons"])
+    if row["verdict"] == "not-checked":
+        return f"quality not checked: {row['reasons']}"
+    return None
 
 
 def _entry(configs: list[dict], config_id: str) -> dict:
@@ -155,7 +167,11 @@ def figures(found: Divergence) -> dict[str, Any]:
         "token_agreement": round(found.token_agreement, 4),
         "top1_agreement": None if found.top1_agreement is None else round(found.top1_agreement, 4),
         "mean_kl": None if found.mean_kl is None else float(f"{found.mean_kl:.4g}"),
+        "mean_tv": None if found.mean_tv is None else float(f"{found.mean_tv:.4g}"),
         "median_divergence": found.median_divergence,
+        "median_agreement": None
+        if found.median_agreement is None
+        else round(found.median_agreement, 4),
     }
 
 

@@ -493,8 +493,14 @@ class Quality(Strict):
         None, description="config id or label to compare with (default: the first)"
     )
     max_mean_kl: float | None = Field(0.1, ge=0, description="nats, teacher-forced, top-k")
+    max_mean_tv: float | None = Field(
+        0.1, ge=0, le=1, description="total variation over both top-k lists, teacher-forced"
+    )
     min_top1_agreement: float | None = Field(0.9, ge=0, le=1)
     min_token_agreement: float | None = Field(0.25, ge=0, le=1)
+    min_median_agreement: float | None = Field(
+        0.5, ge=0, le=1, description="median share of an answer before its first difference"
+    )
     min_exact_match: float | None = Field(None, ge=0, le=1)
     max_seconds: float = Field(
         300, gt=0, description="per configuration; prompts not asked by then are failures"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.cost import replica_price
-from tunebench.quality.verdicts import judge_run, write_table
+from tunebench.quality.verdicts import blocking_reason, judge_run, write_table
 from tunebench.runner import ConfigRunner
 from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
@@ -60,15 +60,15 @@ class RunnerEvaluator:
         return f"quality gate: {failed}" if failed else None
 
     def _quality_failure(self, config: ServerConfig) -> str | None:
-        """Why this trial fails the quality gate against the baseline (None: it passes, is
-        the reference, or the spec has no quality check)."""
+        """Why this trial fails the quality gate against the baseline, or could not be
+        checked (None: it passes, is the reference, or the spec has no quality check)."""
         if self.store is None:
             return None
         rows = judge_run(self.store)
         if rows:
             write_table(self.store)
         mine = next((r for r in rows if r["config_id"] == config.config_id), None)
-        return mine["reasons"] if mine and mine["verdict"] == "fail" else None
+        return blocking_reason(mine) if mine else None
 
     def _capacity(
         self, capacity: dict | None, effective: dict, config: ServerConfig
