@@ -122,7 +122,11 @@ def test_cli_destination_and_selection_errors(tmp_path):
     assert bad.returncode == 2 and "use s3://BUCKET/PREFIX" in bad.stderr
     both = run_cli("upload", store.path.name, "--all", "s3://bucket/x", "--root", str(tmp_path))
     assert both.returncode == 2 and "not both" in both.stderr
-    empty = run_cli("upload", "--all", "s3://bucket/x", "--root", str(tmp_path / "none"))
+    # a root that is not there is a typo, not "nothing": it fails (a CI job must not pass)
+    absent = run_cli("upload", "--all", "s3://bucket/x", "--root", str(tmp_path / "none"))
+    assert absent.returncode == 2 and "no such directory" in absent.stderr
+    (tmp_path / "empty").mkdir()
+    empty = run_cli("upload", "--all", "s3://bucket/x", "--root", str(tmp_path / "empty"))
     assert empty.returncode == 0 and "nothing to upload" in empty.stdout
     missing = run_cli("upload", "no-such-run", "s3://bucket/x", "--root", str(tmp_path))
     assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr

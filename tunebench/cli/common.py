@@ -26,6 +26,21 @@ def root_of(given: Path | None, spec_output: str | None = None) -> Path:
     return Path(spec_output) if spec_output else DEFAULT_ROOT
 
 
+def existing_root(given: Path | None) -> Path:
+    """The run root of a command that only reads runs: a directory that is not there is the
+    user's error (a typo in a CI job), never an empty list."""
+    root = root_of(given)
+    if not root.is_dir():
+        from tunebench.errors import UsageError
+
+        what = "no such directory" if not root.exists() else "not a directory"
+        raise UsageError(
+            f"--root {root}: {what}; name the directory that holds the runs "
+            f"(default {DEFAULT_ROOT}/)"
+        )
+    return root
+
+
 @contextmanager
 def live_progress(where: Callable[[], str | None]) -> Iterator[ConsoleReporter]:
     """A console reporter for long work; on Ctrl-C it says where the finished part is

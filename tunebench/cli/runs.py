@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import root_of, root_option
+from tunebench.cli.common import existing_root, root_of, root_option
 
 
 class Format(str, Enum):
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         from tunebench.store.run import RunStore, list_runs
 
         entries: list = []
-        for path in list_runs(root_of(root)):
+        for path in list_runs(existing_root(root)):
             try:
                 store = RunStore.open(path)
             except TunebenchError as exc:

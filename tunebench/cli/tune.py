@@ -53,8 +53,11 @@ def register(app: typer.Typer) -> None:
         root: Optional[Path] = root_option(
             "Where the run is stored (overrides the spec's `output`, default reports/)."
         ),
-        helm_dir: Path = typer.Option(
-            Path("helm-values"), "--helm-dir", help="Where helm-values/<name>.yaml is written."
+        helm_dir: Optional[Path] = typer.Option(
+            None,
+            "--helm-dir",
+            help="Where the tuned values file <name>.yaml is written (default: the run's "
+            "helm-values/ directory).",
         ),
         report: bool = typer.Option(
             True, "--report/--no-report", help="Write report.html at the end."

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tunebench.cli.common import root_of, root_option
+from tunebench.cli.common import existing_root, root_of, root_option
 from tunebench.errors import UsageError
 
 
@@ -87,6 +87,7 @@ def register(app: typer.Typer) -> None:
         if ca_bundle is not None and not ca_bundle.is_file():
             raise UsageError(f"--ca-bundle {ca_bundle}: no such file")
         if all_runs:
+            root = existing_root(root)
             found = collect_root(root)
             target = dest.url()
         else:
@@ -94,11 +95,7 @@ def register(app: typer.Typer) -> None:
             found = collect_runs(paths)
             target = dest.url(paths[0].name) if len(paths) == 1 else dest.url()
         if not found:
-            typer.echo(
-                f"nothing to upload: {root} holds no files"
-                if root.is_dir()
-                else f"nothing to upload: no directory {root}"
-            )
+            typer.echo(f"nothing to upload: {root} holds no files")
             return
         endpoint = endpoint_url or endpoint_from_env()
         where = endpoint or "AWS S3"

@@ -104,6 +104,11 @@ class RunLayout:
         suffix = f".attempt{attempt}" if attempt else (f".repeat{repeat}" if repeat else "")
         return self.logs / f"server-{config_id}{suffix}.log"
 
+    @property
+    def tuned_values_dir(self) -> Path:
+        """Where `tune` writes the tuned vllm-kserve values file (unless --helm-dir)."""
+        return self.root / "helm-values"
+
     def helm_values(self, config_id: str) -> Path:
         return self.logs / f"helm-values-{config_id}.yaml"
 

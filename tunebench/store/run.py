@@ -223,8 +223,12 @@ class RunStore:
 
     # -- other files --------------------------------------------------------------------
     def write_text(self, path: Path | str, text: str, secrets: list[str] | None = None) -> Path:
-        """Write a file of the run (absolute, or relative to the run), secrets masked."""
-        target = Path(path) if Path(path).is_absolute() else self.path / path
+        """Write a file of the run (absolute, relative to the run, or a layout path), secrets
+        masked. A layout path of a run under a relative root (`reports/<run>/metrics/c1.csv`)
+        already starts with the run's path: it is not joined to it a second time."""
+        given = Path(path)
+        inside = given.parts[: len(self.path.parts)] == self.path.parts
+        target = given if given.is_absolute() or inside else self.path / given
         write_atomic(target, redact_text(text, secrets or ()))
         return target
 

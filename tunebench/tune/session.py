@@ -97,7 +97,7 @@ def diagnosis_hints(store: RunStore, config_id: str) -> dict[str, tuple[str, str
 def run_tune(
     job: TuneJob,
     output_root: Path,
-    helm_dir: Path,
+    helm_dir: Path | None,
     reporter: Reporter | None = None,
     resume: RunStore | None = None,
     trials: int | None = None,
@@ -216,5 +216,7 @@ def run_tune(
     model = base.model
     if model.startswith(BUILTIN_PREFIX):  # the path it is served from, without building it
         model = str(demo.default_model_path(model.removeprefix(BUILTIN_PREFIX)))
-    exports = results.write_exports(summary, model, store, spec.name, helm_dir, slo_text)
+    exports = results.write_exports(
+        summary, model, store, spec.name, helm_dir or store.layout.tuned_values_dir, slo_text
+    )
     return TuneResult(store, summary, exports)
