@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunebench.analysis.cross_check import AGREE, cross_check, judge
+from tunebench.analysis.cross_check import AGREE, UNDECIDED, cross_check, judge
 from tunebench.errors import LoadError
 from tunebench.load.cross_check import CrossCheckDriver, alternated, split_point_id
 from tunebench.runner import ConfigRunner
@@ -190,8 +190,57 @@ def test_calibration_two_drivers_measuring_the_same_server_rarely_get_a_culprit(
     """A/A: both sides independent draws of the same server (5 req/s, TTFT 50 ms): the two
     tests behind the verdict share a 5% error budget."""
     verdicts = [_verdict(seed, 5.0, 5.0, 50.0, 50.0) for seed in range(SEEDS)]
-    false_alarms = sum(v != AGREE for v in verdicts) / SEEDS
+    false_alarms = sum(v not in (AGREE, UNDECIDED) for v in verdicts) / SEEDS
     assert false_alarms <= 0.075, false_alarms
+    # "agree" needs both intervals inside +-10%: 200 requests in 40 s (10 batch-means bins)
+    # leave the throughput's about +-24% wide, so agreement is not claimed
+    assert sum(v == AGREE for v in verdicts) / SEEDS <= 0.05
+
+
+def test_calibration_agree_is_claimed_with_enough_requests_and_never_across_the_margin():
+    """An equivalence test's two errors: identical servers at 2,000 requests a side are
+    called "agree" often; a true 15% throughput gap (beyond the 10% margin) almost never."""
+    same = [_verdict(3000 + seed, 50.0, 50.0, 50.0, 50.0) for seed in range(100)]
+    assert sum(v == AGREE for v in same) / 100 >= 0.2
+    apart = [_verdict(4000 + seed, 50.0 * 0.85, 50.0, 50.0, 50.0) for seed in range(100)]
+    assert sum(v == AGREE for v in apart) / 100 <= 0.05
+
+
+def test_agree_needs_an_equivalence_not_just_no_significant_difference():
+    """The pinned cross-check: +28.7% [-1.5%, +68.0%] at 6 streams is no significant
+    difference, and no agreement either."""
+    rows = []
+    for metric, change, low, high in (
+        ("output_tok_s", 28.7, -1.5, 68.0),
+        ("ttft_p50", 3.0, -4.0, 9.0),
+    ):
+        rows.append(
+            {
+                "config_label": "defaults",
+                "point": "concurrent 6",
+                "metric": metric,
+                "a": 758.0,
+                "b": 976.0,
+                "change_pct": change,
+                "ci_low_pct": low,
+                "ci_high_pct": high,
+                "verdict": "no significant change",
+                "client_limited": "",
+                "n_a": 120,
+                "n_b": 120,
+                "note": "",
+            }
+        )
+    found = judge(pd.DataFrame(rows), ("guidellm", "vllm-bench")).iloc[0]
+    assert found["verdict"] == UNDECIDED
+    assert "output tok/s interval is not inside +-10%" in found["evidence"]
+    assert "more requests a point would decide" in found["evidence"]  # +28.7% is beyond 10%
+    rows[0].update(change_pct=2.0, ci_low_pct=-6.0, ci_high_pct=10.5)
+    narrow = judge(pd.DataFrame(rows), ("guidellm", "vllm-bench")).iloc[0]
+    # half-width 8.25 with 8 points of room: 120 x (8.25/8)^2 = 127.6 requests
+    assert "about 128 requests a point would decide" in narrow["evidence"]
+    rows[0].update(ci_high_pct=9.5)
+    assert judge(pd.DataFrame(rows), ("guidellm", "vllm-bench")).iloc[0]["verdict"] == AGREE
 
 
 @pytest.mark.parametrize("rate_a, power", [(2.5, 0.95), (3.5, 0.6)])

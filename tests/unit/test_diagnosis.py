@@ -153,3 +153,27 @@ def test_a_client_that_shares_the_servers_cores_is_named():
     rows, configs = _recorded("shared-client")
     (finding, *_) = diagnose_run(rows, configs)
     assert finding.rule == "client-bound" and "client starved" in finding.cause
+
+
+def test_explain_on_an_imported_run_cannot_diagnose_rather_than_call_it_healthy(tmp_path, cli):
+    """GuideLLM's report alone: no server metrics, so no green "no finding" line."""
+    from tests.conftest import FIXTURES
+
+    report = FIXTURES / "guidellm/v0.8.1-mns2-c1-c8.json"
+    assert cli("import", str(report), "--name", "g08", "--root", str(tmp_path)).returncode == 0
+    said = cli("explain", "g08", "--root", str(tmp_path))
+    assert said.returncode == 0, said.stderr
+    assert "cannot diagnose: no server metrics" in said.stdout
+    assert "no finding" not in said.stdout
+    as_json = json.loads(cli("explain", "g08", "--root", str(tmp_path), "--json").stdout)
+    assert [f["rule"] for f in as_json] == ["cannot-diagnose"]
+
+
+def test_explain_on_a_run_with_server_metrics_reads_them(tmp_path, cli):
+    from tunebench.testing import make_synthetic_run
+
+    store = make_synthetic_run(tmp_path, configs=2, streams=(1, 8))
+    said = cli("explain", store.path.name, "--root", str(tmp_path))
+    assert said.returncode == 0, said.stderr
+    assert "cannot diagnose" not in said.stdout
+    assert said.stdout.count("c1") >= 1 and said.stdout.count("c2") >= 1

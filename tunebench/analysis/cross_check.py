@@ -10,7 +10,10 @@ The verdict rests on one fact: a load generator can only under-deliver. At the s
 load, the side that drove significantly less output from the same server is client-bound;
 where the throughputs agree, the side that measured significantly longer time to first token
 adds client delay (its requests waited in the client, or its clock saw them late). Where
-neither differs, both describe the server. A side's own client check (dispatch lag, CPU) is
+neither differs significantly, that is not yet agreement (absence of evidence): the two
+agree only when an equivalence test passes, i.e. the intervals of output tok/s and TTFT p50
+both lie inside +-`EQUIVALENCE_MARGIN_PCT`; otherwise the point is undecided, with about how
+many requests a point would settle it. A side's own client check (dispatch lag, CPU) is
 quoted as corroboration, never as the verdict.
 """
 
@@ -43,6 +46,9 @@ CONFIDENCE = 0.975
 VERDICT_COLUMNS = ("config_label", "point", "verdict", "client_bound", "evidence")
 AGREE = "agree"
 UNDECIDED = "undecided"
+# Two drivers "agree" when the difference is shown to be inside this margin (an equivalence
+# test: the whole interval inside +-margin), not merely when no difference was shown.
+EQUIVALENCE_MARGIN_PCT = 10.0
 
 
 @dataclass
@@ -147,6 +153,39 @@ def _flags(group: pd.DataFrame, drivers: tuple[str, str]) -> str:
     return f"; its own client check flagged {' and '.join(flagged)}" if flagged else ""
 
 
+def _not_equivalent(throughput: pd.Series, ttft: pd.Series | None) -> str:
+    """'' when every interval lies inside +-EQUIVALENCE_MARGIN_PCT; else why not, with about
+    how many requests a point would narrow the widest one enough (the half-width shrinks as
+    1/sqrt(requests))."""
+    margin = EQUIVALENCE_MARGIN_PCT
+    requests = _requests_per_side(ttft)
+    for name, row in (("output tok/s", throughput), ("TTFT p50", ttft)):
+        if row is None:
+            continue
+        low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
+        if pd.isna(low) or pd.isna(high):
+            return f"but {name} has no interval: cannot show they agree"
+        if -margin <= low and high <= margin:
+            continue
+        centre, half = float(row["change_pct"]), (float(high) - float(low)) / 2
+        room = margin - abs(centre)
+        if room <= 0 or requests is None:
+            need = "more requests a point"
+        else:
+            need = f"about {int(requests * (half / room) ** 2) + 1} requests a point"
+        return (
+            f"but the {name} interval is not inside +-{margin:g}%: undecided ({need} would decide)"
+        )
+    return ""
+
+
+def _requests_per_side(ttft: pd.Series | None) -> int | None:
+    if ttft is None or pd.isna(ttft.get("n_a")) or pd.isna(ttft.get("n_b")):
+        return None
+    found = min(int(ttft["n_a"]), int(ttft["n_b"]))
+    return found or None
+
+
 def judge(
     table: pd.DataFrame,
     drivers: tuple[str, str],
@@ -185,11 +224,18 @@ def judge(
                     f"{_change(ttft)} ({ttft['a']:.4g} vs {ttft['b']:.4g} ms){flags}"
                 )
             else:
-                verdict = AGREE
-                evidence = f"output tok/s {_change(throughput)}" + (
+                measured = f"output tok/s {_change(throughput)}" + (
                     f", TTFT p50 {_change(ttft)}" if ttft is not None else ""
                 )
-                evidence += ": both describe the server" + flags
+                unsettled = _not_equivalent(throughput, ttft)
+                if unsettled:
+                    evidence = f"{measured}: no significant difference, {unsettled}" + flags
+                else:
+                    verdict = AGREE
+                    evidence = (
+                        f"{measured}: both within +-{EQUIVALENCE_MARGIN_PCT:g}%, both "
+                        "describe the server" + flags
+                    )
         out.append(
             {
                 "config_label": label,

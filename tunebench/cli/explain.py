@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
           tunebench explain cpu-demo c2
           tunebench explain cpu-demo --json | jq '.[] | select(.rule == "kv-limited")'
         """
-        from tunebench.points.diagnosis import diagnose_run
+        from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
         from tunebench.report.tables import diagnosis_lines, wide_console
         from tunebench.store.run import RunStore, resolve_run
 
@@ -44,9 +44,17 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"{config!r}: no such configuration in {store.run_id}; {names}")
             configs = chosen
         findings = diagnose_run(store.rows, configs)
+        blind = blind_spots(store.rows, configs)
         if as_json:
-            typer.echo(json.dumps([f.__dict__ for f in findings], indent=2))
+            found = [f.__dict__ for f in findings]
+            seen = {f.config_id for f in findings}
+            found += [
+                {"config_id": c, "rule": CANNOT_DIAGNOSE, "cause": why}
+                for c, why in blind.items()
+                if c not in seen and any(c == entry["config_id"] for entry in configs)
+            ]
+            typer.echo(json.dumps(found, indent=2))
             return
         console = wide_console()
-        for line in diagnosis_lines(findings, configs):
+        for line in diagnosis_lines(findings, configs, blind):
             console.print(line)

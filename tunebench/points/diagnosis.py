@@ -285,6 +285,28 @@ def diagnose_run(rows: list[dict[str, Any]], configs: list[dict[str, Any]]) -> l
     return out
 
 
+# Columns only the server's /metrics fill: a configuration none of whose valid points has
+# one was never seen from the server side (an imported run, a scrape that failed).
+_SERVER_EVIDENCE = ("kv_usage_max", "running_max", "waiting_max", "queue_depth_mean")
+CANNOT_DIAGNOSE = "cannot-diagnose"
+
+
+def blind_spots(rows: list[dict[str, Any]], configs: list[dict[str, Any]]) -> dict[str, str]:
+    """config_id -> why it cannot be diagnosed (fail closed: no finding is not "healthy"
+    when the rules had nothing to read): no valid point, or no server metrics on any."""
+    out: dict[str, str] = {}
+    for config in configs:
+        mine = [r for r in rows if r.get("config_id") == config["config_id"] and trust.is_valid(r)]
+        if not mine:
+            out[config["config_id"]] = "no valid measured point to read"
+        elif not any(to_float(r.get(c)) is not None for r in mine for c in _SERVER_EVIDENCE):
+            out[config["config_id"]] = (
+                "no server metrics (an imported run, or /metrics was not scraped): only the "
+                "client side was seen"
+            )
+    return out
+
+
 # The arg each cause points at, and which way (a tuner's next trial: tune/hints.py).
 HINT_DIRECTIONS: dict[str, dict[str, str]] = {
     "scheduler-limited": {"max-num-seqs": "up"},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pandas as pd
@@ -16,7 +17,7 @@ from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
 from tunebench.numbers import to_float
-from tunebench.points.diagnosis import diagnose_run
+from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
 from tunebench.report.formats import cell as format_cell
 from tunebench.report.formats import sig, signed_pct
 from tunebench.report.tables import CROSS_CHECK_SHOWN
@@ -248,10 +249,7 @@ def report_context(run_path: Path) -> dict:
         else None,
         "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
         "quality": _quality_rows(run_path),
-        "diagnosis": [
-            f.__dict__ | {"points": ", ".join(f.points)}
-            for f in diagnose_run(raw.to_dict(orient="records"), configs)
-        ]
+        "diagnosis": _diagnosis_rows(raw, configs)
         if manifest.get("kind") != "batch" and not raw.empty
         else [],
         "cross_check": _cross_check_section(run_path),
@@ -269,6 +267,29 @@ def report_context(run_path: Path) -> dict:
         "crossovers": crossovers,
         "figures": [(title, base64.b64encode(png).decode()) for title, png in figures],
     }
+
+
+def _diagnosis_rows(raw: Any, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings, and a row per configuration that could not be diagnosed (no finding
+    there is no evidence of health)."""
+    records = raw.to_dict(orient="records")
+    findings = diagnose_run(records, configs)
+    rows = [f.__dict__ | {"points": ", ".join(f.points)} for f in findings]
+    seen = {f.config_id for f in findings}
+    labels = {c["config_id"]: c.get("label") or "" for c in configs}
+    for config_id, why in blind_spots(records, configs).items():
+        if config_id not in seen:
+            rows.append(
+                {
+                    "config_id": config_id,
+                    "label": labels.get(config_id, ""),
+                    "rule": CANNOT_DIAGNOSE,
+                    "cause": why,
+                    "suggestion": "measure it with tunebench sweep (the server's /metrics)",
+                    "points": "",
+                }
+            )
+    return rows
 
 
 def write_report(run_path: Path) -> Path:

@@ -377,12 +377,19 @@ def cross_check_view(check: Any) -> Group | None:
     return Group(*lines)
 
 
-def diagnosis_lines(findings: list[Any], configs: list[dict[str, Any]]) -> list[Text]:
-    """`tunebench explain`: each configuration, then its findings ranked (or none)."""
+def diagnosis_lines(
+    findings: list[Any], configs: list[dict[str, Any]], blind: dict[str, str] | None = None
+) -> list[Text]:
+    """`tunebench explain`: each configuration, then its findings ranked, or why there is
+    none: nothing limits it, or nothing could be read (`blind`, never a green line)."""
     lines: list[Text] = []
     for config in configs:
         mine = [f for f in findings if f.config_id == config["config_id"]]
         lines.append(Text(f"{config['config_id']} {config.get('label') or ''}", style="bold"))
+        unseen = (blind or {}).get(config["config_id"])
+        if not mine and unseen:
+            lines.append(Text(f"  cannot diagnose: {unseen}", style="yellow"))
+            continue
         if not mine:
             lines.append(Text("  no finding: nothing in its metrics limits it", style="green"))
             continue
