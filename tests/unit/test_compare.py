@@ -438,3 +438,41 @@ def test_detectable_change_matches_the_power_it_claims():
             drawn = Change(0.0, -0.1, 0.1, "t", 100, 100, _t=(float(centre), se, df))
             caught += drawn.p_worse(0.05, higher_is_worse) < alpha
         assert 0.77 <= caught / 4000 <= 0.83
+
+
+def test_an_unverified_candidate_point_fails_the_gate_unless_allowed_by_name():
+    found = side("b", 2)
+    points = found.points.assign(unverified_reason="no server metrics")
+    result = compare_sides([side("a", 1), Side("b", points, found.requests)], DEFAULT)
+    gate = regression_gate(result, 5)
+    assert gate["verdict"] == "unverified"
+    assert gate["causes"] == [
+        "3 candidate point(s) unverified (first: b concurrent 1: no server metrics); "
+        "--allow-unverified accepts that"
+    ]
+    allowed = regression_gate(result, 5, allow_unverified=True)
+    assert allowed["verdict"] == "no-regression"
+    assert "  unverified: b concurrent 8: no server metrics" in describe_gate(allowed)
+    # the baseline's own blind spots do not fail the candidate
+    base = side("a", 1)
+    blind_base = Side("a", base.points.assign(server_metrics="absent"), base.requests)
+    assert regression_gate(compare_sides([blind_base, side("b", 2)], DEFAULT), 5)["passed"]
+
+
+def test_imported_runs_are_unverified_and_the_gate_says_so(tmp_path, cli):
+    report = FIXTURES / "guidellm/v0.8.1-mns2-c1-c8.json"
+    for name in ("base", "new"):
+        assert cli("import", str(report), "--name", name, "--root", str(tmp_path)).returncode == 0
+    shown = cli("show", "new", "--root", str(tmp_path))
+    assert "unv: 2 point(s) unverified: imported: no server metrics" in shown.stdout
+    gate = cli("compare", "base", "new", "--root", str(tmp_path), "--fail-on-regression", "5")
+    assert gate.returncode == 1
+    assert "gate: FAIL (unverified" in gate.stderr and "--allow-unverified" in gate.stderr
+    allowed = cli(
+        "compare", "base", "new", "--root", str(tmp_path), "--fail-on-regression", "5",
+        "--allow-unverified",
+    )  # fmt: skip
+    assert allowed.returncode == 0, allowed.stderr
+    assert "gate: pass" in allowed.stderr and "accepted by --allow-unverified" in allowed.stderr
+    best = cli("results", "new", "--root", str(tmp_path))
+    assert '"unverified":["imported: no server metrics, args not read back"]' in best.stdout

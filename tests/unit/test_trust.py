@@ -43,3 +43,19 @@ def test_a_point_with_half_its_requests_failed_is_invalid_with_the_count():
     # 1 of 40: an incident, not a broken point
     fine = build_row(point, {}, {**client, "requests_ok": 39, "requests_failed": 1}, [], {})
     assert fine["valid"] is True and fine["invalid_reason"] == ""
+
+
+def test_a_valid_point_that_could_not_be_checked_is_unverified_with_what():
+    from tunebench.points.row import PointId, build_row
+
+    point = PointId("r", "c1", "c1", "concurrent-2", "concurrent")
+    client = {"target": 2, "requests_ok": 40, "requests_failed": 0, "achieved_concurrency": 2}
+    blind = build_row(point, {}, client, [], {}, config_unverified=["block-size not read back"])
+    assert blind["valid"] is True
+    assert blind["unverified_reason"] == "no server metrics; block-size not read back"
+    assert trust.unverified_reasons(blind) == ["no server metrics", "block-size not read back"]
+    seen = build_row(point, {}, client, [], {"server_samples": 12})
+    assert seen["unverified_reason"] == "" and trust.unverified_reasons(seen) == []
+    # a run stored before the column: a point without server metrics is unverified
+    assert trust.unverified_reasons({"server_metrics": "absent"}) == ["no server metrics"]
+    assert trust.unverified_reasons({"server_metrics": "present"}) == []

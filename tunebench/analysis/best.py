@@ -34,6 +34,7 @@ import pandas as pd
 from tunebench.analysis.frames import load_manifest, load_run, run_path
 from tunebench.analysis.quality import failing
 from tunebench.numbers import to_float
+from tunebench.points import trust
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.cost import at_rate, replica_price
 
@@ -207,10 +208,26 @@ def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any]
     if best is not None and excluded:
         best["quality_excluded"] = excluded  # config_id -> why it failed the quality gate
     if best is not None:
+        unchecked = _unverified_of(path, str(best.get("config_id")))
+        if unchecked:
+            # never "best" without saying what of it no check confirmed
+            best["unverified"] = unchecked
         cost = _cost_of(best, manifest, path)
         if cost:
             best["cost"] = cost
     return best
+
+
+def _unverified_of(path: Path, config_id: str) -> list[str]:
+    """What could not be checked on the configuration's valid points (trust.py)."""
+    points = load_run(path)
+    if points.empty:
+        return []
+    found: list[str] = []
+    for row in points[points["config_id"] == config_id].to_dict(orient="records"):
+        if trust.is_valid(row):
+            found += [r for r in trust.unverified_reasons(row) if r not in found]
+    return found
 
 
 def _cost_of(best: dict[str, Any], manifest: dict, path: Path) -> dict[str, Any] | None:

@@ -341,16 +341,17 @@ def _problems_for(metric: CompareMetric, problems: list[str]) -> list[str]:
     return [p for p in problems if not p.split(" invalid: ", 1)[-1].startswith(FAILED_REQUESTS)]
 
 
-def _validity(rows: pd.DataFrame, side: str) -> tuple[list[str], bool]:
-    """Why a side's point cannot be compared (invalid, one problem per reason), and whether
-    the client held it back."""
-    problems, limited = [], False
-    for _, row in rows.iterrows():
+def _validity(rows: pd.DataFrame, side: str) -> tuple[list[str], bool, list[str]]:
+    """Why a side's point cannot be compared (invalid, one problem per reason), whether the
+    client held it back, and what of it could not be checked (unverified)."""
+    problems, limited, unchecked = [], False, []
+    for row in rows.to_dict(orient="records"):
         if "valid" in row and not trust.flag(row["valid"]):
             reasons = str(row.get("invalid_reason") or "invalid").split("; ")
             problems += [f"{side} invalid: {reason}" for reason in reasons]
         limited |= trust.flag(row.get("client_limited"))
-    return problems, limited
+        unchecked += [r for r in trust.unverified_reasons(row) if r not in unchecked]
+    return problems, limited, unchecked
 
 
 # -- whole comparisons ------------------------------------------------------------------------
@@ -394,9 +395,12 @@ def compare_sides(
                 continue
             a = _Evidence(base_rows, _samples_of(base_samples, base_rows))
             b = _Evidence(cand_rows, _samples_of(cand_samples, cand_rows))
-            problems_a, limited_a = _validity(base_rows, "A")
-            problems_b, limited_b = _validity(cand_rows, "B")
+            problems_a, limited_a, unchecked_a = _validity(base_rows, "A")
+            problems_b, limited_b, unchecked_b = _validity(cand_rows, "B")
             limited = ",".join(s for s, f in (("A", limited_a), ("B", limited_b)) if f)
+            unverified = {"unverified_a": "; ".join(unchecked_a)} | {
+                "unverified_b": "; ".join(unchecked_b)
+            }
             first = cand_rows.iloc[0]
             where = {
                 "point": point_key[0] if isinstance(point_key, tuple) else point_key,
@@ -427,6 +431,7 @@ def compare_sides(
                         "repeats_a": len(base_rows),
                         "repeats_b": len(cand_rows),
                     }
+                    | unverified
                 )
                 changes.append(change)
         # An assumed run-to-run spread is shared by every point of a run: averaging points
@@ -448,6 +453,7 @@ def compare_sides(
             records.append(
                 _record(baseline, candidate, where, metric, value_a, value_b, change, text)
                 | {"client_limited": limited, "repeats_a": repeats[0], "repeats_b": repeats[1]}
+                | {"unverified_a": "", "unverified_b": ""}
             )
             changes.append(change)
     rows = pd.DataFrame.from_records(records, columns=_row_columns(extra) if not records else None)
@@ -476,7 +482,8 @@ def _row_columns(extra: list[str]) -> list[str]:
     return [
         "baseline", "candidate", "point", "load_kind", "target", *extra, "metric", "label",
         "a", "b", "unit", "change_pct", "ci_low_pct", "ci_high_pct", "verdict", "method",
-        "note", "n_a", "n_b", "client_limited", "repeats_a", "repeats_b",
+        "note", "n_a", "n_b", "client_limited", "repeats_a", "repeats_b", "unverified_a",
+        "unverified_b",
     ]  # fmt: skip
 
 

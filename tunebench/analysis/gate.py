@@ -16,6 +16,8 @@ It fails closed: a gate that could not look is not a pass. It also fails (verdic
   a point that failed): unless `allow_missing`;
 - a compared point of a candidate is invalid (args not in effect, outputs cut, too many
   failed requests, ...): unless `allow_invalid`;
+- a compared point of a candidate is unverified (no server metrics, args the server gave
+  no read-back of, an imported run): unless `allow_unverified`;
 - it could judge no row at all.
 
 An opt-out is named in the gate's own lines. Rows without a verdict (too few samples, a
@@ -52,11 +54,13 @@ def regression_gate(
     error_rate_pp: float = DEFAULT_ERROR_RATE_PP,
     allow_missing: bool = False,
     allow_invalid: bool = False,
+    allow_unverified: bool = False,
 ) -> dict[str, Any]:
     rows = result.rows
     gated: list[int] = []
     p_values: list[float] = []
     invalid: dict[tuple[str, str], str] = {}  # (candidate, point) -> why
+    unverified: dict[tuple[str, str], str] = {}  # (candidate, point) -> what was not checked
     unjudged: list[int] = []
     for index, change in enumerate(result.changes):
         row = rows.iloc[index]
@@ -71,6 +75,9 @@ def regression_gate(
         if verdict.startswith(NOT_AVAILABLE):
             unjudged.append(index)
             continue
+        unchecked = row.get("unverified_b")
+        if isinstance(unchecked, str) and unchecked:
+            unverified.setdefault((str(row["candidate"]), _point_name(row)), unchecked)
         metric = METRICS[row["metric"]]
         threshold = error_rate_pp if metric.kind == "proportion" else threshold_pct
         gated.append(index)
@@ -79,11 +86,19 @@ def regression_gate(
     rejected = stats.holm(p_values, alpha)
     failing = [index for index, hit in zip(gated, rejected) if hit]
     causes = _causes(result, invalid, gated, allow_missing, allow_invalid)
+    if unverified and not allow_unverified:
+        (candidate, point), why = next(iter(unverified.items()))
+        causes.insert(
+            len(causes) - (not gated),
+            f"{len(unverified)} candidate point(s) unverified (first: {candidate} {point}: "
+            f"{why}); --allow-unverified accepts that",
+        )
     opted_out = [
         name
         for name, used, seen in (
             ("--allow-missing", allow_missing, result.missing),
             ("--allow-invalid", allow_invalid, invalid),
+            ("--allow-unverified", allow_unverified, unverified),
         )
         if used and seen
     ]
@@ -111,6 +126,7 @@ def regression_gate(
         "opted_out": opted_out,
         "missing_points": [describe_missing(m) for m in result.missing],
         "invalid_points": [f"{c} {p}: {why}" for (c, p), why in invalid.items()],
+        "unverified_points": [f"{c} {p}: {why}" for (c, p), why in unverified.items()],
         "not_judged": _not_judged(rows, unjudged),
         "detectable": _detectable(
             result, gated, alpha, {"pct": threshold_pct, "pp": error_rate_pp}
@@ -313,6 +329,9 @@ def describe_gate(gate: dict[str, Any]) -> str:
         )
         lines += [f"  invalid: {p}" for p in gate["invalid_points"]] * (
             "--allow-invalid" in gate["opted_out"]
+        )
+        lines += [f"  unverified: {p}" for p in gate["unverified_points"]] * (
+            "--allow-unverified" in gate["opted_out"]
         )
     lines += [f"  not judged: {text}" for text in gate["not_judged"]]
     for entry in gate["detectable"].values():

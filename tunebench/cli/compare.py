@@ -76,6 +76,13 @@ def register(app: typer.Typer) -> None:
             help="With --fail-on-regression: an invalid candidate point does not fail the gate "
             "(it is still named).",
         ),
+        allow_unverified: bool = typer.Option(
+            False,
+            "--allow-unverified",
+            help="With --fail-on-regression: a candidate point that could not be checked (no "
+            "server metrics, args not read back, an imported run) does not fail the gate (it "
+            "is still named).",
+        ),
         plot: Optional[Path] = typer.Option(
             None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."
         ),
@@ -141,8 +148,11 @@ def register(app: typer.Typer) -> None:
             baseline=baseline,
             **({} if run_to_run is None else {"run_cv": run_to_run / 100}),
         )
-        if fail_on_regression is None and (allow_missing or allow_invalid):
-            raise UsageError("--allow-missing and --allow-invalid go with --fail-on-regression PCT")
+        if fail_on_regression is None and (allow_missing or allow_invalid or allow_unverified):
+            raise UsageError(
+                "--allow-missing, --allow-invalid and --allow-unverified go with "
+                "--fail-on-regression PCT"
+            )
         gate = (
             regression_gate(
                 result,
@@ -151,6 +161,7 @@ def register(app: typer.Typer) -> None:
                 error_rate_pp=error_rate_pp,
                 allow_missing=allow_missing,
                 allow_invalid=allow_invalid,
+                allow_unverified=allow_unverified,
             )
             if fail_on_regression is not None
             else None

@@ -40,6 +40,10 @@ from tunebench.store.manifest import ConfigStatus, RunKind
 from tunebench.store.run import RunStore
 from tunebench.version import __version__
 
+# An imported report holds what the client measured, nothing the server said: its points
+# are valid client measurements that no server-side check has confirmed.
+IMPORTED_UNVERIFIED = "imported: no server metrics, args not read back"
+
 MAX_IMPORT_BYTES = 2_000_000_000
 _ASYNC_KINDS = {"async": "poisson"}
 
@@ -190,6 +194,7 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
                     **row,
                     **{c: None for c in SERVER_COLUMNS},
                     "server_metrics": "absent",
+                    "unverified_reason": IMPORTED_UNVERIFIED,
                     "valid": bool(row.get("requests_ok")),
                     "invalid_reason": "" if row.get("requests_ok") else "no successful requests",
                 }

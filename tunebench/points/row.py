@@ -58,6 +58,7 @@ def build_row(
     slo_spec: dict[str, Any] | None = None,
     client_tolerance: float = client_limit.DEFAULT_TOLERANCE,
     config_problems: list[str] | None = None,
+    config_unverified: list[str] | None = None,
     expected_output_tokens: int | None = None,
     raw_report: str | None = None,
     window: tuple[float, float] | None = None,
@@ -69,7 +70,9 @@ def build_row(
 
     `client` holds the load driver's columns (with `target`), `server` the metrics summary
     of the window (all None without scrapes; `server_note` then says why), and
-    `config_problems` the reasons the configuration is invalid (args not in effect).
+    `config_problems` the reasons the configuration is invalid (args not in effect),
+    `config_unverified` what could not be checked of it (args the server gave no read-back
+    of). A valid point with something unchecked is *unverified* (`unverified_reason`).
     """
     row: dict[str, Any] = {
         "run_id": point.run_id,
@@ -101,6 +104,10 @@ def build_row(
     problems += tokens.reconcile(row, samples, expected_output_tokens)
     row["valid"] = not problems
     row["invalid_reason"] = "; ".join(problems)
+    unchecked = list(config_unverified or [])
+    if not server.get("server_samples"):
+        unchecked.insert(0, "no server metrics")
+    row["unverified_reason"] = "; ".join(unchecked)
     if raw_report is not None:
         row["raw_report"] = raw_report
     if window is not None:

@@ -7,7 +7,10 @@ flags for every consumer (compare, report, results/best, capacity search, tuner)
 - client-limited (the load it got is not the load it names): a true statement about what
   was measured but not about the server at its target; compare marks it, best uses it only
   when nothing else is left, a capacity search never counts it as capacity;
-- otherwise: server evidence.
+- otherwise: server evidence; *unverified* (`unverified_reason`) when part of it could not
+  be checked (no server metrics, args the server gave no read-back of, an imported run):
+  compare's gate fails on an unverified candidate point unless told `--allow-unverified`,
+  and `results` says so of a best configuration that rests on one.
 """
 
 from __future__ import annotations
@@ -31,3 +34,14 @@ def is_client_limited(row: dict[str, Any]) -> bool:
 def is_server_evidence(row: dict[str, Any]) -> bool:
     """Valid and not held back by the client: the point speaks for the server at its target."""
     return is_valid(row) and not is_client_limited(row)
+
+
+def unverified_reasons(row: dict[str, Any]) -> list[str]:
+    """What could not be checked of a point ([] when everything was). Runs stored before the
+    column existed: a point without server metrics is unverified."""
+    text = row.get("unverified_reason")
+    if isinstance(text, str):
+        return [part for part in text.split("; ") if part]
+    if str(row.get("server_metrics") or "") == "absent":
+        return ["no server metrics"]
+    return []

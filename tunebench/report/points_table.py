@@ -88,7 +88,11 @@ def _load(row: dict[str, Any]) -> str:
 
 
 def _valid(row: dict[str, Any]) -> str:
-    text = "yes" if trust.flag(row.get("valid")) else "no"
+    """yes / no / unv (valid, but something of it could not be checked), * client-limited."""
+    if not trust.flag(row.get("valid")):
+        text = "no"
+    else:
+        text = "unv" if trust.unverified_reasons(row) else "yes"
     return text + ("*" if trust.flag(row.get("client_limited")) else "")
 
 
@@ -254,6 +258,15 @@ def _notes(rows: list[dict[str, Any]], config_cell) -> list[str]:
             out.append(f"no: {where}: {row.get('invalid_reason') or 'invalid'}")
         if trust.flag(row.get("client_limited")):
             out.append(f"*  {where}: client-limited: {row.get('client_limited_reason', '')}")
+    unchecked: dict[str, list[str]] = {}
+    for row in rows:
+        if trust.flag(row.get("valid")):
+            for reason in trust.unverified_reasons(row):
+                unchecked.setdefault(reason, []).append(f"{config_cell(row)} {_point_cell(row)}")
+    for reason, where_all in unchecked.items():
+        # one line per reason: a run without /metrics would repeat it at every point
+        shown = ", ".join(where_all[:3]) + (", ..." if len(where_all) > 3 else "")
+        out.append(f"unv: {len(where_all)} point(s) unverified: {reason} ({shown})")
     thin = [row for row in rows if row.get("thin_percentiles")]
     if thin:
         # one line, not one per point: short points leave most tails thin

@@ -64,6 +64,7 @@ class _Measuring:
     repeat: int = 1
     in_flight: str | None = None
     effective: dict[str, Any] = field(default_factory=dict)
+    unverified: list[str] = field(default_factory=list)  # args the server gave no read-back of
 
 
 class ConfigRunner:
@@ -225,6 +226,7 @@ class ConfigRunner:
         checks = verify_args(state.config.args, effective)
         state.reasons = [c.reason for c in checks if c.state == "mismatch"]
         unverified = [c.arg for c in checks if c.state == "unverified"]
+        state.unverified = unverified
         self.store.update_config(
             state.config.config_id,
             effective=effective,
@@ -406,6 +408,7 @@ class ConfigRunner:
             slo_spec=self.slo,
             client_tolerance=self.client_tolerance,
             config_problems=state.reasons,
+            config_unverified=[f"{arg} not read back from the server" for arg in state.unverified],
             expected_output_tokens=self.expected_output_tokens,
             raw_report=raw,
             window=(result.start_time, result.end_time),
