@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tunebench.errors import SpecError
 from tunebench.quality.collect import Completion
 from tunebench.quality.divergence import compare
@@ -275,3 +276,30 @@ def test_a_configuration_that_could_not_be_checked_is_never_a_candidate():
     assert rows["c2"]["verdict"] == "not-checked"
     assert blocking_reason(rows["c2"]) == "quality not checked: HTTP 500 on the first prompt"
     assert rows["c3"]["verdict"] == "pass" and blocking_reason(rows["c3"]) is None
+
+
+REAL = FIXTURES / "quality-cpu"
+
+
+@pytest.mark.parametrize(
+    "config_id, verdict",
+    [("c2", "pass"), ("c3", "pass"), ("c4", "pass"), ("c5", "fail")],
+)
+def test_the_real_cpu_answers_keep_sound_configurations_and_fail_the_planted_penalty(
+    config_id, verdict
+):
+    """Recorded vLLM-CPU answers: ngram speculation, a bf16 and an fp8 KV cache pass the
+    default gate; the repetition-penalty override fails it (tests/fixtures/quality-cpu)."""
+    from tunebench.quality.collect import read_completions
+
+    reference = read_completions(REAL / "c1.jsonl")
+    found = compare(reference, read_completions(REAL / f"{config_id}.jsonl"))
+    reasons = judge(found, Thresholds(), speculative=config_id == "c2")
+    assert ("fail" if reasons else "pass") == verdict, reasons
+    if config_id == "c4":
+        # every fp8 answer parts from the reference, each at a near-tie the model view explains
+        assert found.exact_match == 0 and found.near_ties == 16
+        assert 0 < found.margin_noise < 0.1
+    if config_id == "c5":
+        assert found.margin_noise == 0 and found.near_ties == 0
+        assert reasons == ["token agreement 5% < 25%", "median agreement 3% < 50%"]

@@ -16,6 +16,16 @@ Two views of the same prompts:
   reference's tokens reproduced before the first divergence. This catches what the model
   view cannot: settings that change decoding, not the model (a generation-config
   override, a penalty, a broken speculative path).
+
+The two views meet at near-ties. A configuration that perturbs the model a little (an fp8
+KV cache) flips a greedy choice wherever the reference's top two tokens were almost tied,
+and the answers then part early although nothing is wrong. `margin_noise` measures, from
+the teacher-forced positions, how much the configuration moves the gap between the
+reference's favourite and each other listed token (the 99th percentile of those changes);
+a first difference where the reference preferred its token by no more than that is a
+*near-tie*, explained by the measured perturbation. `agreement_beyond_ties` (mean) and
+`median_beyond_ties` count a near-tie prompt as agreeing; the gate reads them. A decoding
+change leaves the model view untouched (noise 0): none of its differences is a near-tie.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tunebench.quality.collect import Completion
 
@@ -50,7 +62,13 @@ class Divergence:
     # difference (1 for an identical answer); the mean (`token_agreement`) lets a few
     # identical answers hide that all the others part early
     median_agreement: float | None
+    # the 99th percentile of how much the configuration moved the reference's logprob gaps,
+    # teacher-forced (nats; None without logprobs)
     failed_requests: int  # the candidate's requests that failed
+    margin_noise: float | None = None
+    near_ties: int = 0  # prompts whose first difference lies within margin_noise
+    agreement_beyond_ties: float | None = None  # mean, a near-tie prompt counting as agreeing
+    median_beyond_ties: float | None = None
     first_difference: FirstDifference | None = None
     per_prompt: list[int | None] = field(default_factory=list)  # first differing position
 
@@ -101,10 +119,40 @@ def _total_variation(reference: list[list[float]], candidate: list[list[float]])
     return total / 2
 
 
+def _gap_changes(reference: list[list[float]], candidate: list[list[float]]) -> list[float]:
+    """|change| of the logprob gap between the reference's favourite and each other token
+    that both top-k lists hold, at one teacher-forced position."""
+    if not reference or not candidate:
+        return []
+    ref = {int(t): lp for t, lp in reference}
+    cand = {int(t): lp for t, lp in candidate}
+    top = int(reference[0][0])
+    if top not in cand:
+        return []
+    return [abs((ref[top] - ref[t]) - (cand[top] - cand[t])) for t in ref if t != top and t in cand]
+
+
+def _reference_margin(ref: Completion, at: int, other: int) -> float | None:
+    """How much the reference preferred its own token over the candidate's at the first
+    difference (nats, from its generated top-k); None when the candidate's token is not in
+    its list (then the gap is at least the k-th's, not a tie by any measure we have)."""
+    if at >= len(ref.top) or at >= len(ref.tokens):
+        return None
+    ranked = {int(t): lp for t, lp in ref.top[at]}
+    mine, theirs = ranked.get(ref.tokens[at]), ranked.get(other)
+    if mine is None or theirs is None:
+        return None
+    return mine - theirs
+
+
 def compare(reference: list[Completion], candidate: list[Completion]) -> Divergence:
     """The candidate's completions against the reference's, prompt by prompt (by index)."""
     by_index = {c.index: c for c in candidate}
     exact, agreement, kls, tvs, top1, diverged, per_prompt = [], [], [], [], [], [], []
+    gap_changes: list[float] = []
+    # per compared prompt: (its agreement's index, the reference, where they part, the
+    # candidate's token there)
+    partings: list[tuple[int, Completion, int, int | None]] = []
     failed = sum(1 for c in candidate if c.error)
     first: FirstDifference | None = None
     for ref in reference:
@@ -122,13 +170,24 @@ def compare(reference: list[Completion], candidate: list[Completion]) -> Diverge
                 kls.append(value)
                 top1.append(int(mine[0][0]) == int(theirs[0][0]))
                 tvs.append(_total_variation(mine, theirs))
+                gap_changes += _gap_changes(mine, theirs)
         if at is not None:
             diverged.append(at)
+            other = cand.tokens[at] if at < len(cand.tokens) else None
+            partings.append((len(agreement) - 1, ref, at, other))
             if first is None:
                 first = FirstDifference(
                     ref.index, ref.prompt, at, ref.tokens[at : at + 5], cand.tokens[at : at + 5]
                 )
     count = len(exact)
+    noise = float(np.percentile(gap_changes, 99)) if gap_changes else None
+    beyond = list(agreement)
+    ties = 0
+    for index, ref, at, other in partings:
+        margin = None if other is None else _reference_margin(ref, at, other)
+        if noise is not None and margin is not None and margin <= noise:
+            beyond[index] = 1.0
+            ties += 1
 
     def share(values: list[bool] | list[float]) -> float:
         return float(sum(values)) / count if count else 0.0
@@ -145,4 +204,8 @@ def compare(reference: list[Completion], candidate: list[Completion]) -> Diverge
         failed_requests=failed,
         first_difference=first,
         per_prompt=per_prompt,
+        margin_noise=noise,
+        near_ties=ties,
+        agreement_beyond_ties=share(beyond) if count else None,
+        median_beyond_ties=statistics.median(beyond) if beyond else None,
     )

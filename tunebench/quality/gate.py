@@ -58,10 +58,11 @@ def judge(found: Divergence, thresholds: Thresholds, speculative: bool) -> list[
         ("mean KL", found.mean_kl, thresholds.max_mean_kl, False, " nats"),
         ("mean total variation", found.mean_tv, thresholds.max_mean_tv, False, ""),
         ("top-1 agreement", found.top1_agreement, thresholds.min_top1_agreement, True, ""),
-        ("token agreement", found.token_agreement, thresholds.min_token_agreement, True, ""),
-        ("median agreement", found.median_agreement, thresholds.min_median_agreement, True, ""),
+        ("token agreement", _beyond(found, mean=True), thresholds.min_token_agreement, True, ""),
+        ("median agreement", _beyond(found, mean=False), thresholds.min_median_agreement, True, ""),
         ("exact match", found.exact_match, thresholds.min_exact_match, True, ""),
     )
+    ties = f" ({found.near_ties} near-tie(s) counted as agreeing)" if found.near_ties else ""
     for name, value, limit, at_least, unit in checks:
         if limit is None:
             continue
@@ -70,7 +71,20 @@ def judge(found: Divergence, thresholds: Thresholds, speculative: bool) -> list[
             reasons.append(f"{name} not measured (the answers carried no logprobs)")
             continue
         if at_least and value < limit:
-            reasons.append(f"{name} {value:.0%} < {limit:.0%}")
+            tied = ties if name in ("token agreement", "median agreement") else ""
+            reasons.append(f"{name} {value:.0%} < {limit:.0%}{tied}")
         if not at_least and value > limit:
             reasons.append(f"{name} {value:.3g}{unit} > {limit:g}")
     return reasons
+
+
+def _beyond(found: Divergence, mean: bool) -> float | None:
+    """The answers' agreement with near-ties counted as agreeing (divergence.py); the raw
+    figure where the answers carried no logprobs to tell a tie."""
+    if mean:
+        return (
+            found.token_agreement
+            if found.agreement_beyond_ties is None
+            else found.agreement_beyond_ties
+        )
+    return found.median_agreement if found.median_beyond_ties is None else found.median_beyond_ties

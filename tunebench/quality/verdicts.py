@@ -35,6 +35,8 @@ COLUMNS = [
     "mean_tv",
     "median_divergence",
     "median_agreement",
+    "near_ties",
+    "margin_noise",
     "lm_eval_score",
     "seconds",
     "verdict",
@@ -172,6 +174,8 @@ def figures(found: Divergence) -> dict[str, Any]:
         "median_agreement": None
         if found.median_agreement is None
         else round(found.median_agreement, 4),
+        "near_ties": found.near_ties,
+        "margin_noise": None if found.margin_noise is None else round(found.margin_noise, 4),
     }
 
 

@@ -76,12 +76,14 @@ def _quality_rows(run_path: Path) -> list[dict]:
     return [
         {
             "config": f"{r['config_id']} {r['label']}",
-            "vs": r["compared_with"] or "-",
+            "vs": r["compared_with"] if isinstance(r["compared_with"], str) else "-",
             "prompts": format_cell(r["prompts"], 0),
             "exact": share(r["exact_match"]),
             "agree": share(r["token_agreement"]),
             "top1": share(r["top1_agreement"]),
             "kl": sig(r["mean_kl"]),
+            "tv": sig(r["mean_tv"]),
+            "ties": format_cell(r["near_ties"], 0),
             "lm_eval": sig(r["lm_eval_score"]),
             "seconds": format_cell(r["seconds"], 1),
             "verdict": r["verdict"],
