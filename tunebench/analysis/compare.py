@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,18 +210,46 @@ class _Evidence:
 
     rows: pd.DataFrame
     samples: list[pd.DataFrame]  # one frame per row (repeat), in row order
+    # names the evidence (side and aligned point): with the comparison's seed it seeds the
+    # bootstrap of each of its samples, so a result does not depend on the order (or the
+    # thread) in which the bootstraps were drawn
+    name: str = ""
+    seed: int = 0
+    # every metric of a point reads the same columns: each is converted (and each request
+    # sample bootstrapped) once
+    _values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _boots: dict[str, stats.QuantileBootstrap] = field(default_factory=dict, repr=False)
 
     def values(self, column: str) -> np.ndarray:
-        if column not in self.rows:
-            return np.array([])
-        return pd.to_numeric(self.rows[column], errors="coerce").to_numpy(dtype=float)
+        if column not in self._values:
+            self._values[column] = (
+                pd.to_numeric(self.rows[column], errors="coerce").to_numpy(dtype=float)
+                if column in self.rows
+                else np.array([])
+            )
+        return self._values[column]
 
     def sample(self, column: str) -> np.ndarray:
-        parts = [s[column] for s in self.samples if column in s]
-        if not parts:
-            return np.array([])
-        values = pd.to_numeric(pd.concat(parts), errors="coerce").to_numpy(dtype=float)
-        return values[np.isfinite(values)]
+        if column not in self._samples:
+            parts = [s[column] for s in self.samples if column in s]
+            if not parts:
+                self._samples[column] = np.array([])
+            else:
+                values = pd.to_numeric(pd.concat(parts), errors="coerce").to_numpy(dtype=float)
+                self._samples[column] = values[np.isfinite(values)]
+        return self._samples[column]
+
+    def rng_for(self, column: str) -> np.random.Generator:
+        return np.random.default_rng([self.seed, zlib.crc32(f"{self.name}|{column}".encode())])
+
+    def bootstrap(self, column: str) -> stats.QuantileBootstrap:
+        """The request sample's bootstrap, drawn on first use and shared by its quantiles."""
+        if column not in self._boots:
+            self._boots[column] = stats.QuantileBootstrap(
+                stats.positive_finite(self.sample(column)), self.rng_for(column)
+            )
+        return self._boots[column]
 
     def counts(self) -> tuple[int, int]:
         ok = np.nansum(self.values("requests_ok"))
@@ -245,9 +276,10 @@ def _rate_bins(metric: CompareMetric, side: _Evidence) -> np.ndarray | None:
     """Batch-means bins of a rate over each window of the side (one per repeat), from the
     requests' end times; None when the run recorded no end times."""
     found: list[np.ndarray] = []
-    for (_, row), sample in zip(side.rows.iterrows(), side.samples):
-        start = pd.to_numeric(pd.Series([row.get("start_time")]), errors="coerce").iloc[0]
-        end = pd.to_numeric(pd.Series([row.get("end_time")]), errors="coerce").iloc[0]
+    starts, stops = side.values("start_time"), side.values("end_time")
+    if len(starts) != len(side.samples) or len(stops) != len(side.samples):
+        return None
+    for start, end, sample in zip(starts, stops, side.samples):
         if (
             "end_time" not in sample
             or not np.isfinite(start)
@@ -294,12 +326,14 @@ def measure_change(
                 f"no per-request samples on side {' and '.join(sides)} (a summary, an import "
                 "or a replay): a percentile's interval needs the requests",
             )
-        found = stats.quantile_change(
-            sample_a,
-            sample_b,
+        column = metric.sample or ""
+        found = stats.quantile_change_between(
+            lambda: a.bootstrap(column),
+            lambda: b.bootstrap(column),
+            len(stats.positive_finite(sample_a)),
+            len(stats.positive_finite(sample_b)),
             metric.quantile or 0.5,
             confidence,
-            rng,
             run_cv=run_cv,
         )
     else:
@@ -341,11 +375,33 @@ def _problems_for(metric: CompareMetric, problems: list[str]) -> list[str]:
     return [p for p in problems if not p.split(" invalid: ", 1)[-1].startswith(FAILED_REQUESTS)]
 
 
-def _validity(rows: pd.DataFrame, side: str) -> tuple[list[str], bool, list[str]]:
+_VALIDITY_COLUMNS = (
+    "valid",
+    "invalid_reason",
+    "client_limited",
+    "unverified_reason",
+    "server_metrics",
+)
+
+
+def _first(rows: pd.DataFrame, column: str) -> Any:
+    return rows[column].iloc[0] if column in rows.columns else None
+
+
+def _fields(points: pd.DataFrame, columns: tuple[str, ...]) -> dict[Any, dict[str, Any]]:
+    """Some columns of every row, by the row's index label: read once per side, not once
+    per aligned point (pandas' per-call cost dominated compare on large runs)."""
+    read = [c for c in columns if c in points.columns]
+    return points[read].to_dict(orient="index")
+
+
+def _validity(
+    rows: pd.DataFrame, side: str, fields: dict[Any, dict[str, Any]]
+) -> tuple[list[str], bool, list[str]]:
     """Why a side's point cannot be compared (invalid, one problem per reason), whether the
     client held it back, and what of it could not be checked (unverified)."""
     problems, limited, unchecked = [], False, []
-    for row in rows.to_dict(orient="records"):
+    for row in (fields[label] for label in rows.index):
         if "valid" in row and not trust.flag(row["valid"]):
             reasons = str(row.get("invalid_reason") or "invalid").split("; ")
             problems += [f"{side} invalid: {reason}" for reason in reasons]
@@ -375,12 +431,15 @@ def compare_sides(
     base_points = _with_align(baseline.points)
     base_groups = {k: g for k, g in base_points.groupby(group_key, sort=False, dropna=False)}
     base_samples = _samples_index(baseline)
+    base_fields = _fields(base_points, _VALIDITY_COLUMNS + _SAMPLE_KEY_COLUMNS)
+    base_evidence: dict[Any, _Evidence] = {}  # one per aligned point, shared by candidates
     records: list[dict[str, Any]] = []
     changes: list[stats.Change] = []
     missing: list[dict[str, Any]] = []
     for candidate in sides[1:]:
         cand_samples = _samples_index(candidate)
         cand_points = _with_align(candidate.points)
+        cand_fields = _fields(cand_points, _VALIDITY_COLUMNS + _SAMPLE_KEY_COLUMNS)
         cand_keys = {k for k, _ in cand_points.groupby(group_key, sort=False, dropna=False)}
         missing += [
             _missing_point(candidate.name, point_key, rows, extra)
@@ -389,23 +448,38 @@ def compare_sides(
         ]
         # per (extra key, metric): the points pooled into one row over all points
         compared: dict[tuple[Any, ...], list[_Compared]] = {}
+        pairs: list[tuple[Any, pd.DataFrame, pd.DataFrame, _Evidence, _Evidence]] = []
         for point_key, cand_rows in cand_points.groupby(group_key, sort=False, dropna=False):
             base_rows = base_groups.get(point_key)
             if base_rows is None:
                 continue
-            a = _Evidence(base_rows, _samples_of(base_samples, base_rows))
-            b = _Evidence(cand_rows, _samples_of(cand_samples, cand_rows))
-            problems_a, limited_a, unchecked_a = _validity(base_rows, "A")
-            problems_b, limited_b, unchecked_b = _validity(cand_rows, "B")
+            a = base_evidence.get(point_key)
+            if a is None:
+                a = base_evidence[point_key] = _Evidence(
+                    base_rows,
+                    _samples_of(base_samples, base_rows, base_fields),
+                    f"A|{point_key}",
+                    seed,
+                )
+            b = _Evidence(
+                cand_rows,
+                _samples_of(cand_samples, cand_rows, cand_fields),
+                f"{candidate.name}|{point_key}",
+                seed,
+            )
+            pairs.append((point_key, cand_rows, base_rows, a, b))
+        _draw_bootstraps([e for _, _, _, a, b in pairs for e in (a, b)], metrics)
+        for point_key, cand_rows, base_rows, a, b in pairs:
+            problems_a, limited_a, unchecked_a = _validity(base_rows, "A", base_fields)
+            problems_b, limited_b, unchecked_b = _validity(cand_rows, "B", cand_fields)
             limited = ",".join(s for s, f in (("A", limited_a), ("B", limited_b)) if f)
             unverified = {"unverified_a": "; ".join(unchecked_a)} | {
                 "unverified_b": "; ".join(unchecked_b)
             }
-            first = cand_rows.iloc[0]
             where = {
                 "point": point_key[0] if isinstance(point_key, tuple) else point_key,
-                "load_kind": first.get("load_kind"),
-                "target": first.get("target"),
+                "load_kind": _first(cand_rows, "load_kind"),
+                "target": _first(cand_rows, "target"),
                 **{
                     k: v
                     for k, v in zip(extra, point_key[1:] if isinstance(point_key, tuple) else ())
@@ -515,6 +589,34 @@ class _Compared:
     limited: str
 
 
+def _draw_bootstraps(evidence: list[_Evidence], metrics: list[CompareMetric]) -> None:
+    """Draw every request sample's bootstrap the quantile metrics will read, on all cores.
+    The heavy part is numpy (noise, gathers, sorts), which runs outside the GIL; each draw
+    has its own generator (`_Evidence.rng_for`), so threads change no result."""
+    columns = sorted({m.sample for m in metrics if m.kind == "quantile" and m.sample})
+    if not columns:
+        return
+    fewest = min(
+        stats.min_quantile_requests(m.quantile or 0.5) for m in metrics if m.kind == "quantile"
+    )
+    jobs = []
+    for side in evidence:
+        for column in columns:
+            if column in side._boots:
+                continue
+            values = stats.positive_finite(side.sample(column))
+            if len(values) >= fewest:
+                jobs.append((side, column, values))
+
+    def draw(job: tuple[_Evidence, str, np.ndarray]) -> stats.QuantileBootstrap:
+        side, column, values = job
+        return stats.QuantileBootstrap(values, side.rng_for(column))
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for (side, column, _), boot in zip(jobs, pool.map(draw, jobs)):
+            side._boots[column] = boot
+
+
 def _record(
     baseline: Side,
     candidate: Side,
@@ -610,9 +712,14 @@ def _pooled_repeats(
     return dataclasses.replace(found, note=f"geometric mean over {len(usable)} points per repeat")
 
 
-def _samples_of(index: dict, rows: pd.DataFrame) -> list[pd.DataFrame]:
+_SAMPLE_KEY_COLUMNS = ("config_id", "point_id", "repeat")
+
+
+def _samples_of(
+    index: dict, rows: pd.DataFrame, fields: dict[Any, dict[str, Any]]
+) -> list[pd.DataFrame]:
     out = []
-    for _, row in rows.iterrows():
+    for row in (fields[label] for label in rows.index):
         found = index.get((str(row.get("config_id")), str(row.get("point_id")), _repeat_of(row)))
         out.append(found if found is not None else pd.DataFrame())
     return out

@@ -33,6 +33,7 @@ import math
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
@@ -263,6 +264,13 @@ def _reach(
     power: float,
 ) -> float:
     reach = (float(sps.t.ppf(1 - alpha, df)) + float(sps.t.ppf(power, df))) * max(se, 0.0)
+    return _beyond_threshold(additive, reach, threshold, higher_is_worse)
+
+
+def _beyond_threshold(
+    additive: bool, reach: float, threshold: float, higher_is_worse: bool
+) -> float:
+    """The true worsening whose estimate lies `reach` beyond the threshold."""
     if additive:
         return threshold + reach
     if higher_is_worse:
@@ -283,33 +291,43 @@ def _detectable(
     if not gated:
         return {}
     per_row_alpha = alpha / len(gated)
-    rows = result.rows.iloc[gated]
-    points = rows[rows["point"] != ALL_POINTS].groupby("metric").size().to_dict()
-    found: dict[str, dict[str, Any]] = {}
-    for index in gated:
-        row = result.rows.iloc[index]
-        change = result.changes[index]
-        metric = METRICS[row["metric"]]
+    records = result.rows.iloc[gated].to_dict(orient="records")
+    points = Counter(r["metric"] for r in records if r["point"] != ALL_POINTS)
+    usable = [
+        (record, result.changes[index])
+        for record, index in zip(records, gated)
+        if result.changes[index].available and result.changes[index]._t is not None
+    ]
+    if not usable:
+        return {}
+    # one vectorised t quantile for every row (thousands of rows: one call, not thousands)
+    se = np.array([max(change._t[1], 0.0) for _, change in usable])  # type: ignore[index]
+    df = np.array([change._t[2] for _, change in usable])  # type: ignore[index]
+    reach = (sps.t.ppf(1 - per_row_alpha, df) + sps.t.ppf(DETECTION_POWER, df)) * se
+    best: dict[str, tuple[float, dict[str, Any], stats.Change, float, bool]] = {}
+    for (record, change), distance in zip(usable, reach):
+        metric = METRICS[record["metric"]]
         threshold = (thresholds["pp"] if metric.kind == "proportion" else thresholds["pct"]) / 100
         worse_up = not metric.higher_is_better
-        now = detectable_change(change, per_row_alpha, threshold, worse_up)
-        if now is None:
-            continue
-        entry = found.setdefault(row["metric"], {"label": row["label"], "unit": row["unit"]})
-        if now * 100 >= entry.get("now", math.inf):
-            continue
-        entry["now"] = round(now * 100, 1)
-        entry.pop("repeats", None)
-        entry.pop("with_repeats", None)
-        if row["repeats_a"] >= 2 and row["repeats_b"] >= 2:
-            continue
-        for repeats in REPEAT_CHOICES:
-            projected = projected_with_repeats(
-                change, points.get(row["metric"], 1), repeats, per_row_alpha, threshold, worse_up
-            )
-            if projected is not None and projected < now:
-                entry["repeats"], entry["with_repeats"] = repeats, round(projected * 100, 1)
-                break
+        now = _beyond_threshold(change.additive, float(distance), threshold, worse_up)
+        if record["metric"] not in best or now < best[record["metric"]][0]:
+            best[record["metric"]] = (now, record, change, threshold, worse_up)
+    found: dict[str, dict[str, Any]] = {}
+    for name, (now, record, change, threshold, worse_up) in best.items():
+        entry: dict[str, Any] = {
+            "label": record["label"],
+            "unit": record["unit"],
+            "now": round(now * 100, 1),
+        }
+        if record["repeats_a"] < 2 or record["repeats_b"] < 2:
+            for repeats in REPEAT_CHOICES:
+                projected = projected_with_repeats(
+                    change, points.get(name, 1), repeats, per_row_alpha, threshold, worse_up
+                )
+                if projected is not None and projected < now:
+                    entry["repeats"], entry["with_repeats"] = repeats, round(projected * 100, 1)
+                    break
+        found[name] = entry
     return found
 
 

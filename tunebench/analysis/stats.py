@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from scipy import stats as sps
@@ -141,8 +142,9 @@ def block_length(n: int, tau: float) -> int:
 def block_indices(n: int, block: int, draws: int, rng: np.random.Generator) -> np.ndarray:
     """`draws` circular block-bootstrap resamples of range(n), shape (draws, n)."""
     count = -(-n // block)
-    starts = rng.integers(0, n, size=(draws, count))
-    index = (starts[:, :, None] + np.arange(block)) % n
+    # int32: half the memory traffic of the default int64 on these (draws x n) arrays
+    starts = rng.integers(0, n, size=(draws, count), dtype=np.int32)
+    index = (starts[:, :, None] + np.arange(block, dtype=np.int32)) % np.int32(n)
     return index.reshape(draws, count * block)[:, :n]
 
 
@@ -168,25 +170,53 @@ def smoothing_bandwidth(log_values: np.ndarray) -> float:
     return 0.9 * scale * n ** (-1 / 5)
 
 
+class QuantileBootstrap:
+    """The smoothed circular block bootstrap of one side's requests, drawn once and read for
+    any quantile (compare asks p50 and p95 of the same requests: one draw serves both).
+
+    A smoothed bootstrap: a sample quantile takes only a few distinct values over the
+    resamples (its plain bootstrap standard error converges at n^-1/4 and came out low for
+    the median: 6-7% A/A false positives at a nominal 5%); kernel noise on each resampled
+    value makes the resampled quantile continuous. Each resample is kept sorted, so a
+    quantile of all of them is one interpolation."""
+
+    def __init__(self, values: np.ndarray, rng: np.random.Generator, draws: int = SE_DRAWS):
+        self.values = np.asarray(values, dtype=float)
+        self.sorted_values = np.sort(self.values)
+        logs = np.log(np.maximum(self.values, 1e-300))
+        self.tau, moment = autocorrelation_moments(logs)
+        self.block = block_length(len(self.values), self.tau)
+        index = block_indices(len(self.values), self.block, draws, rng)
+        # float32 for the (draws x n) resamples: log latencies need no more digits, and the
+        # sort and the noise cost half
+        noise = rng.standard_normal(index.shape, dtype=np.float32)
+        noise *= np.float32(smoothing_bandwidth(logs))
+        noise += logs.astype(np.float32)[index]
+        noise.sort(axis=1)
+        self.resampled = noise
+        # blocks cut the correlation at their edges: undo that first-order bias
+        self.correction = math.sqrt(block_bias_factor(self.tau, moment, self.block))
+
+    def side(self, q: float) -> _Side:
+        return _Side(
+            math.log(float(_sorted_quantile(self.sorted_values, q))),
+            self.correction
+            * float(_sorted_quantile(self.resampled, q).astype(np.float64).std(ddof=1)),
+            max(1, len(self.values) // self.block - 1),
+            len(self.values) / self.tau,
+        )
+
+
+def _sorted_quantile(ordered: np.ndarray, q: float) -> np.ndarray:
+    """numpy's default (linear) quantile of sorted data along the last axis."""
+    position = q * (ordered.shape[-1] - 1)
+    low = int(math.floor(position))
+    high = min(low + 1, ordered.shape[-1] - 1)
+    return ordered[..., low] + (position - low) * (ordered[..., high] - ordered[..., low])
+
+
 def _quantile_side(values: np.ndarray, q: float, rng: np.random.Generator, draws: int) -> _Side:
-    logs = np.log(np.maximum(values, 1e-300))
-    tau, moment = autocorrelation_moments(logs)
-    block = block_length(len(values), tau)
-    index = block_indices(len(values), block, draws, rng)
-    # A smoothed bootstrap: a sample quantile takes only a few distinct values over the
-    # resamples (its plain bootstrap standard error converges at n^-1/4 and came out low
-    # for the median: 6-7% A/A false positives at a nominal 5%); kernel noise on each
-    # resampled value makes the resampled quantile continuous.
-    noise = smoothing_bandwidth(logs) * rng.standard_normal(index.shape)
-    resampled = np.quantile(logs[index] + noise, q, axis=1)
-    # blocks cut the correlation at their edges: undo that first-order bias
-    correction = math.sqrt(block_bias_factor(tau, moment, block))
-    return _Side(
-        math.log(float(np.quantile(values, q))),
-        correction * float(resampled.std(ddof=1)),
-        max(1, len(values) // block - 1),
-        len(values) / tau,
-    )
+    return QuantileBootstrap(values, rng, draws).side(q)
 
 
 def quantile_change(
@@ -209,15 +239,48 @@ def quantile_change(
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
+    return quantile_change_between(
+        lambda: QuantileBootstrap(a, rng, draws),
+        lambda: QuantileBootstrap(b, rng, draws),
+        len(a),
+        len(b),
+        q,
+        confidence,
+        run_cv,
+    )
+
+
+def min_quantile_requests(q: float, confidence: float = 0.95) -> int:
+    """The fewest requests per side for which `quantile_change` draws a bootstrap."""
+    return max(min_samples(q, confidence), MIN_REQUESTS)
+
+
+def positive_finite(values: np.ndarray) -> np.ndarray:
+    """The values a quantile change reads: finite and above zero."""
+    values = np.asarray(values, dtype=float)
+    return values[np.isfinite(values) & (values > 0)]
+
+
+def quantile_change_between(
+    boot_a: Callable[[], QuantileBootstrap],
+    boot_b: Callable[[], QuantileBootstrap],
+    n_a: int,
+    n_b: int,
+    q: float,
+    confidence: float = 0.95,
+    run_cv: float = 0.0,
+) -> Change:
+    """`quantile_change` over bootstraps drawn once per side (`boot_a()`/`boot_b()` give
+    them, drawn only when the counts allow an interval), so several quantiles of the same
+    requests share one draw."""
     method = "block bootstrap over requests, Welch t"
     need = max(min_samples(q, confidence), MIN_REQUESTS)
     label = f"p{round(q * 100)}"
-    if len(a) < need or len(b) < need:
-        return not_available(
-            method, len(a), len(b), f"too few samples: need {need} per side for {label}"
-        )
-    side_a = _quantile_side(a, q, rng, draws)
-    side_b = _quantile_side(b, q, rng, draws)
+    if n_a < need or n_b < need:
+        return not_available(method, n_a, n_b, f"too few samples: need {need} per side for {label}")
+    a, b = boot_a(), boot_b()
+    side_a = a.side(q)
+    side_b = b.side(q)
     center = side_b.log_value - side_a.log_value
     # the floor of MIN_REQUESTS is for raw requests; effective samples need what the
     # order-statistic interval itself needs
@@ -225,8 +288,8 @@ def quantile_change(
     if min(side_a.effective, side_b.effective) < need_effective:
         return not_available(
             method,
-            len(a),
-            len(b),
+            n_a,
+            n_b,
             f"too few effective samples: need {need_effective} per side for {label}, have "
             f"{side_a.effective:.0f} and {side_b.effective:.0f} (requests / autocorrelation "
             "time)",
@@ -240,8 +303,8 @@ def quantile_change(
         side_b.df,
         confidence,
         method,
-        len(a),
-        len(b),
+        n_a,
+        n_b,
         run_cv=run_cv,
     )
 
