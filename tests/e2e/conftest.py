@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tunebench.deploy.local import LocalVllmServer
 from tunebench.load.guidellm import GuideLLMDriver, point_budget_s
 from tunebench.spec.deployments import LocalSettings
@@ -77,8 +77,16 @@ PLANTED_ENV = {
 def e2e_sweep(tmp_path_factory) -> SweepRun:
     root = tmp_path_factory.mktemp("runs")
     started = time.monotonic()
+    # a relative run root, as the default `reports/` is: every file must still land in the
+    # run once (tests/e2e/test_sweep_cpu.py checks each path the layout names)
     result = run_cli(
-        "sweep", "tests/specs/e2e-cpu.yaml", "--output", str(root), env=PLANTED_ENV, timeout=1200
+        "sweep",
+        str(REPO / "tests/specs/e2e-cpu.yaml"),
+        "--output",
+        root.name,
+        cwd=root.parent,
+        env=PLANTED_ENV,
+        timeout=1200,
     )
     elapsed = time.monotonic() - started
     runs = sorted(root.iterdir())

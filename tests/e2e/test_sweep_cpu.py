@@ -140,6 +140,26 @@ def test_run_directory_layout(e2e_sweep):
         assert column in header, column
 
 
+def test_every_file_lands_in_the_run_under_a_relative_root(e2e_sweep):
+    """The sweep ran with `--output <name>` relative to its working directory (as the
+    default `reports/` is): each path the layout names is inside the run, once, and the
+    report draws the server time series from it."""
+    from tunebench.analysis.frames import load_run
+    from tunebench.analysis.plots import run_figures
+    from tunebench.store.layout import RunLayout
+
+    path = e2e_sweep.path
+    layout = RunLayout(path)
+    assert not (path / path.parent.name).exists()  # not <run>/<root>/<run>/...
+    for config in ("c2", "c3"):
+        series = layout.series(config)
+        assert series.is_file() and "kv_usage" in series.read_text().splitlines()[0].split(",")
+        assert layout.requests(config).is_file() and layout.server_log(config).is_file()
+    assert layout.points.is_file() and layout.manifest.is_file()
+    titles = [title for title, _ in run_figures(load_run(path), path)]
+    assert "Server time series: mns2" in titles and "Server time series: mns8" in titles
+
+
 def test_no_process_left_behind(e2e_sweep):
     import os
 

@@ -503,7 +503,8 @@ def test_run_step_compare_gate(tmp_path, slowdown, verdict, code):
     assert values["verdict"] == verdict and values["run-id"] == store.path.name
     (saved,) = root.glob("compare-*.json")
     assert json.loads(saved.read_text())["gate"]["verdict"] == verdict
-    assert ("regression:" in result.stderr) == (verdict == "regression")
+    assert ("gate: FAIL (regression)" in result.stderr) == (verdict == "regression")
+    assert ("gate: pass" in result.stderr) == (verdict == "no-regression")
 
 
 def test_run_step_compare_of_an_unknown_run_is_an_error_verdict(tmp_path):
@@ -649,15 +650,25 @@ def test_the_merged_fan_out_equals_the_sweep_run_in_one_go(fanned_out, tmp_path)
 def test_merge_step_gates_as_the_run_task_does(fanned_out, tmp_path, gate):
     workspace = _copy_parts(fanned_out["tmp"] / "ws", tmp_path / "ws", ("c1", "c2", "c3"))
     one_go = str(fanned_out["one_go"])
+    # a replay has no server to scrape or read args back from: its points are unverified,
+    # and a gate over them must be told so by name (compare-args / extra-args)
+    allow = "--allow-unverified"
     if gate == "baseline-run":  # the same measurements as the baseline: nothing changed
-        result, values = _merge(tmp_path, fanned_out["spec"], workspace, {gate: one_go})
+        result, values = _merge(
+            tmp_path, fanned_out["spec"], workspace, {gate: one_go, "compare-args": allow}
+        )
         expected, code = "no-regression", 0
     else:  # base against the others: what tunebench-run's compare says of the sweep run
         gate_params = {"compare-by": "variant", "baseline": "base"}
-        result, values = _merge(tmp_path, fanned_out["spec"], workspace, gate_params)
+        result, values = _merge(
+            tmp_path, fanned_out["spec"], workspace, {**gate_params, "compare-args": allow}
+        )
         (tmp_path / "run-task").mkdir()
         ran, run_values, _ = _run(
-            tmp_path / "run-task", command="compare", runs=one_go, **gate_params
+            tmp_path / "run-task",
+            command="compare",
+            runs=one_go,
+            **{**gate_params, "extra-args": allow},
         )
         expected, code = run_values["verdict"], ran.returncode
         assert expected in ("regression", "no-regression")
@@ -666,6 +677,7 @@ def test_merge_step_gates_as_the_run_task_does(fanned_out, tmp_path, gate):
     (saved,) = (workspace / "runs").glob("compare-*.json")
     comparison = json.loads(saved.read_text())
     assert comparison["gate"]["verdict"] == expected
+    assert comparison["gate"]["opted_out"] == ["--allow-unverified"]
     assert comparison["runs"][-1] == values["run-id"]
 
 

@@ -16,6 +16,7 @@ from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import SilentReporter
 from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig
+from tunebench.store.layout import RunLayout
 from tunebench.store.manifest import Manifest, RunKind
 from tunebench.store.run import RunStore
 from tunebench.testing import make_rate_grid_run
@@ -572,3 +573,27 @@ def test_tune_resume_uses_the_real_secret_from_the_unchanged_spec_file(tmp_path,
     for path in run.rglob("*"):  # trial notes quote the args: the secret is masked there too
         if path.is_file():
             assert TUNE_SECRET.encode() not in path.read_bytes(), path
+
+
+def test_a_tune_under_a_relative_root_writes_every_file_into_its_run(tmp_path, monkeypatch):
+    """`--root runs` (relative, as the default `reports/` is): the tune result, the serve
+    command and the tuned values land in the run once, where `results` reads them, and
+    nothing lands in the current directory or in <run>/runs/<run>/."""
+    spec = tmp_path / "tune-relative.yaml"
+    spec.write_text(
+        _secret_tune_spec(tmp_path).read_text().replace(f", api-key: {TUNE_SECRET}", "")
+    )
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert _tune("tune", str(spec), "--root", "runs", "--no-report") == 0
+    (run,) = list((work / "runs").iterdir())
+    layout = RunLayout(run.relative_to(work))
+    for path in (layout.tune_result, layout.serve_command, layout.manifest, layout.points):
+        assert (work / path).is_file(), path
+    assert (work / layout.tuned_values_dir / "tune-secret.yaml").is_file()  # the spec's name
+    assert sorted(p.name for p in work.iterdir()) == ["runs"]  # no helm-values/ here
+    assert not (run / "runs").exists()
+    from tunebench.analysis.best import best_config
+
+    assert best_config(run.name, "runs")["rule"] == "tune"

@@ -289,7 +289,7 @@ def run_verdict(run: str | Path, root: str | Path = "reports") -> str:
 
 
 def compare_verdict(comparison: dict[str, Any]) -> str:
-    """`regression` or `no-regression` from `tunebench compare --json` output.
+    """`regression`, `unverified` or `no-regression` from `tunebench compare --json` output.
 
     With --fail-on-regression PCT the gate it recorded decides; without one, any metric that
     got significantly worse is a regression.
@@ -297,5 +297,12 @@ def compare_verdict(comparison: dict[str, Any]) -> str:
     gate = comparison.get("gate")
     if gate:
         return str(gate["verdict"])
-    worse = [r for r in comparison.get("rows", []) if r.get("verdict") == "worse"]
-    return "regression" if worse else "no-regression"
+    rows = comparison.get("rows", [])
+    if any(r.get("verdict") == "worse" for r in rows):
+        return "regression"
+    # fail closed without a gate too: a candidate point that is missing or invalid was not
+    # compared, so "no regression" would be a claim nothing checked
+    blind = comparison.get("missing") or any(
+        str(r.get("verdict", "")).startswith("excluded (B invalid") for r in rows
+    )
+    return "unverified" if blind else "no-regression"
