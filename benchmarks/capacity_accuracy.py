@@ -57,7 +57,6 @@ class Outcome:
     answer: float | None
     cost: SearchCost
     interval: tuple[float, float | None] | None = None
-    confidence: float | None = None
 
 
 Strategy = Callable[[RecordedStart, dict, np.random.Generator, float, float | None], Outcome]
@@ -68,7 +67,7 @@ def tunebench_search(rules: SearchRules) -> Strategy:
         search, cost = search_noisy(
             start, slo, warm_rate or 1.0, warm_rate is not None, rules, COSTS, rng, extra
         )
-        return Outcome(search.capacity, cost, search.interval, search.confidence)
+        return Outcome(search.capacity, cost, search.interval)
 
     return run
 
@@ -145,7 +144,7 @@ def grade(
     warm: bool,
 ) -> dict[str, float]:
     rng = np.random.default_rng(12345)
-    right, errors, probes, minutes, covered, stated = [], [], [], [], [], []
+    right, errors, probes, minutes, covered = [], [], [], [], []
     for _seed in range(seeds):
         previous = None
         for config in configs:
@@ -153,11 +152,9 @@ def grade(
             start = config.deploy(repeats, rng)
             outcome = strategy(start, slo, rng, extra, previous)
             own = held_out_capacity(config, [start.repeat], slo)  # this deployment's own
-            if outcome.confidence is not None and outcome.interval and own and extra == 0:
+            if outcome.interval and own and extra == 0 and own.kind == "exact":
                 low, high = outcome.interval
-                if own.kind == "exact":
-                    covered.append(low <= own.rate <= (high if high is not None else np.inf))
-                    stated.append(outcome.confidence)
+                covered.append(low <= own.rate <= (high if high is not None else np.inf))
             if warm and outcome.answer:
                 previous = outcome.answer
             right.append(truth.within(outcome.answer, WITHIN))
@@ -168,7 +165,6 @@ def grade(
             minutes.append(outcome.cost.seconds / 60)
     return {
         "covered": float(np.mean(covered)) if covered else float("nan"),
-        "stated": float(np.mean(stated)) if stated else float("nan"),
         "right": float(np.mean(right)),
         "error": statistics.median(errors) if errors else float("nan"),
         "probes": statistics.median(probes),
@@ -186,7 +182,7 @@ def print_row(label: str, result: dict[str, float]) -> None:
     if result["covered"] == result["covered"]:  # not NaN
         print(
             f"  {'':<44} its interval holds the deployment's own capacity "
-            f"{result['covered']:.1%} of the time; stated confidence {result['stated']:.1%}"
+            f"{result['covered']:.1%} of the time (no probability is stated: not calibrated)"
         )
 
 

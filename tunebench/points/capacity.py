@@ -24,8 +24,10 @@ limit. Probes at one rate are then taken together (the mean of their log ratios)
 rate that bounds the bracket is re-probed until its verdict is clear of the noise (its mean
 is more than `z` standard errors from the limit) or it has `1 + max_confirm` probes. A miss
 below a pass contradicts itself and is re-probed too, so one unlucky window no longer caps
-the search for good. The answer comes with its bracket (`interval`) and the probability,
-under that noise model, that this deployment's capacity lies inside it (`confidence`).
+the search for good. The answer comes with its bracket (`interval`), and no probability:
+the noise model's own probability that the capacity lies inside it was not calibrated
+(per band of what it stated, the share of brackets holding the true capacity differed by
+up to 40 points on synthetic queueing servers), so none is reported.
 Probe windows are sized so the SLO percentile has the requests it needs (`probe_seconds`).
 """
 
@@ -234,23 +236,6 @@ class CapacitySearch:
         return (lower.rate if lower else 0.0, bound.rate if bound else None)
 
     @property
-    def confidence(self) -> float | None:
-        """The probability, under the noise model, that the capacity lies in `interval`:
-        P(the lower end truly meets the SLO) x P(the upper end truly misses it); a bound set
-        by the client counts as certain. None without a noise model (noise 0)."""
-        if self.noise <= 0 or not self.probes:
-            return None
-        verdicts = self.verdicts()
-        upper, lower = self._upper_verdict(verdicts), self._lower_verdict(verdicts)
-        bound = self.bound
-        chance = 1.0
-        if lower is not None and lower.p_met is not None:
-            chance *= lower.p_met
-        if upper is not None and bound is not None and bound.rate == upper.rate:
-            chance *= 1.0 - (upper.p_met or 0.0)
-        return round(chance, 3)
-
-    @property
     def capped(self) -> bool:
         """The SLO held at `max_rate`: the capacity is at least that."""
         lower = self.lower
@@ -265,7 +250,7 @@ class CapacitySearch:
         """The bracket is within `tolerance`: the capacity is known to that precision (or,
         when the client was the limit, that the server holds up to what the client drives).
         Under a noise model its ends must also be confirmed, unless the probes ran out: the
-        bracket then stands, and `confidence` says how far to trust it."""
+        bracket then stands, unconfirmed."""
         lower, bound = self.lower, self.bound
         return (
             lower is not None

@@ -23,10 +23,7 @@ def describe_capacity(summary: dict[str, Any]) -> str:
     if summary.get("capped"):
         return f"{text} or more: max_rate reached ({probes})"
     if upper is not None:
-        sure = summary.get("confidence")
-        text += f" (missed at {upper:.3g}" + (
-            f"; confidence {sure:.2f} it lies between)" if sure is not None else ")"
-        )
+        text += f" (missed at {upper:.3g})"
     if not summary.get("converged"):
         text += ", not converged: raise max_probes"
     return f"{text}, {probes}"

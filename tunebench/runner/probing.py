@@ -78,7 +78,6 @@ class CapacityProbing:
             "probe_rates": [p.rate for p in search.probes],
             "upper": search.bound.rate if search.bound else None,
             "interval": list(search.interval) if search.interval else None,
-            "confidence": search.confidence,
             "noise": search.noise,
             "sample_margin": self.sample_margin,
             "tolerance": search.tolerance,
