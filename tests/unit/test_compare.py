@@ -476,3 +476,13 @@ def test_imported_runs_are_unverified_and_the_gate_says_so(tmp_path, cli):
     assert "gate: pass" in allowed.stderr and "accepted by --allow-unverified" in allowed.stderr
     best = cli("results", "new", "--root", str(tmp_path))
     assert '"unverified":["imported: no server metrics, args not read back"]' in best.stdout
+
+
+def test_each_note_is_printed_once_with_its_metric():
+    from tunebench.report.compare import notes
+
+    result = compare_sides([side("a", 1, n=50), side("b", 2, n=50)], DEFAULT)
+    found = notes(result)
+    assert "TTFT p95 ms: too few samples: need 72 per side for p95" in found
+    assert "too few samples: need 72 per side for p95" not in found  # not again, bare
+    assert len(found) == len(set(found))

@@ -69,7 +69,12 @@ def notes(result: Any) -> list[str]:
     for row in result.to_dict()["rows"]:
         verdict = str(row["verdict"])
         reason = verdict.split(" (", 1)[1].rstrip(")") if " (" in verdict else ""
-        for text in (f"{row['label']}: {reason}" if reason else "", row.get("note") or ""):
+        note = str(row.get("note") or "")
+        # a row without a verdict carries its reason both in the verdict and as its note:
+        # say it once, with the metric it belongs to
+        texts = [f"{row['label']}: {reason}" if reason else ""]
+        texts += [note] if note and note != reason else []
+        for text in texts:
             if text and text not in seen:
                 seen.add(text)
                 out.append(text)
