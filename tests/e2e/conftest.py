@@ -47,6 +47,12 @@ class SweepRun:
     manifest: dict
     rows: list[dict]
 
+    @property
+    def shown(self) -> Path:
+        """The run's path as the sweep printed it: relative to the directory it ran in (the
+        sweep ran with a relative `--output`)."""
+        return Path(self.path.parent.name) / self.path.name
+
     def config(self, label: str) -> dict:
         return next(c for c in self.manifest["configs"] if c["label"] == label)
 

@@ -26,7 +26,7 @@ def test_report_is_self_contained_and_renders(e2e_sweep, tmp_path):
 
     report = e2e_sweep.path / "report.html"
     assert report.exists(), e2e_sweep.stdout[-1000:]
-    assert f"report: {report}" in e2e_sweep.stdout
+    assert f"report: {e2e_sweep.shown / 'report.html'}" in e2e_sweep.stdout
     html = report.read_text()
     # nothing is fetched: no external scripts, styles, fonts or images
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)

@@ -31,7 +31,7 @@ def test_sweep_goes_on_and_records_the_failure(e2e_sweep):
         "complete",
         "complete",
     ]
-    assert "c1 failed:" in e2e_sweep.stdout and f"run: {e2e_sweep.path}" in e2e_sweep.stdout
+    assert "c1 failed:" in e2e_sweep.stdout and f"run: {e2e_sweep.shown}  " in e2e_sweep.stdout
 
 
 @pytest.mark.parametrize("label", ["mns2", "mns8"])
