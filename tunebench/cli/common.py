@@ -41,6 +41,41 @@ def existing_root(given: Path | None) -> Path:
     return root
 
 
+def writable_file(path: Path, option: str) -> Path:
+    """A file a command is asked to write: its directory must exist and take files, and the
+    path must not be a directory. A user's typo is one line naming the option, before any
+    work is done (never an internal error after it)."""
+    import os
+
+    from tunebench.errors import UsageError
+
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: no directory {parent}; create it or pick another")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write in {parent}; pick another directory")
+    return path
+
+
+def writable_dir(path: Path, option: str) -> Path:
+    """A directory a command writes into (made if missing): not an existing file, and its
+    nearest existing parent writable."""
+    import os
+
+    from tunebench.errors import UsageError
+
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path}: is a file, not a directory; give a directory")
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write in {existing}; pick another directory")
+    return path
+
+
 @contextmanager
 def live_progress(where: Callable[[], str | None]) -> Iterator[ConsoleReporter]:
     """A console reporter for long work; on Ctrl-C it says where the finished part is

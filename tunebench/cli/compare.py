@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from tunebench.cli.common import root_of, root_option
+from tunebench.cli.common import root_of, root_option, writable_file
 from tunebench.errors import UsageError
 
 
@@ -44,7 +44,11 @@ def register(app: typer.Typer) -> None:
             "ttft_p99, tpot_p50, e2e_p50).",
         ),
         format: Format = typer.Option(
-            Format.table, "--format", "-f", help="table | markdown | json | csv"
+            Format.table,
+            "--format",
+            "-f",
+            case_sensitive=False,
+            help="table | markdown | json | csv",
         ),
         fail_on_regression: Optional[float] = typer.Option(
             None,
@@ -136,6 +140,12 @@ def register(app: typer.Typer) -> None:
         from tunebench.store.run import resolve_run
 
         where = root_of(root)
+        if plot is not None:
+            if plot.suffix.lower() not in (".png", ".html"):
+                raise UsageError(f"--plot {plot}: name a .png or an .html file")
+            writable_file(plot, "--plot")
+        if json_file is not None:
+            writable_file(json_file, "--json")
         if len(runs) == 2 and by is None and _offline_vs_online(list(runs), where, format):
             return
         result = run_compare(
@@ -174,7 +184,10 @@ def register(app: typer.Typer) -> None:
             **({"quality": quality} if quality else {}),
         }
         if json_file is not None:
-            write_atomic(json_file, json.dumps(data, indent=2, default=str))
+            try:
+                write_atomic(json_file, json.dumps(data, indent=2, default=str))
+            except OSError as exc:  # a place that takes no files (/proc, a full disk)
+                raise UsageError(f"--json {json_file}: cannot write it: {exc.strerror}") from exc
         if format is Format.json:
             typer.echo(json.dumps(data, indent=2, default=str))
         elif format is Format.csv:
@@ -188,7 +201,11 @@ def register(app: typer.Typer) -> None:
         if plot:
             from tunebench.analysis.overlay import write_overlay
 
-            typer.echo(f"plot: {write_overlay(result, plot)}", err=format is not Format.table)
+            try:
+                written = write_overlay(result, plot)
+            except OSError as exc:
+                raise UsageError(f"--plot {plot}: cannot write it: {exc.strerror}") from exc
+            typer.echo(f"plot: {written}", err=format is not Format.table)
         if result.missing and gate is None:
             typer.echo(
                 f"not compared: {len(result.missing)} baseline point(s) missing from the "

@@ -1,4 +1,4 @@
-"""`tunebench export RUN --format llmd-br|vllm-bench|csv [--output DIR]`."""
+"""`tunebench export RUN --format llmd-br|vllm-bench|csv [--dir DIR]`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import root_of, root_option
+from tunebench.cli.common import root_of, writable_dir
 
 
 def register(app: typer.Typer) -> None:
@@ -16,9 +16,18 @@ def register(app: typer.Typer) -> None:
         run: str = typer.Argument(..., metavar="RUN", help="Run id, unique part of it, or path."),
         format: str = typer.Option("llmd-br", "--format", "-f", help="llmd-br | vllm-bench | csv"),
         output: Optional[Path] = typer.Option(
-            None, "--dir", "-d", help="Directory to write (default: RUN/export-FORMAT)."
+            None,
+            "--dir",
+            "-d",
+            "--output",
+            "-o",
+            metavar="DIR",
+            help="Directory to write (default: RUN/export-FORMAT); --output and -o mean the "
+            "same here, as they say.",
         ),
-        root: Optional[Path] = root_option(),
+        root: Optional[Path] = typer.Option(
+            None, "--root", metavar="DIR", help="Where runs are stored (default: reports/)."
+        ),
     ) -> None:
         """Write a run in the formats the rest of the field reads.
 
@@ -33,7 +42,8 @@ def register(app: typer.Typer) -> None:
         from tunebench.exporters import export_run
         from tunebench.store.run import RunStore, resolve_run
 
+        format = format.lower()
         store = RunStore.open(resolve_run(run, root_of(root)))
-        target = output or store.path / f"export-{format}"
+        target = writable_dir(output or store.path / f"export-{format}", "--dir")
         written = export_run(store, format, target)
         typer.echo(f"exported {len(written)} file(s) to {target}")

@@ -102,6 +102,18 @@ def run() -> None:
     sys.exit(main())
 
 
+def _usage_line(exc: ClickException) -> str:
+    """Click's usage error as one line: what is wrong and where the help is (Click's own
+    print is a usage block, a hint and the error on three lines)."""
+    message = one_line(exc.format_message())
+    names = []
+    context = getattr(exc, "ctx", None)
+    while context is not None and context.parent is not None:  # the root is the program
+        names.insert(0, context.info_name)
+        context = context.parent
+    return f"{message} (see `{' '.join(['tunebench', *names])} --help`)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command in `argv` (default: the process's arguments); its exit code."""
     _register_commands()
@@ -124,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         return 130
     except ClickException as exc:  # usage errors: unknown command or option, exit 2
-        exc.show()
+        err_console.print(
+            Text("error: ", style="bold red") + Text(_usage_line(exc)), soft_wrap=True
+        )
         return exc.exit_code
     except Exception as exc:
         from tunebench.redact import redact_text

@@ -37,15 +37,19 @@ def register(app: typer.Typer) -> None:
         """Print (and with --to, write) three small results of a run: id, best config, verdict.
 
         best-config is compact JSON (at most 1.5 KB) of the best configuration's id, label,
-        model and engine args, with the rule, metric and value that chose it. The rule:
-        a tune run: its best trial (tune-result.json); a capacity search: the highest
-        capacity at SLO; a run with an SLO: the highest goodput_rps of a point; otherwise
-        the highest output tok/s of a point. Points that are invalid or client-limited do
-        not count (unless every valid point is client-limited: then "client_limited": true).
+        model and engine args, with the rule, metric and value that chose it. The rules, in
+        order (tunebench/analysis/best.py): a tune run: its best trial (rule "tune"); a
+        capacity search: the highest capacity at the SLO ("capacity"); an SLO and fixed
+        request rates: the highest rate sustained within the SLO ("slo-capacity"); an SLO:
+        the highest goodput_rps of a point ("slo-goodput"; "slo-throughput" without
+        per-request samples); otherwise the highest output tok/s of a point ("throughput"). Invalid and client-limited points do not count (unless every valid
+        point is client-limited: then "client_limited": true); a configuration that fails
+        the quality gate or could not be checked is never best ("quality_excluded"); what of
+        the best could not be verified is listed ("unverified").
 
         verdict: the run's status (complete, failed, interrupted); with --compare-json,
-        "regression" or "no-regression" (the --fail-on-regression gate of that comparison;
-        without a gate, any significantly worse metric is a regression).
+        "regression", "unverified" or "no-regression" (the --fail-on-regression gate of that
+        comparison; without a gate, any significantly worse metric is a regression).
 
         Examples:
           tunebench results cpu-demo

@@ -58,7 +58,9 @@ def register(app: typer.Typer) -> None:
     @app.command("show")
     def show(
         run: str = typer.Argument(..., metavar="RUN", help="Run id, unique part of it, or path."),
-        format: Format = typer.Option(Format.table, "--format", "-f", help="table | json | csv"),
+        format: Format = typer.Option(
+            Format.table, "--format", "-f", case_sensitive=False, help="table | json | csv"
+        ),
         root: Optional[Path] = root_option(),
     ) -> None:
         """Print a run's points.

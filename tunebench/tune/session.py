@@ -48,7 +48,7 @@ def require_tune(spec: SweepSpec, spec_path: Path) -> None:
     if spec.tune is None:
         raise UsageError(
             f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
-            "{low: 8, high: 256, log: true}}}} (see docs/tuning.md)"
+            "{low: 8, high: 256, log: true}}} (see docs/tuning.md)"
         )
     if kinds.parallel_of(spec) > 1:
         raise SpecError(

@@ -1,0 +1,76 @@
+"""The command line at its edges: what a user's mistake gets back is one line and exit 1 or 2,
+never an internal error (exit 3); options mean what the README says they mean."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunebench.testing import make_synthetic_run
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    a = make_synthetic_run(tmp_path, "a", configs=1, streams=(1, 8), requests_per_point=49, seed=1)
+    b = make_synthetic_run(tmp_path, "b", configs=1, streams=(1, 8), requests_per_point=49, seed=2)
+    return tmp_path, a.path.name, b.path.name
+
+
+def _one_line_error(result, code: int, says: str) -> None:
+    assert result.returncode == code, (result.returncode, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and says in lines[0], result.stderr
+    assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "option, value, says",
+    [
+        ("--plot", "nodir/x.png", "--plot nodir/x.png: no directory nodir"),
+        ("--plot", "x.svg", "name a .png or an .html file"),
+        ("--json", "/proc/x.json", "--json /proc/x.json: cannot write it"),
+    ],
+)
+def test_an_unwritable_compare_output_is_one_line(two_runs, cli, option, value, says):
+    root, a, b = two_runs
+    _one_line_error(cli("compare", a, b, "--root", str(root), option, value), 2, says)
+
+
+def test_a_bad_format_is_one_line_and_the_format_is_case_insensitive(two_runs, cli):
+    root, a, b = two_runs
+    bad = cli("compare", a, b, "--root", str(root), "--format", "xml")
+    _one_line_error(bad, 2, "'xml' is not one of")
+    assert "(see `tunebench compare --help`)" in bad.stderr
+    upper = cli("compare", a, b, "--root", str(root), "--format", "JSON")
+    assert upper.returncode == 0 and upper.stdout.lstrip().startswith("{")
+
+
+def test_export_output_is_where_it_writes_and_a_file_there_is_refused(two_runs, cli):
+    root, a, _ = two_runs
+    out = root / "out"
+    result = cli("export", a, "--root", str(root), "--format", "llmd-br", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "c1-concurrent-1.br.json",
+        "c1-concurrent-8.br.json",
+    ]
+    assert not (root / a / "export-llmd-br").exists()  # --output is not the run root here
+    (root / "file").write_text("")
+    refused = cli("export", a, "--root", str(root), "--dir", str(root / "file"))
+    _one_line_error(refused, 2, "is a file, not a directory")
+
+
+def test_the_missing_tune_section_hint_is_valid_yaml(tmp_path, cli):
+    import yaml
+
+    spec = tmp_path / "no-tune.yaml"
+    spec.write_text(
+        "name: no-tune\nmodel: builtin:tiny-llama\ndeployment: {kind: local}\n"
+        "load: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8}, profiles: "
+        "[{kind: concurrent, streams: 1, max_seconds: 5}]}\n"
+    )
+    result = cli("tune", str(spec), "--dry-run")
+    assert result.returncode == 2, result.stderr
+    hint = result.stderr.split("add ", 1)[1].split(" (see", 1)[0]
+    assert yaml.safe_load(hint) == {
+        "tune": {"space": {"max-num-seqs": {"low": 8, "high": 256, "log": True}}}
+    }
