@@ -74,3 +74,17 @@ def test_the_missing_tune_section_hint_is_valid_yaml(tmp_path, cli):
     assert yaml.safe_load(hint) == {
         "tune": {"space": {"max-num-seqs": {"low": 8, "high": 256, "log": True}}}
     }
+
+
+def test_every_command_has_a_one_line_summary_in_the_help(cli):
+    import re
+
+    shown = cli("--help", env={"COLUMNS": "200"}).stdout  # wide: no wrapping, only breaks
+    listing = shown.split("Commands", 1)[1]
+    for line in listing.splitlines()[1:]:  # past the rest of the panel's title line
+        # a row that only continues the cell above must not exist: one line per command
+        cell = line.strip("│ ").strip()
+        if cell and not line.startswith(("╭", "╰")):
+            assert re.match(r"^[a-z-]+\s{2,}\S", cell), f"a summary that breaks: {line!r}"
+    sweep = cli("sweep", "--help", env={"COLUMNS": "100"}).stdout
+    assert "[[SPEC]]" not in sweep and "[SPEC]" in sweep

@@ -22,9 +22,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="The findings as JSON."),
         root: Optional[Path] = root_option(),
     ) -> None:
-        """Ranked findings per configuration from the run's server and client metrics: what
-        limits it (the client, the KV cache, max-num-seqs, prefill, speculation, load beyond
-        capacity), the numbers that show it, and which argument to turn which way.
+        """What limits each configuration, and which argument to turn which way.
+
+        Ranked findings per configuration from the run's server and client metrics (the
+        client, the KV cache, max-num-seqs, prefill, speculation, load beyond capacity), with
+        the numbers that show them; "cannot diagnose" where the metrics are missing.
 
         Examples:
           tunebench explain cpu-demo

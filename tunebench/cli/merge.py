@@ -21,10 +21,11 @@ def register(app: typer.Typer) -> None:
             True, "--report/--no-report", help="Write report.html of the merged run."
         ),
     ) -> None:
-        """Join the parts of one sweep, each measured with `tunebench sweep SPEC --only IDS`
-        (on other machines, pods or the TaskRuns of a Tekton matrix), into one run laid out as
-        if the sweep had run in one go. Configurations keep their ids and the host record of
-        the machine that measured them.
+        """Join the parts of one split sweep into one run, as if it had run in one go.
+
+        Each part was measured with `tunebench sweep SPEC --only IDS` (on other machines,
+        pods or the TaskRuns of a Tekton matrix). Configurations keep their ids and the host
+        record of the machine that measured them.
 
         Examples:
           tunebench sweep sweeps/latency.yaml --only c1,c2 -o parts/a

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     def sweep(
         spec_path: Optional[Path] = typer.Argument(
             None,
-            metavar="[SPEC]",
+            metavar="SPEC",
             help="A sweep file, e.g. sweeps/cpu-demo.yaml (not with --resume).",
         ),
         root: Optional[Path] = root_option(
