@@ -42,8 +42,9 @@ def register(app: typer.Typer) -> None:
         capacity search: the highest capacity at the SLO ("capacity"); an SLO and fixed
         request rates: the highest rate sustained within the SLO ("slo-capacity"); an SLO:
         the highest goodput_rps of a point ("slo-goodput"; "slo-throughput" without
-        per-request samples); otherwise the highest output tok/s of a point ("throughput"). Invalid and client-limited points do not count (unless every valid
-        point is client-limited: then "client_limited": true); a configuration that fails
+        per-request samples); otherwise the highest output tok/s of a point ("throughput").
+        Invalid and client-limited points do not count (unless every valid point is
+        client-limited: then "client_limited": true); a configuration that fails
         the quality gate or could not be checked is never best ("quality_excluded"); what of
         the best could not be verified is listed ("unverified").
 
