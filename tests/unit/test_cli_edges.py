@@ -88,3 +88,17 @@ def test_every_command_has_a_one_line_summary_in_the_help(cli):
             assert re.match(r"^[a-z-]+\s{2,}\S", cell), f"a summary that breaks: {line!r}"
     sweep = cli("sweep", "--help", env={"COLUMNS": "100"}).stdout
     assert "[[SPEC]]" not in sweep and "[SPEC]" in sweep
+
+
+def test_a_replay_sweep_estimates_seconds_as_it_takes(tmp_path, cli):
+    """The replay answers from its recording: no server start, no window is waited for (the
+    estimate used to charge a server start and every window: about 1 min for this spec)."""
+    from tests.conftest import REPO
+
+    spec = str(REPO / "tests/specs/pipeline-replay.yaml")
+    planned = cli("sweep", spec, "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    estimate = planned.stdout.rsplit("estimated time: about ", 1)[1].split()
+    assert estimate[1] == "s" and float(estimate[0]) < 10, planned.stdout
+    ran = cli("sweep", spec, "--root", str(tmp_path), "--no-report")
+    assert ran.returncode == 0, ran.stderr

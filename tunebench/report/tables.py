@@ -13,6 +13,13 @@ from tunebench.report.formats import cell, sig, signed_pct
 from tunebench.report.text import describe_capacity
 
 
+def _duration(seconds: float) -> str:
+    """An estimate as a person reads it: seconds under two minutes, minutes above."""
+    if seconds < 120:
+        return f"about {max(1, round(seconds))} s"
+    return f"about {seconds / 60:.0f} min ({seconds:.0f} s)"
+
+
 def wide_console(stderr: bool = False) -> Console:
     """The terminal's width; when output is piped, COLUMNS if set, else 200 columns (so a
     file or a CI log gets every column instead of rich's 80)."""
@@ -111,10 +118,7 @@ def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
     return Group(
         configs,
         points,
-        Text(
-            f"deployment: {spec.deployment.kind}; estimated time: about {seconds / 60:.0f} min "
-            f"({seconds:.0f} s)"
-        ),
+        Text(f"deployment: {spec.deployment.kind}; estimated time: {_duration(seconds)}"),
     )
 
 
@@ -265,8 +269,8 @@ def tune_space(spec: Any, plan: Any, trials: int, seconds: float) -> Group:
     return Group(
         table,
         Text(
-            f"deployment: {spec.deployment.kind}; estimated time: about "
-            f"{seconds / 60:.0f} min ({seconds:.0f} s) for {trials} deployments"
+            f"deployment: {spec.deployment.kind}; estimated time: {_duration(seconds)} for "
+            f"{trials} deployments"
         ),
     )
 

@@ -11,6 +11,7 @@ from tunebench.spec.plan import Plan
 LOAD_PROCESS_S = 15.0  # a GuideLLM worker's start per configuration
 POINT_OVERHEAD_S = 3.0
 TYPICAL_PROBES = 5  # a capacity search's probes, warm or cold (benchmarks/tune_efficiency.py)
+REPLAY_POINT_S = 0.2  # a replayed point: read from the recording, no load process or window
 QUALITY_PROMPT_S = 0.3  # one greedy quality prompt of 32 tokens (docs/quality.md)
 LM_EVAL_S = 15.0  # lm-eval's start-up and a small task (docs/quality.md)
 
@@ -18,6 +19,12 @@ LM_EVAL_S = 15.0  # lm-eval's start-up and a small task (docs/quality.md)
 def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
     """Every configuration, every repeat: a server start, a load process, its points (a
     capacity search only in the first repeat, as sweep/run.py plans it)."""
+    if kinds.kind_of(spec).name == "replay":
+        # nothing starts and no window is waited for: the recording answers each point
+        probes = sum(
+            min(p.search.max_probes, TYPICAL_PROBES) if p.search else 1 for p in plan.points
+        )
+        return len(plan.configs) * plan.repeats * probes * REPLAY_POINT_S + 2.0
     # a cross-check measures every point with both drivers, each with its own worker
     drivers = 2 if spec.load.driver == "cross-check" else 1
     start = kinds.kind_of(spec).start_s + LOAD_PROCESS_S
