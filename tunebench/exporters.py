@@ -74,6 +74,10 @@ def _values(samples: list[dict], column: str) -> list[float]:
     return [v for v in (to_float(s.get(column)) for s in samples) if v is not None]
 
 
+LABEL_KEY = "tunebench_config_label"
+REPEAT_KEY = "tunebench_repeat"
+
+
 def vllm_bench_result(row: dict, samples: list[dict]) -> dict[str, Any]:
     """A point as `vllm bench serve --save-result --save-detailed` writes it."""
     kind, target = row.get("load_kind"), _f(row, "target")
@@ -122,6 +126,10 @@ def vllm_bench_result(row: dict, samples: list[dict]) -> dict[str, Any]:
     if len(starts) == len(samples) and samples:
         out["start_times"] = starts
         out["epoch_offset"] = 0.0  # the start times are epoch seconds already
+    # as `vllm bench serve --metadata KEY=VALUE` adds keys: which configuration and repeat
+    # the point belongs to, so `tunebench import` keeps them apart
+    out[LABEL_KEY] = str(row.get("config_label") or row.get("config_id") or "")
+    out[REPEAT_KEY] = int(to_float(row.get("repeat")) or 1)
     return out
 
 

@@ -102,3 +102,29 @@ def test_a_replay_sweep_estimates_seconds_as_it_takes(tmp_path, cli):
     assert estimate[1] == "s" and float(estimate[0]) < 10, planned.stdout
     ran = cli("sweep", spec, "--root", str(tmp_path), "--no-report")
     assert ran.returncode == 0, ran.stderr
+
+
+def test_a_vllm_bench_export_imports_back_with_its_configurations(tmp_path, cli):
+    """Two configurations exported as vllm-bench JSON used to come back as one `c1` whose
+    points repeated (concurrent-1-2 ...), and compare with the source then failed."""
+    import json
+
+    from tunebench.analysis.frames import load_run
+
+    source = make_synthetic_run(tmp_path, "src", configs=2, streams=(1, 4), requests_per_point=30)
+    out = tmp_path / "vb"
+    assert cli("export", source.path.name, "--root", str(tmp_path), "-f", "vllm-bench",
+               "--dir", str(out)).returncode == 0  # fmt: skip
+    files = sorted(out.glob("*.json"))
+    # a second repeat of one point, as `vllm bench serve --metadata tunebench_repeat=2` says
+    again = json.loads(files[0].read_text()) | {"tunebench_repeat": 2}
+    (out / "again.json").write_text(json.dumps(again))
+    imported = cli("import", *map(str, files), str(out / "again.json"), "--name", "back",
+                   "--root", str(tmp_path))  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    back, original = load_run("back", tmp_path), load_run(source.path.name, tmp_path)
+    assert sorted(set(back["config_label"])) == sorted(set(original["config_label"]))
+    assert sorted(back["point_id"]) == sorted([*original["point_id"], original["point_id"][0]])
+    assert sorted(back["repeat"].astype(int)) == [1, 1, 1, 1, 2]
+    compared = cli("compare", source.path.name, "back", "--root", str(tmp_path), "-m", "ttft_p50")
+    assert compared.returncode == 0, compared.stderr

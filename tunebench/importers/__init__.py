@@ -131,8 +131,19 @@ def guidellm_points(data: dict) -> list[tuple[dict, list[dict]]]:
     return out
 
 
+# metadata keys (`vllm bench serve --metadata KEY=VALUE`; tunebench export writes them)
+# naming the configuration and repeat of a point
+LABEL_KEY = "tunebench_config_label"
+REPEAT_KEY = "tunebench_repeat"
+
+
 def vllm_bench_point(data: dict) -> tuple[dict, list[dict]]:
-    return vllm_bench_columns(data), vllm_bench_samples(data)
+    row = vllm_bench_columns(data)
+    if data.get(LABEL_KEY):
+        row["config_label"] = str(data[LABEL_KEY])
+    if data.get(REPEAT_KEY):
+        row["repeat"] = int(data[REPEAT_KEY])
+    return row, vllm_bench_samples(data)
 
 
 def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
@@ -167,7 +178,9 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
             )
         formats.append(kind)
     name = name or (files[0].name if files[0].is_dir() else files[0].stem)
-    label = "imported"
+    # one configuration per label the files name (else one, "imported"), in file order
+    labels = list(dict.fromkeys(str(row.get("config_label") or "imported") for row, _ in points))
+    config_of = {label: f"c{number}" for number, label in enumerate(labels, start=1)}
     # The host of an imported run is unknown: the files were measured elsewhere.
     store = RunStore.create(
         root,
@@ -180,18 +193,24 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
         import_formats=formats,
     )
     with store.running("import"):
-        store.update_config("c1", label=label, status=ConfigStatus.COMPLETE, effective={})
-        seen: set[str] = set()
+        for label, config_id in config_of.items():
+            store.update_config(config_id, label=label, status=ConfigStatus.COMPLETE, effective={})
+        seen: dict[tuple[str, int], set[str]] = {}
         for row, samples in points:
-            point_id = _point_id(row["load_kind"], row.get("target"), seen)
-            store.add_requests("c1", point_id, samples)
+            label = str(row.get("config_label") or "imported")
+            config_id, repeat = config_of[label], int(row.get("repeat") or 1)
+            point_id = _point_id(
+                row["load_kind"], row.get("target"), seen.setdefault((config_id, repeat), set())
+            )
+            store.add_requests(config_id, point_id, samples, repeat=repeat)
             store.add_point(
                 {
                     "run_id": store.run_id,
-                    "config_id": "c1",
+                    **row,
+                    "config_id": config_id,
                     "config_label": label,
                     "point_id": point_id,
-                    **row,
+                    "repeat": repeat,
                     **{c: None for c in SERVER_COLUMNS},
                     "server_metrics": "absent",
                     "unverified_reason": IMPORTED_UNVERIFIED,
