@@ -128,3 +128,19 @@ def test_a_vllm_bench_export_imports_back_with_its_configurations(tmp_path, cli)
     assert sorted(back["repeat"].astype(int)) == [1, 1, 1, 1, 2]
     compared = cli("compare", source.path.name, "back", "--root", str(tmp_path), "-m", "ttft_p50")
     assert compared.returncode == 0, compared.stderr
+
+
+def test_progress_counts_whole_requests():
+    """A replay interpolates expected counts (26.33 ok): progress says what a person counts."""
+    import io
+
+    from rich.console import Console
+
+    from tunebench.report.live import ConsoleReporter
+
+    out = io.StringIO()
+    reporter = ConsoleReporter(Console(file=out, width=200))
+    row = {"point_id": "poisson-3", "requests_ok": 26.33, "requests_failed": 0.0, "valid": True}
+    reporter.point_done(None, row)
+    reporter.close()
+    assert "26 ok / 0 failed" in out.getvalue()

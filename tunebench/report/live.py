@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from tunebench.numbers import to_float
 from tunebench.redact import redact_text
 from tunebench.report.formats import number
 from tunebench.report.text import describe_capacity
@@ -65,7 +66,8 @@ class ConsoleReporter:
             f"conc {number(row.get('achieved_concurrency'))}, "
             f"TTFT p50 {number(row.get('ttft_p50_ms'))} ms, "
             f"{number(row.get('output_tok_s'), 0)} tok/s, "
-            f"{row.get('requests_ok')} ok / {row.get('requests_failed')} failed{flag}"
+            f"{_count(row.get('requests_ok'))} ok / {_count(row.get('requests_failed'))} "
+            f"failed{flag}"
         )
 
     def capacity_found(self, config, summary):
@@ -101,3 +103,9 @@ class ConsoleReporter:
 
     def close(self):
         self._stop_spin()
+
+
+def _count(value: object) -> str:
+    """A request count as a whole number (a replay interpolates expected counts: 26.33)."""
+    number = to_float(value)
+    return "-" if number is None else str(int(round(number)))
