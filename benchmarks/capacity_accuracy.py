@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,6 +47,13 @@ from tunebench.replay.noisy import (  # noqa: E402
     held_out_capacity,
     run_spread,
 )
+from tunebench.testing.queueing import (  # noqa: E402
+    QueueingGrid,
+    analytic_capacity,
+    make_queueing_grid,
+    sharp_knee_grid,
+    start_factor,
+)
 from tunebench.tune.replay import SearchCost, SearchRules, noisy_probe, search_noisy  # noqa: E402
 
 WITHIN = 0.10
@@ -57,6 +65,7 @@ class Outcome:
     answer: float | None
     cost: SearchCost
     interval: tuple[float, float | None] | None = None
+    converged: bool | None = None  # None: the strategy has no notion of converging
 
 
 Strategy = Callable[[RecordedStart, dict, np.random.Generator, float, float | None], Outcome]
@@ -67,7 +76,7 @@ def tunebench_search(rules: SearchRules) -> Strategy:
         search, cost = search_noisy(
             start, slo, warm_rate or 1.0, warm_rate is not None, rules, COSTS, rng, extra
         )
-        return Outcome(search.capacity, cost, search.interval)
+        return Outcome(search.capacity, cost, search.interval, search.converged)
 
     return run
 
@@ -133,6 +142,31 @@ def ceiling(configs, truths, slo, repeats: list[int]) -> float:
     return float(np.mean(shares))
 
 
+SHAPES = {"sharp-knee": sharp_knee_grid}
+
+
+def analytic_truths(law: QueueingGrid) -> dict[str, Truth]:
+    """The law's capacity of each configuration at its nominal service rate; beyond the
+    client's top rate only "at least the top rate" can be known."""
+    out = {}
+    for config in law.configs:
+        rate = analytic_capacity(config, law)
+        out[config.label] = (
+            Truth(rate, "exact") if rate < law.top_rate else Truth(law.top_rate, "at-least")
+        )
+    return out
+
+
+def analytic_ceiling(law: QueueingGrid, truths: dict[str, Truth], repeats: list[int]) -> float:
+    """How often the deployed start's own capacity (the law's, at that start's service
+    factor) is within 10% of the configuration's truth: the best any search can score."""
+    shares = []
+    for config in law.configs:
+        own = [analytic_capacity(config, law, start_factor(law, config.label, r)) for r in repeats]
+        shares.append(float(np.mean([truths[config.label].within(o, WITHIN) for o in own])))
+    return float(np.mean(shares))
+
+
 def grade(
     configs: list[GridConfig],
     truths: dict[str, Truth],
@@ -145,6 +179,7 @@ def grade(
 ) -> dict[str, float]:
     rng = np.random.default_rng(12345)
     right, errors, probes, minutes, covered = [], [], [], [], []
+    measurable, capped, signed, unconverged = [], [], [], 0
     for _seed in range(seeds):
         previous = None
         for config in configs:
@@ -157,15 +192,23 @@ def grade(
                 covered.append(low <= own.rate <= (high if high is not None else np.inf))
             if warm and outcome.answer:
                 previous = outcome.answer
-            right.append(truth.within(outcome.answer, WITHIN))
+            hit = truth.within(outcome.answer, WITHIN)
+            right.append(hit)
+            (measurable if truth.kind == "exact" else capped).append(hit)
             error = truth.error(outcome.answer)
             if error is not None and error == error:  # not NaN
                 errors.append(abs(error))
+                signed.append(error)
+            unconverged += outcome.converged is False
             probes.append(outcome.cost.probes)
             minutes.append(outcome.cost.seconds / 60)
     return {
         "covered": float(np.mean(covered)) if covered else float("nan"),
         "right": float(np.mean(right)),
+        "measurable": float(np.mean(measurable)) if measurable else float("nan"),
+        "capped": float(np.mean(capped)) if capped else float("nan"),
+        "signed": statistics.median(signed) if signed else float("nan"),
+        "unconverged": unconverged / len(right) if right else float("nan"),
         "error": statistics.median(errors) if errors else float("nan"),
         "probes": statistics.median(probes),
         "probes_p90": float(np.percentile(probes, 90)),
@@ -179,6 +222,12 @@ def print_row(label: str, result: dict[str, float]) -> None:
         f"{result['error']:5.1%}   probes median {result['probes']:.0f} (p90 "
         f"{result['probes_p90']:.0f})   {result['minutes']:.1f} GPU-min"
     )
+    if result["measurable"] == result["measurable"] or result["capped"] == result["capped"]:
+        print(
+            f"  {'':<44} measurable capacity: within 10% {result['measurable']:6.1%}, median "
+            f"signed error {result['signed']:+.1%}; capped by the client's top rate: "
+            f"{result['capped']:6.1%}; unconverged {result['unconverged']:.0%}"
+        )
     if result["covered"] == result["covered"]:  # not NaN
         print(
             f"  {'':<44} its interval holds the deployment's own capacity "
@@ -227,6 +276,12 @@ def main() -> None:
     )
     parser.add_argument("--window", type=float, default=10.0, help="a probe's base window, s")
     parser.add_argument(
+        "--synthetic",
+        choices=sorted(SHAPES),
+        help="grade on a grid recorded from a queueing law (tunebench/testing/queueing.py) "
+        "against its analytic capacities, instead of a recorded grid's held-out repeat",
+    )
+    parser.add_argument(
         "--slo",
         action="append",
         metavar="METRIC.PCT=LIMIT",
@@ -235,21 +290,36 @@ def main() -> None:
     )
     args = parser.parse_args()
     began = time.monotonic()
+    law = None
+    if args.synthetic:
+        law = SHAPES[args.synthetic]()
+        args.grid = make_queueing_grid(Path(tempfile.mkdtemp()), law, args.synthetic).path
     grid = RecordedGrid(args.grid)
     COSTS = grid.costs()
     slo = slo_from_items(args.slo) if args.slo else grid.slo
-    replay = [int(r) for r in args.replay.split(",")] if args.replay else grid.repeats[:-1]
-    held = [int(r) for r in args.held_out.split(",")] if args.held_out else grid.repeats[-1:]
+    if law is not None:  # the truth is the law's: every start may be deployed
+        replay, held = grid.repeats, []
+    else:
+        replay = [int(r) for r in args.replay.split(",")] if args.replay else grid.repeats[:-1]
+        held = [int(r) for r in args.held_out.split(",")] if args.held_out else grid.repeats[-1:]
     if set(replay) & set(held):
         sys.exit("--replay and --held-out must not share a repeat")
     configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
     truth_repeats = replay if args.choose else held
-    truths = {c.label: held_out_capacity(c, truth_repeats, slo) for c in configs}
+    if law is not None:
+        truths = analytic_truths(law)
+    else:
+        truths = {c.label: held_out_capacity(c, truth_repeats, slo) for c in configs}
     configs = [c for c in configs if truths[c.label] is not None]
     print(
         f"grid: {args.grid} ({len(configs)} configurations), SLO {slo}; replay repeats "
-        f"{replay}, truth from repeats {truth_repeats}"
-        + (" (the replay part itself: choosing settings)" if args.choose else " (held out)")
+        f"{replay}, "
+        + (
+            f"truth: the law's capacity ({args.synthetic}, tunebench/testing/queueing.py)"
+            if law is not None
+            else f"truth from repeats {truth_repeats}"
+            + (" (the replay part itself: choosing settings)" if args.choose else " (held out)")
+        )
     )
     print(
         f"measured costs: a deployment {COSTS.deployment_s:.0f} s, a load point's overhead "
@@ -269,9 +339,14 @@ def main() -> None:
         f"{base.sample_margin:g} x the requests the percentile needs, one start); capacity "
         f"between starts sd {spread:.3f} (log, repeats {replay})"
     )
+    limit = (
+        analytic_ceiling(law, truths, replay)
+        if law is not None
+        else ceiling(configs, truths, slo, replay)
+    )
     print(
         f"ceiling: answering each deployed start's own capacity exactly would be within "
-        f"10% of the truth in {ceiling(configs, truths, slo, replay):.1%} of searches"
+        f"10% of the truth in {limit:.1%} of searches"
     )
 
     if args.choose:

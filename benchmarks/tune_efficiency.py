@@ -30,6 +30,7 @@ import argparse
 import math
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,6 +46,11 @@ from tunebench.points.capacity import RatePoint, sustained_capacity  # noqa: E40
 from tunebench.points.slo import slo_from_items  # noqa: E402
 from tunebench.replay.noisy import RecordedGrid, held_out_capacity, run_spread  # noqa: E402
 from tunebench.spec.models import Tune  # noqa: E402
+from tunebench.testing.queueing import (  # noqa: E402
+    TUNING_SHAPES,
+    analytic_capacity,
+    make_queueing_grid,
+)
 from tunebench.tune.replay import (  # noqa: E402
     NoisyCapacityEvaluator,
     SearchRules,
@@ -150,18 +156,41 @@ def main() -> None:
         help="SLO instead of the recorded one, e.g. ttft_ms.p90=30 (repeatable); the truth "
         "is recomputed from the held-out requests",
     )
+    parser.add_argument(
+        "--synthetic",
+        choices=sorted(TUNING_SHAPES),
+        help="a grid recorded from a queueing law where vLLM's defaults are not the best "
+        "(tunebench/testing/queueing.py), graded against the law's capacities",
+    )
+    parser.add_argument(
+        "--sampler",
+        action="append",
+        choices=("tpe", "random"),
+        help="which samplers to run (default: both)",
+    )
     args = parser.parse_args()
     began = time.monotonic()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    law = None
+    if args.synthetic:
+        law = TUNING_SHAPES[args.synthetic]()
+        args.grid = make_queueing_grid(Path(tempfile.mkdtemp()), law, args.synthetic).path
     grid = RecordedGrid(args.grid)
     slo = slo_from_items(args.slo) if args.slo else grid.slo
     replay, held = grid.repeats[:-1], grid.repeats[-1:]
+    if law is not None:  # the truth is the law's: every start may be deployed
+        replay = grid.repeats
     configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
     truths = {}
     for config in configs:
+        if law is not None:
+            truths[config.label] = analytic_capacity(
+                next(q for q in law.configs if q.label == config.label), law
+            )
+            continue
         truth = held_out_capacity(config, held, slo)
         truths[config.label] = 0.0 if truth is None or truth.kind == "below" else truth.rate
-    spread = run_spread(configs, replay, slo)
+    spread = law.spread if law is not None else run_spread(configs, replay, slo)
     band = 1.96 * math.sqrt(2) * spread
     best_label = max(truths, key=lambda label: truths[label])
     best = truths[best_label]
@@ -173,8 +202,10 @@ def main() -> None:
     top = max(w.target for c in configs for s in c.starts.values() for w in s.windows)
     rules = SearchRules(window_s=args.window, max_rate=top)  # the recording's client limit
     print(f"grid: {args.grid} ({len(configs)} configurations), SLO {slo}")
+    where = f"the law's ({args.synthetic})" if law is not None else f"held-out (repeat {held})"
     print(
-        f"held-out truth (repeat {held}): best {best_label} {best:.3g} req/s; between-start "
+        f"truth {where}: best {best_label} {best:.3g} req/s; defaults "
+        f"{truths.get('defaults', float('nan')) / best:.0%} of it; between-start "
         f"spread sd {spread:.3f} (log) -> best set within {band:.1%} (log): "
         f"{', '.join(sorted(best_set))}"
     )
@@ -188,7 +219,7 @@ def main() -> None:
         f"\n{args.seeds} seeds; tuner and random search stop after {args.trials} deployments; "
         f"settings: {rules}"
     )
-    for name, run in (
+    strategies = (
         (
             "tuner (TPE, baseline first)",
             lambda seed: run_study(
@@ -205,7 +236,11 @@ def main() -> None:
             "full grid (recorded rates)",
             lambda seed: full_grid(grid, slo, replay, rules, seed, best_set),
         ),
-    ):
+    )
+    chosen = set(args.sampler or ["tpe", "random"]) | {"grid"}
+    for (name, run), key in zip(strategies, ("tpe", "random", "grid")):
+        if key not in chosen:
+            continue
         reach, spent, right = [], [], []
         for seed in range(args.seeds):
             first, total, pick_right = run(seed)
