@@ -8,8 +8,9 @@ are the server's: its CUDA_VISIBLE_DEVICES (indices or UUIDs), else every GPU.
 
 from __future__ import annotations
 
+import time
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from tunebench.energy.sampler import SamplingMeter
 
@@ -33,6 +34,7 @@ def nvml_meter(
     cuda_visible_devices: str | None = None,
     interval_s: float = 1.0,
     nvml: Any = None,
+    clock: Callable[[], float] = time.time,
 ) -> SamplingMeter | str:
     """A meter of the server's GPUs, or why there is none (no NVML, no GPU)."""
     nvml = nvml if nvml is not None else _load_nvml()
@@ -64,8 +66,12 @@ def nvml_meter(
         for handle in handles.values():
             nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
     except nvml.NVMLError:  # pre-Volta: power only
-        return SamplingMeter(_power_reader(nvml, handles), "power", "nvml", devices, interval_s)
-    return SamplingMeter(_energy_reader(nvml, handles), "counter", "nvml", devices, interval_s)
+        return SamplingMeter(
+            _power_reader(nvml, handles), "power", "nvml", devices, interval_s, clock
+        )
+    return SamplingMeter(
+        _energy_reader(nvml, handles), "counter", "nvml", devices, interval_s, clock
+    )
 
 
 def _energy_reader(nvml: Any, handles: dict[str, Any]):
