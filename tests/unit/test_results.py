@@ -172,3 +172,14 @@ def test_missing_compare_json_is_one_line_error(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr
+
+
+def test_a_comparison_without_a_gate_is_unverified_where_the_candidate_was_not_compared():
+    from tunebench.analysis.best import compare_verdict
+
+    fine = {"rows": [{"verdict": "no significant change"}], "missing": []}
+    assert compare_verdict(fine) == "no-regression"
+    both_invalid = {"rows": [{"verdict": "excluded (A invalid: x; B invalid: y)"}]}
+    assert compare_verdict(both_invalid) == "unverified"
+    assert compare_verdict({"rows": [], "missing": [{"point": "concurrent 8"}]}) == "unverified"
+    assert compare_verdict({"rows": [{"verdict": "worse"}]}) == "regression"

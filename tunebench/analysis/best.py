@@ -303,6 +303,7 @@ def compare_verdict(comparison: dict[str, Any]) -> str:
     # fail closed without a gate too: a candidate point that is missing or invalid was not
     # compared, so "no regression" would be a claim nothing checked
     blind = comparison.get("missing") or any(
-        str(r.get("verdict", "")).startswith("excluded (B invalid") for r in rows
+        str(r.get("verdict", "")).startswith("excluded (") and "B invalid: " in str(r["verdict"])
+        for r in rows
     )
     return "unverified" if blind else "no-regression"
