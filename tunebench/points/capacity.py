@@ -27,7 +27,7 @@ below a pass contradicts itself and is re-probed too, so one unlucky window no l
 the search for good. The answer comes with its bracket (`interval`), and no probability:
 the noise model's own probability that the capacity lies inside it was not calibrated
 (per band of what it stated, the share of brackets holding the true capacity differed by
-up to 40 points on synthetic queueing servers), so none is reported.
+up to 38 points on synthetic queueing servers), so none is reported.
 Probe windows are sized so the SLO percentile has the requests it needs (`probe_seconds`).
 """
 
