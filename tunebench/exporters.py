@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.errors import UsageError
+from tunebench.load.vllm_bench_report import LABEL_KEY, REPEAT_KEY
 from tunebench.numbers import to_float
 from tunebench.store.layout import RunLayout
 from tunebench.store.run import RunStore, read_requests
@@ -72,10 +73,6 @@ def _f(row: dict, column: str) -> float | None:
 
 def _values(samples: list[dict], column: str) -> list[float]:
     return [v for v in (to_float(s.get(column)) for s in samples) if v is not None]
-
-
-LABEL_KEY = "tunebench_config_label"
-REPEAT_KEY = "tunebench_repeat"
 
 
 def vllm_bench_result(row: dict, samples: list[dict]) -> dict[str, Any]:

@@ -304,7 +304,6 @@ def measure_change(
     a: _Evidence,
     b: _Evidence,
     confidence: float,
-    rng: np.random.Generator,
     run_cv: float = DEFAULT_RUN_CV,
 ) -> stats.Change:
     """The change of `metric` from A to B with the method the evidence allows."""
@@ -424,7 +423,6 @@ def compare_sides(
 ) -> Comparison:
     if len(sides) < 2:
         raise TunebenchError("compare needs at least two runs or two configurations")
-    rng = np.random.default_rng(seed)
     extra = [k for k in key if k not in LOAD_KEY]
     group_key = [ALIGN, *extra]
     baseline = sides[0]
@@ -493,7 +491,7 @@ def compare_sides(
                     )
                     text = f"{EXCLUDED} ({change.note})"
                 else:
-                    change = measure_change(metric, a, b, confidence, rng, run_cv)
+                    change = measure_change(metric, a, b, confidence, run_cv)
                     text = verdict(metric, change, min_change_pct)
                     pool = (*(where[k] for k in extra), metric.name)
                     compared.setdefault(pool, []).append(_Compared(a, b, change, limited))

@@ -86,14 +86,13 @@ def regression_gate(
     alpha = 1 - confidence
     rejected = stats.holm(p_values, alpha)
     failing = [index for index, hit in zip(gated, rejected) if hit]
-    causes = _causes(result, invalid, gated, allow_missing, allow_invalid)
-    if unverified and not allow_unverified:
-        (candidate, point), why = next(iter(unverified.items()))
-        causes.insert(
-            len(causes) - (not gated),
-            f"{len(unverified)} candidate point(s) unverified (first: {candidate} {point}: "
-            f"{why}); --allow-unverified accepts that",
-        )
+    causes = _causes(
+        result,
+        gated,
+        {} if allow_invalid else invalid,
+        {} if allow_unverified else unverified,
+        allow_missing,
+    )
     opted_out = [
         name
         for name, used, seen in (
@@ -166,12 +165,13 @@ def _point_name(row: pd.Series) -> str:
 
 def _causes(
     result: Comparison,
-    invalid: dict[tuple[str, str], str],
     gated: list[int],
+    invalid: dict[tuple[str, str], str],
+    unverified: dict[tuple[str, str], str],
     allow_missing: bool,
-    allow_invalid: bool,
 ) -> list[str]:
-    """One line per reason the gate cannot pass, beside a regression."""
+    """One line per reason the gate cannot pass, beside a regression (`invalid` and
+    `unverified`: the candidate points not accepted by name)."""
     causes = []
     if result.missing and not allow_missing:
         causes.append(
@@ -179,12 +179,16 @@ def _causes(
             f"({', '.join(describe_missing(m) for m in result.missing[:4])}"
             f"{', ...' if len(result.missing) > 4 else ''}); --allow-missing accepts that"
         )
-    if invalid and not allow_invalid:
-        (candidate, point), why = next(iter(invalid.items()))
-        causes.append(
-            f"{len(invalid)} candidate point(s) invalid (first: {candidate} {point}: {why}); "
-            "--allow-invalid accepts that"
-        )
+    for found, what, option in (
+        (invalid, "invalid", "--allow-invalid"),
+        (unverified, "unverified", "--allow-unverified"),
+    ):
+        if found:
+            (candidate, point), why = next(iter(found.items()))
+            causes.append(
+                f"{len(found)} candidate point(s) {what} (first: {candidate} {point}: {why}); "
+                f"{option} accepts that"
+            )
     if not gated:
         causes.append("no row could be judged: nothing was compared")
     return causes
@@ -263,8 +267,14 @@ def _reach(
     higher_is_worse: bool,
     power: float,
 ) -> float:
-    reach = (float(sps.t.ppf(1 - alpha, df)) + float(sps.t.ppf(power, df))) * max(se, 0.0)
+    reach = float(_t_reach(se, df, alpha, power))
     return _beyond_threshold(additive, reach, threshold, higher_is_worse)
+
+
+def _t_reach(se: Any, df: Any, alpha: float, power: float = DETECTION_POWER) -> Any:
+    """How far beyond a threshold a t-distributed estimate's true value must lie to be
+    caught at one-sided `alpha` with probability `power` (scalars or arrays)."""
+    return (sps.t.ppf(1 - alpha, df) + sps.t.ppf(power, df)) * np.maximum(se, 0.0)
 
 
 def _beyond_threshold(
@@ -301,9 +311,9 @@ def _detectable(
     if not usable:
         return {}
     # one vectorised t quantile for every row (thousands of rows: one call, not thousands)
-    se = np.array([max(change._t[1], 0.0) for _, change in usable])  # type: ignore[index]
+    se = np.array([change._t[1] for _, change in usable])  # type: ignore[index]
     df = np.array([change._t[2] for _, change in usable])  # type: ignore[index]
-    reach = (sps.t.ppf(1 - per_row_alpha, df) + sps.t.ppf(DETECTION_POWER, df)) * se
+    reach = _t_reach(se, df, per_row_alpha)
     best: dict[str, tuple[float, dict[str, Any], stats.Change, float, bool]] = {}
     for (record, change), distance in zip(usable, reach):
         metric = METRICS[record["metric"]]

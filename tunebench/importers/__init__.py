@@ -33,6 +33,7 @@ from tunebench.importers.inference_perf import (
     stage_files,
 )
 from tunebench.load.guidellm_report import client_columns, request_samples, strategy_of
+from tunebench.load.vllm_bench_report import LABEL_KEY, REPEAT_KEY
 from tunebench.load.vllm_bench_report import client_columns as vllm_bench_columns
 from tunebench.load.vllm_bench_report import request_samples as vllm_bench_samples
 from tunebench.points.columns import SERVER_COLUMNS
@@ -129,12 +130,6 @@ def guidellm_points(data: dict) -> list[tuple[dict, list[dict]]]:
             )
         )
     return out
-
-
-# metadata keys (`vllm bench serve --metadata KEY=VALUE`; tunebench export writes them)
-# naming the configuration and repeat of a point
-LABEL_KEY = "tunebench_config_label"
-REPEAT_KEY = "tunebench_repeat"
 
 
 def vllm_bench_point(data: dict) -> tuple[dict, list[dict]]:

@@ -13,6 +13,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+# Keys `vllm bench serve --metadata KEY=VALUE` adds to its result: which configuration and
+# repeat a point belongs to (tunebench export writes them, tunebench import reads them).
+LABEL_KEY = "tunebench_config_label"
+REPEAT_KEY = "tunebench_repeat"
+
 
 def _ms(data: dict, stat: str, name: str) -> float | None:
     value = data.get(f"{stat}_{name}_ms")

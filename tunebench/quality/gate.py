@@ -58,8 +58,9 @@ def judge(found: Divergence, thresholds: Thresholds, speculative: bool) -> list[
         ("mean KL", found.mean_kl, thresholds.max_mean_kl, False, " nats"),
         ("mean total variation", found.mean_tv, thresholds.max_mean_tv, False, ""),
         ("top-1 agreement", found.top1_agreement, thresholds.min_top1_agreement, True, ""),
-        ("token agreement", _beyond(found, mean=True), thresholds.min_token_agreement, True, ""),
-        ("median agreement", _beyond(found, mean=False), thresholds.min_median_agreement, True, ""),
+        # near-ties count as agreeing (divergence.py)
+        ("token agreement", found.agreement_beyond_ties, thresholds.min_token_agreement, True, ""),
+        ("median agreement", found.median_beyond_ties, thresholds.min_median_agreement, True, ""),
         ("exact match", found.exact_match, thresholds.min_exact_match, True, ""),
     )
     ties = f" ({found.near_ties} near-tie(s) counted as agreeing)" if found.near_ties else ""
@@ -76,15 +77,3 @@ def judge(found: Divergence, thresholds: Thresholds, speculative: bool) -> list[
         if not at_least and value > limit:
             reasons.append(f"{name} {value:.3g}{unit} > {limit:g}")
     return reasons
-
-
-def _beyond(found: Divergence, mean: bool) -> float | None:
-    """The answers' agreement with near-ties counted as agreeing (divergence.py); the raw
-    figure where the answers carried no logprobs to tell a tie."""
-    if mean:
-        return (
-            found.token_agreement
-            if found.agreement_beyond_ties is None
-            else found.agreement_beyond_ties
-        )
-    return found.median_agreement if found.median_beyond_ties is None else found.median_beyond_ties

@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from tunebench.numbers import to_float
 from tunebench.redact import redact_text
 from tunebench.report.formats import number
 from tunebench.report.text import describe_capacity
@@ -66,7 +65,8 @@ class ConsoleReporter:
             f"conc {number(row.get('achieved_concurrency'))}, "
             f"TTFT p50 {number(row.get('ttft_p50_ms'))} ms, "
             f"{number(row.get('output_tok_s'), 0)} tok/s, "
-            f"{_count(row.get('requests_ok'))} ok / {_count(row.get('requests_failed'))} "
+            # whole requests: a replay interpolates expected counts (26.33)
+            f"{number(row.get('requests_ok'), 0)} ok / {number(row.get('requests_failed'), 0)} "
             f"failed{flag}"
         )
 
@@ -103,9 +103,3 @@ class ConsoleReporter:
 
     def close(self):
         self._stop_spin()
-
-
-def _count(value: object) -> str:
-    """A request count as a whole number (a replay interpolates expected counts: 26.33)."""
-    number = to_float(value)
-    return "-" if number is None else str(int(round(number)))
