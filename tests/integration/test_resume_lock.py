@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 from tests.conftest import FIXTURES, REPO, run_cli
@@ -144,11 +143,18 @@ def test_a_killed_process_leaves_no_stale_lock(tmp_path):
 
     run = full_run(tmp_path)
     code = (
-        f"from tunebench.store.run import RunStore; import os, signal; "
+        f"from tunebench.store.run import RunStore; import os, signal, sys; "
         f"RunStore.open(__import__('pathlib').Path({str(run)!r})).acquire_lock(); "
-        "os.kill(os.getpid(), signal.SIGKILL)"
+        "print('locked', flush=True); os.kill(os.getpid(), signal.SIGKILL)"
     )
-    subprocess.run([sys.executable, "-c", code], check=False)
+    child = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True
+    )
+    # it held the lock and died of the signal (not of an error before taking it)
+    assert child.stdout.strip() == "locked" and child.returncode == -9, (
+        child.returncode,
+        child.stderr,
+    )
     RunStore.open(run).acquire_lock().release_lock()  # the kernel released it with the process
 
 
@@ -170,11 +176,43 @@ def test_resume_with_a_spec_file_given_too_is_a_usage_error(tmp_path):
 
 
 def test_kept_and_new_samples_share_the_requests_file(tmp_path):
-    run = full_run(tmp_path)
-    shutil.copy(run / "points.csv", tmp_path / "all.csv")
-    interrupt_after(run, keep_rows=4)
-    assert run_cli("sweep", "--resume", str(run), "--no-report").returncode == 0
-    assert len(read_points(run)) == len(read_points_file(tmp_path / "all.csv"))
+    # a noisy replay keeps per-request samples, as a real server's run does
+    spec = tmp_path / "noisy.yaml"
+    spec.write_text(f"""
+name: resume-noisy
+model: builtin:tiny-llama
+deployment: {{kind: replay, run: {FIXTURES / "grid-cpu-repeats"}, noisy: true, seed: 3}}
+server:
+  args: {{max-model-len: 512}}
+  variants:
+    - {{name: a, args: {{max-num-seqs: 2, max-num-batched-tokens: 32}}}}
+    - {{name: b, args: {{max-num-seqs: 2, max-num-batched-tokens: 128}}}}
+load:
+  data: {{kind: synthetic, prompt_tokens: 256, output_tokens: 32}}
+  profiles: [{{kind: poisson, rate: [1, 2], max_seconds: 20}}]
+slo: {{ttft_ms: {{p90: 60}}}}
+""")
+    runs = tmp_path / "runs"
+    assert run_cli("sweep", str(spec), "-o", str(runs), "--no-report").returncode == 0
+    run = next(runs.iterdir())
+    interrupt_after(run, keep_rows=3)  # a done; b's first point kept, its second in flight
+    kept = read_points_file(run / "requests" / "c2.csv")
+    assert {r["point_id"] for r in kept} == {"poisson-1", "poisson-2"}
+    result = run_cli("sweep", "--resume", str(run), "--no-report")
+    assert result.returncode == 0, result.stderr
+    after = read_points_file(run / "requests" / "c2.csv")
+    counts = {p: sum(r["point_id"] == p for r in after) for p in ("poisson-1", "poisson-2")}
+    points = {r["point_id"]: r for r in read_points(run) if r["config_id"] == "c2"}
+    # one file per configuration: the kept point's samples and the re-measured point's, each
+    # once, as many as its point counts (the in-flight point's old samples are dropped)
+    assert [r for r in after if r["point_id"] == "poisson-1"] == [
+        r for r in kept if r["point_id"] == "poisson-1"
+    ]
+    for point_id, count in counts.items():
+        requests = float(points[point_id]["requests_ok"]) + float(
+            points[point_id]["requests_failed"]
+        )
+        assert count == round(requests), (point_id, count, requests)
 
 
 def read_points_file(path: Path) -> list[dict]:

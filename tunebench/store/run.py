@@ -212,7 +212,7 @@ class RunStore:
         """Per-request samples of one point, in requests/<config>.csv (rewritten atomically)."""
         with self._writing:
             if config_id not in self._requests:  # a resumed run: keep earlier attempts' rows
-                self._requests[config_id] = read_csv(self.layout.requests(config_id))
+                self._requests[config_id] = self._stored_requests(config_id)
             self._requests[config_id].extend(
                 {"point_id": point_id, "repeat": repeat, **s} for s in samples
             )
@@ -220,6 +220,21 @@ class RunStore:
                 self.layout.requests(config_id),
                 csv_text(list(REQUEST_COLUMNS), self._requests[config_id]),
             )
+
+    def _stored_requests(self, config_id: str) -> list[dict[str, Any]]:
+        """Earlier attempts' samples of points that are stored: a point in flight when the
+        run stopped has samples but no row, and is measured again (its old samples would
+        pool with the new ones)."""
+        stored = {
+            (r.get("point_id"), str(int(float(r.get("repeat") or 1))))
+            for r in self.rows
+            if r.get("config_id") == config_id
+        }
+        return [
+            s
+            for s in read_csv(self.layout.requests(config_id))
+            if (s.get("point_id"), str(int(float(s.get("repeat") or 1)))) in stored
+        ]
 
     # -- other files --------------------------------------------------------------------
     def write_text(self, path: Path | str, text: str, secrets: list[str] | None = None) -> Path:
