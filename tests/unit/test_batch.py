@@ -200,3 +200,12 @@ def test_an_unexpected_error_leaves_a_batch_run_failed_not_interrupted(tmp_path,
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["kind"] == "batch" and manifest["status"] == "failed"
     assert manifest["attempts"][0]["status"] == "failed"
+
+
+def test_the_shipped_recipes_are_what_their_generator_writes(capsys, monkeypatch):
+    from tunebench.batch import recipes
+
+    shipped = (REPO / "sweeps" / "data" / "recipes.jsonl").read_text()
+    monkeypatch.setattr("sys.argv", ["recipes", str(len(shipped.splitlines()))])
+    recipes.main()
+    assert capsys.readouterr().out == shipped

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, invoke
 from tunebench.points.diagnosis import (
     RULES,
     THRESHOLDS,
@@ -177,3 +177,23 @@ def test_explain_on_a_run_with_server_metrics_reads_them(tmp_path, cli):
     assert said.returncode == 0, said.stderr
     assert "cannot diagnose" not in said.stdout
     assert said.stdout.count("c1") >= 1 and said.stdout.count("c2") >= 1
+
+
+def test_explain_on_a_recorded_run_with_repeats_names_each_point_once():
+    # grid-cpu-repeats: 3 starts of every configuration, the same point ids in each
+    result = invoke("explain", str(FIXTURES / "grid-cpu-repeats"), "mns1-mnbt32")
+    assert result.returncode == 0, result.stderr
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    at_lines = [line for line in lines if line.startswith("at:")]
+    assert at_lines, result.stdout
+    for line in at_lines:
+        points = line.removeprefix("at:").split(",")
+        assert len(points) == len(set(points)), line
+    assert "scheduler-limited" in result.stdout and "max-num-seqs" in result.stdout
+
+
+def test_explain_of_a_directory_that_is_no_run_is_a_one_line_error(tmp_path):
+    result = invoke("explain", str(tmp_path))
+    assert result.returncode == 1
+    assert not result.stdout and "no run" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

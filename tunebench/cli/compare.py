@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare(
         runs: List[str] = typer.Argument(
-            ..., metavar="RUN...", help="Baseline run first, then the runs to compare with it."
+            ..., metavar="RUN", help="Baseline run first, then the runs to compare with it."
         ),
         by: Optional[str] = typer.Option(
             None, "--by", help="Compare the configurations inside one run by this server arg."

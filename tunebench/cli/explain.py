@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
     def explain(
         run: str = typer.Argument(..., metavar="RUN", help="Run path, id or unique part of it."),
         config: Optional[str] = typer.Argument(
-            None, metavar="[CONFIG]", help="One configuration: its id (c2) or label."
+            None, metavar="CONFIG", help="One configuration: its id (c2) or label."
         ),
         as_json: bool = typer.Option(False, "--json", help="The findings as JSON."),
         root: Optional[Path] = root_option(),

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     def import_(
         files: List[Path] = typer.Argument(
             ...,
-            metavar="PATH...",
+            metavar="PATH",
             help="GuideLLM report(s) (0.3-0.8, JSON/YAML), vllm bench serve result JSON, an "
             "AIPerf artifact directory or profile_export_aiperf.json, an inference-perf report "
             "directory or stage file.",

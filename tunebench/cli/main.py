@@ -7,6 +7,7 @@ spec, 1 otherwise); Ctrl-C and SIGTERM exit 130 after teardown; anything unexpec
 
 from __future__ import annotations
 
+import inspect
 import signal
 import sys
 import time
@@ -70,7 +71,24 @@ def _register_commands() -> None:
     results.register(app)
     upload.register(app)
     demo_model.register(app)
+    for command in app.registered_commands:
+        if command.help is None and command.callback is not None:
+            command.help = reflowed_help(command.callback.__doc__ or "")
     _registered = True
+
+
+def reflowed_help(doc: str) -> str:
+    """A docstring's prose paragraphs on one line each, so that the terminal wraps them at
+    its own width (Typer keeps a paragraph's line breaks, and an 80-column terminal then
+    breaks each source line again, mid-sentence); a paragraph with indented lines (examples,
+    lists) keeps its lines."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(
+        paragraph
+        if any(line[:1].isspace() for line in paragraph.splitlines()[1:])
+        else " ".join(line.strip() for line in paragraph.splitlines())
+        for paragraph in paragraphs
+    )
 
 
 def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001

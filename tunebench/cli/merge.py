@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     @app.command("merge")
     def merge(
         runs: list[str] = typer.Argument(
-            ..., metavar="RUN...", help="The parts: run ids, unique parts of them, or paths."
+            ..., metavar="RUN", help="The parts: run ids, unique parts of them, or paths."
         ),
         root: Optional[Path] = root_option("Where the merged run is stored (default reports/)."),
         report: bool = typer.Option(

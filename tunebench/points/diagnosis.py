@@ -256,7 +256,7 @@ class ConfigFinding:
     rule: str
     cause: str
     suggestion: str
-    points: tuple[str, ...]  # where it fired; the cause quotes the strongest
+    points: tuple[str, ...]  # where it fired, each point once (repeats share an id)
 
 
 def diagnose_run(rows: list[dict[str, Any]], configs: list[dict[str, Any]]) -> list[ConfigFinding]:
@@ -279,7 +279,7 @@ def diagnose_run(rows: list[dict[str, Any]], configs: list[dict[str, Any]]) -> l
                     rule_id,
                     strongest.cause,
                     strongest.suggestion,
-                    tuple(point for _, point in hits),
+                    tuple(dict.fromkeys(point for _, point in hits)),
                 )
             )
     return out
