@@ -17,18 +17,59 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
-    """`tunebench ARGS` in its own process, as a user runs it; a CompletedProcess (text)."""
+    """`tunebench ARGS` in its own process, as a user runs it; a CompletedProcess (text).
+
+    It runs in its own process group. At `timeout` it is stopped as a user's Ctrl-C would
+    (SIGINT: its teardown stops the servers and load generators it started), then by force
+    with every process it started, and subprocess.TimeoutExpired is raised."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("COLUMNS", "200")
-    return subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, "-m", "tunebench.cli.main", *args],
         cwd=cwd or REPO,
         env=full_env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = stop_process_tree(process)
+        raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
+    except BaseException:
+        stop_process_tree(process)
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def stop_process_tree(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str, str]:
+    """Stop a process started in its own session and everything it started: SIGINT to its
+    group (its own teardown), then SIGKILL to its group and to the group of every process
+    it had started (servers and load generators run in groups of their own)."""
+    import signal
+
+    import psutil
+
+    try:
+        started = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        started = []
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    try:
+        stdout, stderr = process.communicate(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+    for child in started:
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if child.is_running():
+                os.killpg(os.getpgid(child.pid), signal.SIGKILL)
+    return stdout or "", stderr or ""
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ training text) and cached; a finished build is marked so a half-written one is r
 
 from __future__ import annotations
 
+import fcntl
 import random
 import shutil
 import tempfile
@@ -93,13 +94,24 @@ def build_demo_model(output: Path | None = None, name: str = DEFAULT_BUILTIN) ->
     output = Path(output) if output else default_model_path(name)
     if is_built(output):
         return output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    # one builder at a time (parallel test workers, two sweeps starting together): the
+    # others wait, then find the finished build
+    with open(output.parent / f".{output.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_built(output):
+            return output
+        _build_locked(output, recipe)
+    return output
+
+
+def _build_locked(output: Path, recipe: TinyModelRecipe) -> None:
     if output.exists() and any(output.iterdir()):
         if not (output / "config.json").exists():
             raise TunebenchError(
                 f"{output}: exists and is not a tunebench model; choose an empty --output"
             )
         shutil.rmtree(output)  # an unfinished build of ours
-    output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=output.parent))
     try:
         _build_into(staging, recipe)
@@ -108,7 +120,6 @@ def build_demo_model(output: Path | None = None, name: str = DEFAULT_BUILTIN) ->
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    return output
 
 
 def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.conftest import stop_process_tree
+
 REPO = Path(__file__).resolve().parent.parent.parent
 PIPELINES = REPO / "pipelines"
 _VARIABLE = re.compile(r"\$\(([^)]+)\)")
@@ -104,14 +106,23 @@ def run_step(
     full["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full.get('PATH', '')}"
     full.setdefault("COLUMNS", "200")
     full.update(env)
+    process = subprocess.Popen(
+        ["bash", str(script)],
+        cwd=cwd,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # stopped with everything it started (tests/conftest.py)
+    )
     try:
-        return subprocess.run(
-            ["bash", str(script)],
-            cwd=cwd,
-            env=full,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = stop_process_tree(process)
+        raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
+    except BaseException:
+        stop_process_tree(process)
+        raise
     finally:
         script.unlink()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

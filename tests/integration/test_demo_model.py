@@ -43,3 +43,23 @@ def test_refuses_a_foreign_directory(tmp_path, cli):
     assert result.returncode == 1
     assert "exists and is not a tunebench model" in result.stderr
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_two_builds_at_once_both_end_with_the_one_model(tmp_path):
+    import subprocess
+    import sys
+
+    target = tmp_path / "model"
+    builds = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tunebench.cli.main", "demo-model", "--output", str(target)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outcomes = [b.communicate(timeout=300) + (b.returncode,) for b in builds]
+    assert all(code == 0 for _, _, code in outcomes), outcomes
+    assert (target / "model.safetensors").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".building-")]
