@@ -271,7 +271,22 @@ def interacting_tuning_grid() -> QueueingGrid:
     return _tuning_grid(service, 0.7)
 
 
+def cliff_tuning_grid() -> QueueingGrid:
+    """Capacity grows with max-num-seqs until the batch no longer fits the KV cache, then
+    falls off a cliff (preemption: requests are evicted and recomputed); more batched
+    tokens help up to 512 and cost KV space, moving the cliff one step down. The best is
+    right at the edge (16 sequences with 128 tokens); the defaults at 0.7 of it."""
+
+    def service(seqs: int, tokens: int) -> float:
+        edge = 16 if tokens < 512 else 8  # the largest batch that still fits
+        rate = 2.0 + 8.0 * math.log2(min(seqs, edge)) / 4 + (1.0 if tokens >= 128 else 0.0)
+        return rate if seqs <= edge else rate * 0.3
+
+    return _tuning_grid(service, 0.7)
+
+
 TUNING_SHAPES = {
+    "cliff": cliff_tuning_grid,
     "knee": knee_tuning_grid,
     "plateau": plateau_tuning_grid,
     "interacting": interacting_tuning_grid,
