@@ -36,15 +36,18 @@ class PlantedProxy:
         self.cut = 0
         self._client: httpx.AsyncClient | None = None
         self._draining: set[asyncio.Task] = set()
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        # bound here and handed to uvicorn: no window for another process to take the port
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
         app = Starlette(
             routes=[Route("/{path:path}", self._forward, methods=["GET", "POST"])],
         )
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(app, log_level="warning")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -62,6 +65,7 @@ class PlantedProxy:
     def __exit__(self, *exc) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
+        self._socket.close()
 
     async def _forward(self, request: Request) -> Response:
         if self._client is None:

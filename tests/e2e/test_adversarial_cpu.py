@@ -213,7 +213,10 @@ def test_a_starved_client_is_flagged(tmp_path, guarded_server, budget):
             )
             for _ in range(6)
         ]
+        # the 8-s point, starved: GuideLLM's own deadline and a fresh worker at most
+        deadline = time.monotonic() + budget.first_point(8)
         while sweep.poll() is None:
+            assert time.monotonic() < deadline, "the starved point never ended"
             pin_group(pgid, core)
             time.sleep(0.2)
         _, stderr = sweep.communicate(timeout=60)

@@ -100,8 +100,16 @@ def in_second_point(runs: Path, process, budget: Budget, server_starts: int = 0)
         "the first point",
         process,
     )
-    time.sleep(1.5)
+    wait_for(lambda: point_started(run, 2), budget.first_point(4), "the second point", process)
     return run, manifest_of(run)["configs"][0]
+
+
+def point_started(run: Path, streams: int) -> bool:
+    """GuideLLM logged the start of the point at `streams` (its own log line)."""
+    return any(
+        f"strategy: concurrent@{streams}" in log.read_text(errors="replace")
+        for log in run.glob("guidellm/*/*.log")
+    )
 
 
 def assert_gone(*pgids: int | None) -> None:
@@ -197,7 +205,7 @@ def test_a_bad_day_on_an_endpoint(tmp_path, guarded_server, budget):
             "the redone point",
             process,
         )
-        time.sleep(1.5)  # into the third point
+        wait_for(lambda: point_started(run, 3), budget.first_point(4), "the third point", process)
         process.send_signal(signal.SIGTERM)  # what a pod's deletion or `kill` delivers
         stdout, stderr = finish(process, 90)
     finally:

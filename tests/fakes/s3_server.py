@@ -69,9 +69,10 @@ def _set_auth(endpoint: str, count: str) -> None:
 
 def serve_s3() -> Iterator["S3"]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    # port 0: the server binds a free port itself (no window for another process to take it)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    host, port = server.get_host_and_port()
     endpoint = f"http://127.0.0.1:{port}"
     try:
         bootstrap = dict(

@@ -64,9 +64,58 @@ class Exporter:
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def count(self, text: str) -> int:
+        return sum(served == text for _, served in self.served)
+
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def wait_until(condition, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def newest_sample(url: str) -> float:
+    """The time of the newest power sample Prometheus holds (0 before the first)."""
+    answer = httpx.get(
+        f"{url}/api/v1/query", params={"query": "max(timestamp(DCGM_FI_DEV_POWER_USAGE))"}
+    ).json()
+    result = answer.get("data", {}).get("result", [])
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def start_prometheus(binary: str, work, attempts: int = 3):
+    """Prometheus on a free port, ready; picked again when another process took the port
+    between picking it and Prometheus binding it."""
+    for attempt in range(attempts):
+        port = free_port()
+        log = work / f"prometheus-{attempt}.log"
+        process = ManagedProcess(
+            [
+                binary,
+                f"--config.file={work / 'prometheus.yml'}",
+                f"--storage.tsdb.path={work / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            log_path=log,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    return process, url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        process.stop()
+        if "address already in use" not in log.read_text():
+            raise AssertionError(f"prometheus did not become ready: {log.read_text()[-2000:]}")
+    raise AssertionError(f"prometheus found no free port in {attempts} tries")
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +125,6 @@ def scraped(tmp_path_factory):
     assert binary, "Debian's prometheus is missing: run scripts/setup-test-deps.sh"
     work = tmp_path_factory.mktemp("prometheus")
     exporter = Exporter()
-    port = free_port()
     (work / "prometheus.yml").write_text(
         "global:\n"
         f"  scrape_interval: {int(SCRAPE_S * 1000)}ms\n"
@@ -86,32 +134,15 @@ def scraped(tmp_path_factory):
         "    honor_labels: true\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{exporter.port}']}}]\n"
     )
-    process = ManagedProcess(
-        [
-            binary,
-            f"--config.file={work / 'prometheus.yml'}",
-            f"--storage.tsdb.path={work / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        log_path=work / "prometheus.log",
-    )
-    url = f"http://127.0.0.1:{port}"
+    process, url = start_prometheus(binary, work)
+    per_capture = round(3.0 / SCRAPE_S)  # about 3 s of scrapes of each capture
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, (work / "prometheus.log").read_text()[-2000:]
-            time.sleep(0.2)
-        while len(exporter.served) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(3.0)
+        wait_until(lambda: exporter.count(BUSY) >= per_capture + 1, "the busy scrapes")
         exporter.text = IDLE
-        time.sleep(3.0)
-        time.sleep(2 * SCRAPE_S)  # the last scrapes reach the database
+        wait_until(lambda: exporter.count(IDLE) >= per_capture, "the idle scrapes")
+        last = exporter.served[-1][0]
+        # the last scrape is in the database: Prometheus answers with a sample that new
+        wait_until(lambda: newest_sample(url) >= last - SCRAPE_S / 2, "the last scrape stored")
         yield url, exporter
     finally:
         process.stop()

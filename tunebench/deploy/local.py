@@ -52,6 +52,9 @@ _ARGPARSE = re.compile(r"[\w./ -]+: error: ")
 _TRACEBACK_CODE = re.compile(r'(File "|raise |\^+$)')
 
 
+_PORT_TAKEN = "Address already in use"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.bind((host, 0))
@@ -227,7 +230,7 @@ class LocalVllmServer:
             threads_bind=self.settings.cpus or "auto",
         )
 
-    def start(self, config: ServerConfig) -> ServerHandle:
+    def start(self, config: ServerConfig, retry_port: bool = True) -> ServerHandle:
         self.stop()
         model_path = demo.resolve_builtin(config.model)
         port = self.settings.port or free_port(self.settings.host)
@@ -256,7 +259,15 @@ class LocalVllmServer:
             ) from None
         self.last_pgid = self._process.pgid
         launched = time.monotonic()
-        self._wait_healthy(base_url, launched)
+        try:
+            self._wait_healthy(base_url, launched)
+        except DeploymentError as exc:
+            # the free port was taken between picking it and vLLM binding it (another
+            # server starting at the same moment): pick again, once per start
+            if self.settings.port or _PORT_TAKEN not in str(exc) or retry_port is False:
+                raise
+            self.on_status(f"port {port} was taken while vLLM started; starting on another")
+            return self._start_on_a_free_port(config)
         key = config.args.get("api-key")
         remember(key)
         return ServerHandle(
@@ -267,6 +278,9 @@ class LocalVllmServer:
             headers={"Authorization": f"Bearer {key}"} if key else {},
             started_s=time.monotonic() - launched,
         )
+
+    def _start_on_a_free_port(self, config: ServerConfig) -> ServerHandle:
+        return self.start(config, retry_port=False)
 
     def _wait_healthy(self, base_url: str, launched: float) -> None:
         assert self._process is not None
