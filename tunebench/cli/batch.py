@@ -85,8 +85,8 @@ def register(app: typer.Typer) -> None:
         out.print(
             batch_summary(
                 store.run_id,
-                getattr(manifest, "records", None),
-                getattr(manifest, "shards", None),
+                manifest.records,
+                manifest.shards,
                 store.rows,
             )
         )

@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
         )
         for line in capacity_lines(manifest.configs):
             console.print(line)
-        parallel = getattr(manifest, "parallel", None) or {}
+        parallel = manifest.parallel or {}
         if parallel.get("note"):
             console.print(f"[yellow]fair comparison:[/] {parallel['note']}", highlight=False)
         for text in failure_lines(manifest.configs):

@@ -101,6 +101,18 @@ class ConfigEntry(_Open):
     quality: dict[str, Any] | None = None
 
 
+KIND_FIELDS = (
+    "only",
+    "parallel",
+    "merged_from",
+    "hosts_differ",
+    "tune",
+    "trials",
+    "records",
+    "shards",
+)
+
+
 class Manifest(_Open):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -118,6 +130,19 @@ class Manifest(_Open):
     planned_points: list[str] = Field(default_factory=list)
     configs: list[ConfigEntry] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
+    # per run kind (absent elsewhere): a part of a split sweep, its configuration ids
+    only: list[str] | None = None
+    # a sweep measured several configurations at a time: how many, and what that means
+    parallel: dict[str, Any] | None = None
+    # a merged run: its parts, and whether they ran on different hosts
+    merged_from: list[str] | None = None
+    hosts_differ: bool | None = None
+    # a tune run: its objective, study and workers; every trial's row as it ends
+    tune: dict[str, Any] | None = None
+    trials: dict[str, Any] | None = None
+    # a batch run: its records and shards
+    records: int | None = None
+    shards: int | None = None
 
     @classmethod
     def new(
@@ -189,6 +214,9 @@ class Manifest(_Open):
         of secret environment variables, secrets met while running)."""
         data = self.model_dump(mode="json")
         data["schema_version"] = SCHEMA_VERSION
+        for key in KIND_FIELDS:  # a field of another run kind is not written as null
+            if data.get(key) is None:
+                data.pop(key, None)
         return json.dumps(redact(data), indent=2, default=str)
 
     # -- configurations -----------------------------------------------------------------

@@ -82,7 +82,7 @@ def merge_runs(
         varied += [a for a in part.manifest.varied_args if a not in varied]
     hosts = [p.manifest.host for p in parts]
     # parts measured several configurations at a time: the merged run says so too
-    parallel = [getattr(p.manifest, "parallel", None) for p in parts]
+    parallel = [p.manifest.parallel for p in parts]
     parallel = [p for p in parallel if p]
     merged = RunStore.create(
         root,

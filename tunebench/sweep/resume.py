@@ -53,7 +53,7 @@ def resume_sweep(
         spec_data, spec_path = spec_of(manifest)
         spec = validate_spec(spec_data, spec_path)
         plan = kinds.plan(spec, spec_path)
-        only = getattr(manifest, "only", None)
+        only = manifest.only
         if only:  # a part of a split sweep (sweep --only): its configurations only
             plan = dataclasses.replace(
                 plan, configs=[c for c in plan.configs if c.config_id in only]

@@ -117,7 +117,7 @@ def _measure_in_turn(
     outcomes: list[ConfigOutcome] = []
     # A part of a split sweep (--only) may run beside the other parts in the same namespace:
     # each configuration then gets a release of its own, as in parallel.
-    own_names = bool(getattr(store.manifest, "only", None))
+    own_names = bool(store.manifest.only)
     runner = None
     try:
         for index, item in enumerate(work, start=1):

@@ -136,7 +136,7 @@ def run_tune(
         command = "tune"
     else:
         store = resume.acquire_lock()
-        study_name = (getattr(store.manifest, "tune", None) or {}).get("study_name", spec.name)
+        study_name = (store.manifest.tune or {}).get("study_name", spec.name)
         try:
             study = open_study(store.path, study_name, tune, create=False)
         except KeyError:
@@ -147,7 +147,7 @@ def run_tune(
         command = "tune --resume"
     if storage:
         store.record(
-            tune={**(getattr(store.manifest, "tune", None) or {}), "worker": worker_id(store)}
+            tune={**(store.manifest.tune or {}), "worker": worker_id(store)}
         )
     if on_store:
         on_store(store)
@@ -165,7 +165,7 @@ def run_tune(
             )
 
             def on_trial(trial: optuna.trial.FrozenTrial, note: str) -> None:
-                trials_seen = dict(getattr(store.manifest, "trials", None) or {})
+                trials_seen = dict(store.manifest.trials or {})
                 trials_seen[str(trial.number)] = results.trial_row(trial)
                 store.record(trials=trials_seen)
                 reporter.trial_done(trial, note)
