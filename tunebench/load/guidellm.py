@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +23,7 @@ from tunebench.load.guidellm_report import (
     request_samples,
     strategy_of,
 )
-from tunebench.processes import ManagedProcess
+from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
 from tunebench.spec.models import FileData, SyntheticData
@@ -152,10 +149,9 @@ class GuideLLMDriver:
         self.python = python or sys.executable
         self.request_format = request_format
         self.retries = retries
-        self._process: ManagedProcess | None = None
+        self._process: WorkerPipe | None = None
         self._points: list[LoadPoint] = []
         self._work_dir: Path | None = None
-        self._events: queue.Queue[str | None] = queue.Queue()
         self._abort_reason: str | None = None
         self.retried: list[dict[str, str]] = []  # points redone in a fresh worker, and why
         self._usage = ProcessGroupUsage()  # the worker's CPU and run-queue wait per point
@@ -195,12 +191,12 @@ class GuideLLMDriver:
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         env["PYTHONWARNINGS"] = "ignore::FutureWarning"
         try:
-            self._process = ManagedProcess(
+            self._process = WorkerPipe(
                 [self.python, "-m", self.worker_module, str(job_path)],
-                env=env,
-                log_path=work_dir / f"guidellm{suffix}.log",
-                capture_stdout=True,
-                cpus=self.cpus,
+                env,
+                work_dir / f"guidellm{suffix}.log",
+                self.cpus,
+                "guidellm",
             )
         except OSError as exc:
             raise LoadError(
@@ -208,15 +204,6 @@ class GuideLLMDriver:
                 + ("; check load.client_cpus against this host's CPUs" if self.cpus else "")
             ) from None
         self._usage.follow(self._process.pgid)
-        self._events = queue.Queue()
-        process, events = self._process, self._events
-
-        def pump() -> None:
-            for line in process.popen.stdout:
-                events.put(line)
-            events.put(None)
-
-        threading.Thread(target=pump, name="guidellm-events", daemon=True).start()
 
     def _send_go(self, handle: ServerHandle) -> None:
         # Sent through the pipe, so the API key never touches a file or an environment.
@@ -231,13 +218,7 @@ class GuideLLMDriver:
         )
 
     def _send(self, message: dict[str, Any], last: bool = False) -> None:
-        try:
-            self._process.popen.stdin.write(json.dumps(message) + "\n")
-            self._process.popen.stdin.flush()
-            if last:
-                self._process.popen.stdin.close()
-        except OSError:
-            pass  # it died early; _follow reports its exit code and last log line
+        self._process.send(message, last)
 
     def run(
         self,
@@ -291,7 +272,7 @@ class GuideLLMDriver:
             self._process = None
 
     def _follow(self, done, on_result, on_start, next_points) -> None:
-        process, events = self._process, self._events
+        pipe = self._process
         slots = self._slots()
         # the first point also pays for backend validation and data preparation
         first_budget = (
@@ -300,21 +281,16 @@ class GuideLLMDriver:
         deadline = time.monotonic() + first_budget + 2 * self.stall_margin_s
         finished = False
         while True:
-            try:
-                line = events.get(timeout=1.0)
-            except queue.Empty:
+            event = pipe.read()
+            if event is QUIET:
                 if time.monotonic() > deadline:
                     point = slots[min(done, len(slots) - 1)][0]
                     raise _WorkerLost(
                         f"GuideLLM made no progress on {point.point_id}; stopped it", done
                     ) from None
                 continue
-            if line is None:
+            if event is ENDED:
                 break
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # stray output of a library; the log has it
             kind = event.get("event")
             if kind == "start" and event["index"] < len(slots):
                 point, j = slots[event["index"]]
@@ -344,14 +320,9 @@ class GuideLLMDriver:
                     on_start(more[0])
             elif kind == "finished":
                 finished = True
-        try:
-            code = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            code = None
-        if not finished or code != 0:
-            log = process.log_path.read_text(errors="replace") if process.log_path else ""
-            last = [line for line in log.splitlines() if line.strip()][-1:] or ["(no output)"]
-            raise _WorkerLost(f"GuideLLM exited with code {code}: {last[0][:300]}", done)
+        problem = pipe.exit_problem(finished)
+        if problem:
+            raise _WorkerLost(f"GuideLLM {problem}", done)
 
     def _result(self, point: LoadPoint, index: int, path: Path) -> ClientResult:
         try:

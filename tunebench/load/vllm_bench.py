@@ -17,10 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import queue
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +25,7 @@ from typing import Any, Callable
 from tunebench.errors import LoadError
 from tunebench.load.client_usage import ProcessGroupUsage
 from tunebench.load.vllm_bench_report import client_columns, measured_window, request_samples
-from tunebench.processes import ManagedProcess
+from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
 from tunebench.spec.models import FileData, SyntheticData
@@ -103,10 +100,9 @@ class VllmBenchDriver:
         self.python = python or sys.executable
         self.cpus = cpus
         self.retried: list[dict[str, str]] = []  # this driver does not retry
-        self._process: ManagedProcess | None = None
+        self._process: WorkerPipe | None = None
         self._points: list[LoadPoint] = []
         self._work_dir: Path | None = None
-        self._events: queue.Queue[str | None] = queue.Queue()
         self._abort_reason: str | None = None
         self._usage = ProcessGroupUsage()
 
@@ -136,34 +132,19 @@ class VllmBenchDriver:
         env.pop("OPENAI_API_KEY", None)  # only the pipe carries a key (to this worker)
         env["TOKENIZERS_PARALLELISM"] = "false"
         try:
-            self._process = ManagedProcess(
+            self._process = WorkerPipe(
                 [self.python, "-m", self.worker_module, str(job_path)],
-                env=env,
-                log_path=work_dir / "vllm-bench.log",
-                capture_stdout=True,
-                cpus=self.cpus,
+                env,
+                work_dir / "vllm-bench.log",
+                self.cpus,
+                "vllm-bench",
             )
         except OSError as exc:
             raise LoadError(f"cannot start vllm bench: {exc.strerror}") from None
         self._usage.follow(self._process.pgid)
-        process, events = self._process, queue.Queue()
-        self._events = events
-
-        def pump() -> None:
-            for line in process.popen.stdout:
-                events.put(line)
-            events.put(None)
-
-        threading.Thread(target=pump, name="vllm-bench-events", daemon=True).start()
 
     def _send(self, message: dict[str, Any], last: bool = False) -> None:
-        try:
-            self._process.popen.stdin.write(json.dumps(message) + "\n")
-            self._process.popen.stdin.flush()
-            if last:
-                self._process.popen.stdin.close()
-        except OSError:
-            pass  # it died; _follow reports its exit code and last log line
+        self._process.send(message, last)
 
     def run(
         self,
@@ -187,24 +168,19 @@ class VllmBenchDriver:
         self._follow(on_result, on_start, next_points)
 
     def _follow(self, on_result, on_start, next_points) -> None:
-        process, events = self._process, self._events
+        pipe = self._process
         deadline = time.monotonic() + self.import_budget_s
         finished = False
         while True:
-            try:
-                line = events.get(timeout=1.0)
-            except queue.Empty:
+            event = pipe.read()
+            if event is QUIET:
                 if self._abort_reason:
                     raise LoadError(self._abort_reason) from None
                 if time.monotonic() > deadline:
                     raise LoadError("vllm bench made no progress; stopped it") from None
                 continue
-            if line is None:
+            if event is ENDED:
                 break
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
             kind = event.get("event")
             if kind == "start":
                 point = self._points[event["index"]]
@@ -228,14 +204,9 @@ class VllmBenchDriver:
                 finished = True
         if self._abort_reason:
             raise LoadError(self._abort_reason)
-        try:
-            code = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            code = None
-        if not finished or code != 0:
-            log = process.log_path.read_text(errors="replace") if process.log_path else ""
-            last = [line for line in log.splitlines() if line.strip()][-1:] or ["(no output)"]
-            raise LoadError(f"vllm bench exited with code {code}: {last[0][:300]}")
+        problem = pipe.exit_problem(finished)
+        if problem:
+            raise LoadError(f"vllm bench {problem}")
 
     def _result(self, point: LoadPoint, path: Path) -> ClientResult:
         try:
