@@ -46,13 +46,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tunebench.analysis import stats  # noqa: E402
-from tunebench.analysis.compare import (  # noqa: E402
-    DEFAULT_METRICS,
-    DEFAULT_RUN_CV,
-    Side,
-    compare_sides,
-)
-from tunebench.analysis.compare import METRICS as COMPARE_METRICS  # noqa: E402
+from tunebench.analysis.compare import DEFAULT_RUN_CV, Side, compare_sides  # noqa: E402
+from tunebench.analysis.compare_metrics import DEFAULT_METRICS  # noqa: E402
+from tunebench.analysis.compare_metrics import METRICS as COMPARE_METRICS  # noqa: E402
 from tunebench.analysis.frames import load_requests, load_run  # noqa: E402
 from tunebench.analysis.gate import regression_gate  # noqa: E402
 from tunebench.testing.latencies import request_stream  # noqa: E402

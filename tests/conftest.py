@@ -122,6 +122,62 @@ def s3():
     yield from serve_s3()
 
 
+# Seconds each test file takes: files run longest first, so that pytest-xdist, which hands
+# out whole files in collection order as its workers free up, ends both workers together.
+# tests/durations.json is a full `make test` on the 2-core box (committed); every run also
+# records its own in pytest's cache, which then takes precedence on that machine.
+DURATIONS = Path(__file__).parent / "durations.json"
+MEASURED_KEY = "tunebench/file-seconds"
+
+
+def _file_seconds(config) -> dict[str, float]:
+    import json
+
+    try:
+        seconds = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        seconds = {}
+    if config.cache is not None:
+        seconds.update(config.cache.get(MEASURED_KEY, {}))
+    return seconds
+
+
+def pytest_collection_modifyitems(session, config, items):  # noqa: ARG001
+    seconds = _file_seconds(config)
+    if not seconds:
+        return
+    position = {}
+    for index, item in enumerate(items):
+        position.setdefault(item.nodeid.split("::")[0], index)
+
+    def order(item):
+        path = item.nodeid.split("::")[0]
+        # a file named test_zz_* checks what every other file left behind: always last
+        last = Path(path).name.startswith("test_zz_")
+        return (last, -seconds.get(path, 0.0), position[path])
+
+    items.sort(key=order)  # stable: a file's tests keep their order
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::")[0]
+    _measured[path] = _measured.get(path, 0.0) + report.duration
+
+
+def _record_durations(session) -> None:
+    """This run's seconds per file into pytest's cache (the controller's view under xdist:
+    it sees every worker's reports)."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.cache is None or not _measured:
+        return
+    seconds = dict(config.cache.get(MEASURED_KEY, {}))
+    seconds.update({path: round(value, 1) for path, value in _measured.items()})
+    config.cache.set(MEASURED_KEY, seconds)
+
+
 def _skips_fail() -> bool:
     """Under `make test` (TUNEBENCH_NO_SKIPS, which it sets) and CI a skipped test is a
     defect: the suite's own set-up must bring everything a test needs. A bare pytest of a
@@ -139,6 +195,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG0
 
 
 def pytest_sessionfinish(session, exitstatus):
+    _record_durations(session)
     if _skips_fail() and exitstatus == 0:
         skipped = session.config.pluginmanager.get_plugin("terminalreporter")
         if skipped is not None and skipped.stats.get("skipped"):

@@ -14,14 +14,9 @@ import yaml
 
 from tests.conftest import FIXTURES
 from tunebench.analysis.api import compare
-from tunebench.analysis.compare import (
-    DEFAULT_METRICS,
-    DEFAULT_RUN_CV,
-    METRICS,
-    Side,
-    compare_sides,
-    crossover_points,
-)
+from tunebench.analysis.compare import DEFAULT_RUN_CV, Side, compare_sides
+from tunebench.analysis.compare_metrics import DEFAULT_METRICS, METRICS
+from tunebench.analysis.crossovers import crossover_points
 from tunebench.analysis.gate import describe_gate, regression_gate
 from tunebench.testing import make_synthetic_run
 from tunebench.testing.latencies import stream_side

@@ -22,7 +22,8 @@ from tunebench.store.run import RunStore
 from tunebench.testing import make_rate_grid_run
 from tunebench.tune import results, space
 from tunebench.tune.evaluate import RunnerEvaluator
-from tunebench.tune.study import TrialOutcome, Tuner, open_study
+from tunebench.tune.storage import open_study
+from tunebench.tune.study import TrialOutcome, Tuner
 
 SPACE = {
     "max-num-seqs": {"choices": [2, 4, 8, 16]},

@@ -12,7 +12,8 @@ from tunebench.spec.models import TuneParam
 from tunebench.store.run import RunStore
 from tunebench.tune.hints import neighbour, next_trial
 from tunebench.tune.session import diagnosis_hints
-from tunebench.tune.study import TrialOutcome, Tuner, open_study
+from tunebench.tune.storage import open_study
+from tunebench.tune.study import TrialOutcome, Tuner
 
 PLANTED = Path(__file__).parents[1] / "fixtures" / "diagnosis-cpu" / "planted"
 

@@ -17,8 +17,8 @@ from tunebench.analysis.compare import (
     Comparison,
     Side,
     compare_sides,
-    resolve_metrics,
 )
+from tunebench.analysis.compare_metrics import resolve_metrics
 from tunebench.analysis.frames import load_manifest, load_requests, load_run
 from tunebench.errors import TunebenchError, UsageError
 

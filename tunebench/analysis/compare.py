@@ -37,7 +37,13 @@ import numpy as np
 import pandas as pd
 
 from tunebench.analysis import stats
-from tunebench.errors import TunebenchError, UsageError
+from tunebench.analysis.compare_metrics import (
+    METRICS,
+    CompareMetric,
+)
+from tunebench.analysis.crossovers import crossovers_between
+from tunebench.analysis.sides import LOAD_KEY, Side, args_differ, hardware_warnings
+from tunebench.errors import TunebenchError
 from tunebench.points import trust
 from tunebench.points.row import FAILED_REQUESTS
 
@@ -58,75 +64,7 @@ WITHIN_RUN_NOTE = (
 )
 
 
-@dataclass(frozen=True)
-class CompareMetric:
-    name: str
-    label: str
-    column: str  # in points.csv (or computed, for error_rate)
-    kind: str  # quantile | rate | proportion
-    sample: str | None = None  # per-request column, for quantile metrics
-    quantile: float | None = None
-    higher_is_better: bool = False
-    amount: str | None = None  # rate metrics: "tokens" | "requests"
-
-
-def _q(name: str, label: str, column: str, sample: str, q: float) -> CompareMetric:
-    return CompareMetric(name, label, column, "quantile", sample, q)
-
-
-METRICS: dict[str, CompareMetric] = {
-    m.name: m
-    for m in (
-        _q("ttft_p50", "TTFT p50 ms", "ttft_p50_ms", "ttft_ms", 0.50),
-        _q("ttft_p95", "TTFT p95 ms", "ttft_p95_ms", "ttft_ms", 0.95),
-        _q("ttft_p99", "TTFT p99 ms", "ttft_p99_ms", "ttft_ms", 0.99),
-        _q("itl_p50", "ITL p50 ms", "itl_p50_ms", "itl_ms", 0.50),
-        _q("itl_p95", "ITL p95 ms", "itl_p95_ms", "itl_ms", 0.95),
-        _q("tpot_p50", "TPOT p50 ms", "tpot_p50_ms", "tpot_ms", 0.50),
-        _q("e2e_p50", "e2e p50 s", "e2e_p50_s", "e2e_s", 0.50),
-        _q("e2e_p95", "e2e p95 s", "e2e_p95_s", "e2e_s", 0.95),
-        CompareMetric(
-            "output_tok_s",
-            "output tok/s",
-            "output_tok_s",
-            "rate",
-            higher_is_better=True,
-            amount="tokens",
-        ),
-        CompareMetric(
-            "achieved_rps",
-            "achieved req/s",
-            "achieved_rps",
-            "rate",
-            higher_is_better=True,
-            amount="requests",
-        ),
-        CompareMetric("error_rate", "error rate %", "error_rate", "proportion"),
-    )
-}
-DEFAULT_METRICS = (
-    "ttft_p50",
-    "ttft_p95",
-    "itl_p50",
-    "itl_p95",
-    "e2e_p95",
-    "output_tok_s",
-    "achieved_rps",
-    "error_rate",
-)
-LOAD_KEY = ("load_kind", "target")
 ALIGN = "align"  # the aligned point: "concurrent 8", "poisson 4", "synchronous", "sweep-3"
-
-
-@dataclass
-class Side:
-    """One thing being compared: a run, or the configurations of a run with one arg value."""
-
-    name: str
-    points: pd.DataFrame
-    requests: pd.DataFrame
-    args: dict[str, Any] = field(default_factory=dict)
-    host: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -154,15 +92,6 @@ class Comparison:
             "crossovers": self.crossovers,
             "missing": self.missing,
         }
-
-
-def resolve_metrics(names: list[str] | None) -> list[CompareMetric]:
-    if not names:
-        return [METRICS[n] for n in DEFAULT_METRICS]
-    unknown = [n for n in names if n not in METRICS]
-    if unknown:
-        raise UsageError(f"--metric {unknown[0]!r} is unknown; use one of {', '.join(METRICS)}")
-    return [METRICS[n] for n in names]
 
 
 # -- alignment -----------------------------------------------------------------------------
@@ -721,109 +650,3 @@ def _samples_of(
         found = index.get((str(row.get("config_id")), str(row.get("point_id")), _repeat_of(row)))
         out.append(found if found is not None else pd.DataFrame())
     return out
-
-
-def args_differ(sides: list[Side]) -> dict[str, list[Any]]:
-    names: list[str] = []
-    for side in sides:
-        names += [k for k in side.args if k not in names]
-    return {
-        name: [side.args.get(name) for side in sides]
-        for name in names
-        if len({repr(side.args.get(name)) for side in sides}) > 1
-    }
-
-
-HARDWARE_KEYS = ("cpu_model", "cpu_flags", "accelerator", "gpus")
-
-
-def hardware_warnings(sides: list[Side]) -> list[str]:
-    """A warning when the runs were measured on different hardware (CPU model, vector
-    instruction sets, GPUs): their numbers may differ for that reason alone."""
-    known = [
-        (s.name, {k: s.host.get(k) for k in HARDWARE_KEYS if s.host.get(k) is not None})
-        for s in sides
-        if s.host
-    ]
-    distinct = {repr(h) for _, h in known}
-    if len(distinct) <= 1:
-        return []
-    described = "; ".join(f"{name}: {_describe_host(host)}" for name, host in known)
-    return [
-        f"the runs come from different hardware ({described}); differences may be the "
-        "machines', not the configurations'"
-    ]
-
-
-def _describe_host(host: dict[str, Any]) -> str:
-    flags = host.get("cpu_flags") or []
-    vector = (
-        "avx512"
-        if any(str(f).startswith("avx512") for f in flags)
-        else ("avx2" if "avx2" in flags else ",".join(map(str, flags[:3])) or "no vector flags")
-    )
-    return f"{host.get('cpu_model') or '?'} ({vector}), {host.get('accelerator') or 'cpu'}"
-
-
-# -- crossover ----------------------------------------------------------------------------
-
-CROSSOVER_COLUMNS = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "e2e_p95_s")
-
-
-def crossover_points(xs, a_values, b_values) -> list[float]:
-    """Loads x at which curve B crosses curve A, linearly interpolated between points."""
-    found = []
-    diffs = [b - a for a, b in zip(a_values, b_values)]
-    for i in range(len(xs) - 1):
-        d1, d2 = diffs[i], diffs[i + 1]
-        if d1 == 0 or np.isnan(d1) or np.isnan(d2):
-            continue
-        if d1 * d2 < 0:
-            found.append(float(xs[i] + (xs[i + 1] - xs[i]) * d1 / (d1 - d2)))
-    return found
-
-
-def crossovers_between(sides: list[Side], key: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Where the baseline's latency curve and each candidate's cross as the target grows
-    (repeats of a point are averaged first)."""
-    out = []
-    extra = [k for k in key if k not in LOAD_KEY]
-    base = _mean_of_repeats(sides[0].points, key)
-    for candidate in sides[1:]:
-        other = _mean_of_repeats(candidate.points, key)
-        merged = base.merge(other, on=list(key), suffixes=("_a", "_b"))
-        if merged.empty:
-            continue
-        for group_key, group in merged.groupby(["load_kind", *extra], sort=False):
-            group = group.dropna(subset=["target"]).sort_values("target")
-            if len(group) < 2:
-                continue
-            kind = group_key[0] if isinstance(group_key, tuple) else group_key
-            for column in CROSSOVER_COLUMNS:
-                if f"{column}_a" not in group:
-                    continue
-                a_vals = group[f"{column}_a"].astype(float).to_numpy()
-                b_vals = group[f"{column}_b"].astype(float).to_numpy()
-                xs = group["target"].astype(float).to_numpy()
-                for x in crossover_points(xs, a_vals, b_vals):
-                    first_better = sides[0].name if b_vals[0] > a_vals[0] else candidate.name
-                    other_name = candidate.name if first_better == sides[0].name else sides[0].name
-                    out.append(
-                        {
-                            "metric": column,
-                            "load_kind": kind,
-                            "baseline": sides[0].name,
-                            "candidate": candidate.name,
-                            "target": round(x, 3),
-                            "better_below": first_better,
-                            "better_above": other_name,
-                        }
-                    )
-    return out
-
-
-def _mean_of_repeats(points: pd.DataFrame, key: tuple[str, ...]) -> pd.DataFrame:
-    present = [c for c in CROSSOVER_COLUMNS if c in points]
-    if points.empty or not present:
-        return points
-    return points.groupby(list(key), sort=False, dropna=False)[present].mean().reset_index()

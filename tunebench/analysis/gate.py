@@ -38,7 +38,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from tunebench.analysis import stats
-from tunebench.analysis.compare import ALL_POINTS, EXCLUDED, METRICS, NOT_AVAILABLE, Comparison
+from tunebench.analysis.compare import ALL_POINTS, EXCLUDED, NOT_AVAILABLE, Comparison
+from tunebench.analysis.compare_metrics import METRICS
 
 REGRESSION = "regression"
 UNVERIFIED = "unverified"  # the gate could not see what it needed: it fails, saying what

@@ -11,11 +11,12 @@ import jinja2
 import pandas as pd
 
 from tunebench.analysis.best import best_config
-from tunebench.analysis.compare import LOAD_KEY, Side, crossovers_between
 from tunebench.analysis.cross_check import run_cross_check
+from tunebench.analysis.crossovers import crossovers_between
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
+from tunebench.analysis.sides import LOAD_KEY, Side
 from tunebench.numbers import to_float
 from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
 from tunebench.report.formats import cell as format_cell

@@ -24,7 +24,8 @@ from tunebench.store.run import RunStore
 from tunebench.tune import results
 from tunebench.tune.evaluate import RunnerEvaluator
 from tunebench.tune.revalidate import Compare, Contender, contenders, judge, run_revalidation
-from tunebench.tune.study import TrialOutcome, Tuner, open_study
+from tunebench.tune.storage import open_study
+from tunebench.tune.study import TrialOutcome, Tuner
 
 
 @dataclass
@@ -146,9 +147,7 @@ def run_tune(
             ) from None
         command = "tune --resume"
     if storage:
-        store.record(
-            tune={**(store.manifest.tune or {}), "worker": worker_id(store)}
-        )
+        store.record(tune={**(store.manifest.tune or {}), "worker": worker_id(store)})
     if on_store:
         on_store(store)
     with store.running(command):

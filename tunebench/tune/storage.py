@@ -1,0 +1,163 @@
+"""Where a tune run's Optuna study lives: the run's own sqlite file (`<run>/study.db`), or a
+shared database that several `tunebench tune` workers add trials to, with a heartbeat per
+running trial so that a worker that died leaves a trial another fails and retries
+(docs/tuning.md#several-workers-on-one-study). The ask/tell loop is tunebench/tune/study.py.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import optuna
+import sqlalchemy.exc
+
+from tunebench.errors import UsageError
+from tunebench.spec.models import Tune
+
+STUDY_FILE = "study.db"
+
+
+def directions(objective: str) -> list[str]:
+    return {
+        "capacity": ["maximize"],
+        "capacity-per-cost": ["maximize"],
+        "throughput": ["maximize"],
+        "throughput-latency": ["maximize", "minimize"],
+    }[objective]
+
+
+def objective_names(objective: str) -> list[str]:
+    return {
+        "capacity": ["capacity_rps"],
+        "capacity-per-cost": ["requests_per_cost"],
+        "throughput": ["output_tok_s"],
+        "throughput-latency": ["output_tok_s", "ttft_p95_ms"],
+    }[objective]
+
+
+def storage_url(run_dir: Path) -> str:
+    return f"sqlite:///{(run_dir / STUDY_FILE).resolve()}"
+
+
+# A shared study fails a trial whose heartbeat stopped for this many heartbeat intervals.
+GRACE_HEARTBEATS = 4
+SCHEMA_ATTEMPTS = 5
+
+
+def shared_storage(url: str, tune: Tune) -> optuna.storages.RDBStorage:
+    """The RDB storage several workers share, with heartbeats and retries of dead trials.
+
+    A URL the installed drivers cannot open is a UsageError that says what to install."""
+    retry: dict[str, Any] = {}
+    if tune.retries:
+        with warnings.catch_warnings():  # "experimental" since Optuna 2.8; stable in use
+            warnings.simplefilter("ignore")
+            retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+            if retry_class is not None:  # Optuna >= 4.9
+                retry["heartbeat_stale_trial_callback"] = retry_class(max_retry=tune.retries)
+            else:
+                retry["failed_trial_callback"] = optuna.storages.RetryFailedTrialCallback(
+                    max_retry=tune.retries
+                )
+    for attempt in range(SCHEMA_ATTEMPTS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return optuna.storages.RDBStorage(
+                    url,
+                    heartbeat_interval=max(1, int(tune.heartbeat_s)),
+                    grace_period=max(2, int(tune.heartbeat_s * GRACE_HEARTBEATS)),
+                    **retry,
+                )
+        except ImportError:
+            raise UsageError(
+                f"--storage {url.split(':', 1)[0]}: its database driver is not installed; "
+                "for PostgreSQL: pip install 'tunebench[distributed]' (psycopg)"
+            ) from None
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            # workers started together race to create Optuna's tables: one wins, the
+            # others find them on the next try
+            if attempt == SCHEMA_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 + random.random())
+    raise AssertionError("unreachable")
+
+
+def open_study(
+    run_dir: Path, name: str, tune: Tune, create: bool, storage: str | None = None
+) -> optuna.Study:
+    """The run's own study (sqlite in the run), or with `storage` a shared one (created by the
+    first worker, joined by the others)."""
+    sampler: optuna.samplers.BaseSampler
+    if tune.sampler == "random":
+        sampler = optuna.samplers.RandomSampler(seed=tune.seed)
+    else:
+        # Optuna's default TPE (one density per param; a conditional param is modelled from
+        # the trials that have it). On the recorded CPU grid it reached the best region in
+        # fewer deployments than multivariate/grouped TPE (benchmarks/tune_efficiency.py).
+        sampler = optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if storage is not None:
+        # a seed per worker: workers that proposed alike would all claim the same args
+        if tune.sampler != "random":
+            sampler = optuna.samplers.TPESampler(n_startup_trials=tune.startup_trials)
+        else:
+            sampler = optuna.samplers.RandomSampler()
+        return optuna.create_study(
+            storage=shared_storage(storage, tune),
+            study_name=name,
+            directions=directions(tune.objective),
+            sampler=sampler,
+            load_if_exists=True,
+        )
+    if create:
+        return optuna.create_study(
+            storage=storage_url(run_dir),
+            study_name=name,
+            directions=directions(tune.objective),
+            sampler=sampler,
+        )
+    return optuna.load_study(storage=storage_url(run_dir), study_name=name, sampler=sampler)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail (and, with retries, enqueue again) trials whose worker stopped beating."""
+    with warnings.catch_warnings():  # "experimental" since Optuna 2.9; stable in use
+        warnings.simplefilter("ignore")
+        optuna.storages.fail_stale_trials(study)
+
+
+@contextmanager
+def heartbeat(study: optuna.Study, trial: optuna.Trial, interval_s: float) -> Iterator[None]:
+    """Record the trial's heartbeat every `interval_s` while it runs (shared studies)."""
+    storage = study._storage  # Optuna wraps the RDBStorage: ask the wrapper
+    get_interval = getattr(storage, "get_heartbeat_interval", None)
+    if get_interval is None or not get_interval():
+        yield
+        return
+    stop = threading.Event()
+
+    storage.record_heartbeat(trial._trial_id)  # before anything else can happen
+
+    def beat() -> None:
+        while True:
+            try:
+                storage.record_heartbeat(trial._trial_id)
+            except Exception:  # a lost connection: the next beat may get through
+                pass
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=beat, name="trial-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
