@@ -17,22 +17,25 @@ demo: setup
 	$(VENV)/bin/tunebench demo-model
 	$(VENV)/bin/tunebench sweep sweeps/cpu-demo.yaml
 
-# The whole suite: lint (ruff, import-linter layers, mypy), then unit, contract and
-# integration tests on both cores (a file's tests stay in one worker), then the real-server
-# e2e tests, which share one server per configuration: first the files that measure no speed
-# (marked `pairable`: quality, tune, batch, Ray, Slurm) two at a time (a file's tests stay in
-# one worker: they share its runs), then the ones that measure speed in one process, with
-# the machine to themselves. A skipped test fails the suite (make test sets
-# TUNEBENCH_NO_SKIPS, as CI does); each pytest exits
-# non-zero when no test ran. The test tools outside Python (Debian packages, npm, their own
-# environments) are set up while the virtual environment is made and linted: none of them
-# needs the other.
+# The whole suite: lint (ruff, import-linter layers, mypy), while the test tools outside
+# Python (Debian packages, npm, their own environments) are set up; then every test that
+# times nothing on two workers (unit, contract, integration and the real-server e2e files:
+# quality, tune, batch, Ray, Slurm, faults, helm, endpoints, pipeline steps, peer tools),
+# whole files at a time, longest first (tests/durations.json), with in-process coverage and
+# its floor; then the e2e files that time load (marked `speed`) in one process, with the
+# machine to themselves. In the first step the vLLM servers run their engine's worker in
+# the engine process (VLLM_ENABLE_V1_MULTIPROCESSING=0): one Python start fewer per
+# server, about 7 s of the 25 s; the speed step starts servers as users do. A hung test
+# fails at its tier's timeout. A skipped test fails the suite (TUNEBENCH_NO_SKIPS, as in
+# CI); each pytest exits non-zero when no test ran.
+COVERAGE_FLOOR ?= 80
 test: export TUNEBENCH_NO_SKIPS = 1
 test:
 	$(MAKE) -j2 lint test-deps
-	$(PY) -m pytest -q -n 2 --dist loadfile tests/unit tests/contract tests/integration
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=10 -m pairable tests/e2e
-	$(PY) -m pytest -q --durations=15 -m "not pairable" tests/e2e
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest -q -n 2 --dist loadfile --timeout 900 \
+		--cov=tunebench --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR) \
+		--durations=15 -m "not speed" tests/unit tests/contract tests/integration tests/e2e
+	$(PY) -m pytest -q --timeout 1200 --durations=10 -m speed tests/e2e
 
 test-deps:
 	bash scripts/setup-test-deps.sh

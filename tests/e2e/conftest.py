@@ -27,7 +27,7 @@ from tunebench.store.layout import RunLayout
 from tunebench.store.run import read_points
 
 # Tables and progress lines at full width, as a wide terminal shows them: the tests read
-# them, and a pytest-xdist worker (the `pairable` files run two at a time) sets COLUMNS=80,
+# them, and a pytest-xdist worker (`make test` runs files two at a time) sets COLUMNS=80,
 # which every process started here (the CLI, a Slurm job) would inherit.
 os.environ["COLUMNS"] = "200"
 

@@ -31,7 +31,9 @@ from tests.e2e.planted_proxy import PlantedProxy
 from tunebench.load import client_usage
 from tunebench.store.run import read_points
 
-pytestmark = [pytest.mark.server, NEEDS_SERVER]
+# alone, in `make test`'s last step: a planted load generator and a starved client are
+# told apart from a slow server by timing
+pytestmark = [pytest.mark.server, pytest.mark.speed, NEEDS_SERVER]
 ENV = {"TB_ADV_KEY": GUARDED_KEY}
 
 

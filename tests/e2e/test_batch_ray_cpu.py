@@ -1,7 +1,7 @@
 """`tunebench batch --engine ray` for real: Ray Data LLM on a two-node local Ray cluster.
 
-Its own file so that `make test` can run it beside another `pairable` file (a file's tests
-stay in one pytest-xdist worker; see the Makefile)."""
+Its own file so that `make test` can run it beside another file (a file's tests stay in
+one pytest-xdist worker; see the Makefile)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.e2e.conftest import NEEDS_SERVER
 from tests.e2e.test_batch_cpu import _run, _small_spec
 from tunebench.store.run import read_points
 
-pytestmark = [pytest.mark.server, pytest.mark.pairable, NEEDS_SERVER]
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
 
 def test_ray_data_llm_engine_on_a_two_node_local_ray_cluster(tmp_path):

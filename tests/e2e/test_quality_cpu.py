@@ -14,7 +14,7 @@ from tunebench.analysis.quality import quality_table
 from tunebench.store.layout import RunLayout
 from tunebench.store.manifest import Manifest
 
-pytestmark = [pytest.mark.server, pytest.mark.pairable, NEEDS_SERVER]
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,11 @@ import pytest
 from tests.e2e.conftest import NEEDS_SERVER
 
 CHROMIUM = shutil.which("chromium")
+# alone, in `make test`'s last step: the e2e sweep (tests/e2e/conftest.py) is timed; its
+# readers run where it runs
 pytestmark = [
     pytest.mark.server,
+    pytest.mark.speed,
     NEEDS_SERVER,
     pytest.mark.skipif(
         not CHROMIUM or importlib.util.find_spec("playwright") is None,

@@ -17,7 +17,9 @@ from tests.conftest import REPO, run_cli
 from tests.e2e.conftest import NEEDS_SERVER, PLANTED, PLANTED_ENV
 from tests.fakes.s3_server import BUCKET
 
-pytestmark = [pytest.mark.server, NEEDS_SERVER]
+# alone, in `make test`'s last step: the e2e sweep (tests/e2e/conftest.py) is timed; its
+# readers run where it runs
+pytestmark = [pytest.mark.server, pytest.mark.speed, NEEDS_SERVER]
 
 
 def grep_tree(root: Path) -> list[str]:

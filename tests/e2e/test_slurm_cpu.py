@@ -18,7 +18,7 @@ from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.store.run import read_points
 from tunebench.testing.slurm import slurm_cluster
 
-pytestmark = [pytest.mark.server, pytest.mark.pairable, NEEDS_SERVER]
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
 RECORDS = 8
 

@@ -11,7 +11,9 @@ from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.numbers import to_float
 from tunebench.points.client_limit import SATURATED_PCT, STARVED_PCT
 
-pytestmark = [pytest.mark.server, NEEDS_SERVER]
+# alone, in `make test`'s last step: physics and regressions between configurations, from
+# timed load on pinned cores
+pytestmark = [pytest.mark.server, pytest.mark.speed, NEEDS_SERVER]
 
 
 def test_bad_config_fails_fast_with_the_servers_own_error(e2e_sweep):

@@ -13,7 +13,7 @@ from tests.conftest import run_cli
 from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.store.run import read_points
 
-pytestmark = [pytest.mark.server, pytest.mark.pairable, NEEDS_SERVER]
+pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
 
 @pytest.fixture(scope="module")

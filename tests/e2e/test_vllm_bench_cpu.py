@@ -14,7 +14,9 @@ from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.store.layout import RunLayout
 from tunebench.store.run import read_points, read_requests
 
-pytestmark = [pytest.mark.server, NEEDS_SERVER]
+# alone, in `make test`'s last step: two load drivers agree on one server only when
+# neither is slowed by other work
+pytestmark = [pytest.mark.server, pytest.mark.speed, NEEDS_SERVER]
 
 POINTS = ("concurrent-1", "concurrent-8", "poisson-4")
 VERDICTS = ("agree", "guidellm client-bound", "vllm-bench client-bound", "undecided")

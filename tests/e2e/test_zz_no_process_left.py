@@ -11,7 +11,8 @@ import pytest
 
 from tests.e2e.conftest import NEEDS_SERVER
 
-pytestmark = [pytest.mark.server, NEEDS_SERVER]
+# alone, in `make test`'s last step: runs last, after every other e2e file
+pytestmark = [pytest.mark.server, pytest.mark.speed, NEEDS_SERVER]
 MARKERS = (
     "vllm.entrypoints.openai.api_server",
     "tunebench.load.guidellm_worker",

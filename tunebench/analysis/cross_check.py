@@ -33,8 +33,8 @@ from tunebench.analysis.compare import (
     Side,
     align_key,
     compare_sides,
-    resolve_metrics,
 )
+from tunebench.analysis.compare_metrics import resolve_metrics
 from tunebench.analysis.frames import load_requests, load_run
 from tunebench.load.cross_check import split_point_id
 
