@@ -36,8 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tunebench.assemble import fixed_output_tokens  # noqa: E402
 from tunebench.environment import cpu_info  # noqa: E402
-from tunebench.kinds import fixed_output_tokens  # noqa: E402
 from tunebench.load import client_usage  # noqa: E402
 from tunebench.load.guidellm_report import dispatch_lag  # noqa: E402
 from tunebench.points.row import PointId, build_row  # noqa: E402

@@ -11,34 +11,24 @@ its Deployment in deploy/ (and a LoadDriver in load/ if GuideLLM cannot drive it
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tunebench import demo, environment
+from tunebench import demo
 from tunebench.deploy.endpoint import EndpointServer
-from tunebench.deploy.gpu_share import gpus_needed
 from tunebench.deploy.helm import HelmDeployment
 from tunebench.deploy.local import LocalVllmServer
-from tunebench.energy.choose import make_meter
 from tunebench.errors import SpecError, StoreError
 from tunebench.load.cross_check import CrossCheckDriver
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.load.vllm_bench import VllmBenchDriver
 from tunebench.processes import parse_cpus
-from tunebench.quality.collect import QualityRequest
-from tunebench.quality.lmeval import LmEvalRequest, check_task
-from tunebench.quality.prompts import load_prompts, prompts_path
 from tunebench.replay.deployment import ReplayDeployment
 from tunebench.replay.driver import ReplayDriver
-from tunebench.roofline.bandwidth import gpu_bandwidth
-from tunebench.roofline.plan import RooflinePlanner
-from tunebench.runner import ConfigRunner
 from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
-from tunebench.seams.progress import Reporter
 from tunebench.spec.deployments import ReplaySettings
 from tunebench.spec.kserve_chart import (
     check_helm_plan,
@@ -46,10 +36,10 @@ from tunebench.spec.kserve_chart import (
     release_name,
     tokenizer_for,
 )
-from tunebench.spec.models import SweepSpec, SyntheticData
-from tunebench.spec.plan import Plan, ServerConfig, build_plan
+from tunebench.spec.models import SweepSpec
+from tunebench.spec.plan import ServerConfig
 from tunebench.store.layout import RunLayout, is_run
-from tunebench.store.run import RunStore, resolve_run
+from tunebench.store.run import resolve_run
 
 Settings = Any  # one of spec.deployments' settings models
 
@@ -203,184 +193,3 @@ KINDS: dict[str, Kind] = {
 
 def kind_of(spec: SweepSpec) -> Kind:
     return KINDS[spec.deployment.kind]
-
-
-def plan(spec: SweepSpec, spec_path: Path) -> Plan:
-    """The plan of a sweep (or tune) with its kind's checks made: nothing starts after this
-    fails for a reason that could be known before."""
-    kind = kind_of(spec)
-    noisy = kind.noisy(spec.deployment)
-    planned = build_plan(spec, spec_path, default_noise=None if noisy else 0.0)
-    check = kind.check_plan
-    if check is not None:
-        check(spec, planned.configs, spec_path)
-    check_quality(spec, spec_path, planned.configs)
-    check_parallel(spec, spec_path, planned.configs)
-    device = spec.roofline.device
-    if device and gpu_bandwidth(device) is None:
-        raise SpecError(
-            f"{spec_path}: roofline.device: {device!r} is not in the bandwidth table "
-            "(docs/roofline.md): name a listed GPU or give roofline.bandwidth_gbs"
-        )
-    return planned
-
-
-def parallel_of(spec: SweepSpec) -> int:
-    """How many configurations the sweep measures at once (deployment.parallel)."""
-    return int(getattr(spec.deployment, "parallel", 1))
-
-
-def parallel_gpus(spec: SweepSpec) -> list[str] | None:
-    """The GPUs a local sweep with parallel > 1 shares out (None: nothing to share out):
-    deployment.gpus, else CUDA_VISIBLE_DEVICES of the server's environment, else every GPU
-    nvidia-smi lists."""
-    settings = spec.deployment
-    if spec.deployment.kind != "local" or parallel_of(spec) < 2:
-        return None
-    if settings.gpus:
-        return list(settings.gpus)
-    visible = settings.env.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        return [g.strip() for g in visible.split(",") if g.strip()]
-    return [str(index) for index, _ in enumerate(environment.gpus())]
-
-
-def check_parallel(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) -> None:
-    """deployment.parallel is possible: on a local box, GPUs to share out that fit each
-    configuration (helm releases are named apart by config id, kinds._helm_slot)."""
-    if parallel_of(spec) < 2:
-        return
-    gpus = parallel_gpus(spec)
-    if gpus is None:
-        return
-    if spec.deployment.port is not None:
-        raise SpecError(
-            f"{spec_path}: deployment.port: servers measured at once need ports of their "
-            "own; leave port unset (a free one each) or set parallel: 1"
-        )
-    if not gpus:
-        raise SpecError(
-            f"{spec_path}: deployment.parallel: kind local measures configurations side by "
-            "side on GPUs of their own, and no GPU is visible here (nvidia-smi); list them "
-            "in deployment.gpus or set parallel: 1 (servers sharing CPU cores would not give "
-            "comparable figures)"
-        )
-    for config in configs:
-        if gpus_needed(config) > len(gpus):
-            raise SpecError(
-                f"{spec_path}: deployment.parallel: {config.config_id} ({config.label}) needs "
-                f"{gpus_needed(config)} GPUs (tensor x pipeline x data parallel size) and "
-                f"{len(gpus)} are shared out ({', '.join(gpus)}); add GPUs to "
-                "deployment.gpus or lower its parallel sizes"
-            )
-
-
-def resolve_settings(
-    spec: SweepSpec, spec_path: Path, output_root: Path, keep: bool = False
-) -> Settings:
-    """`spec.deployment` with everything relative to the spec file made absolute."""
-    return kind_of(spec).resolve(spec.deployment, Where(spec, spec_path, output_root, keep))
-
-
-def build_runner(
-    spec: SweepSpec,
-    spec_path: Path,
-    store: RunStore,
-    output_root: Path,
-    reporter: Reporter,
-    keep: bool = False,
-    slot: Slot | None = None,
-) -> ConfigRunner:
-    """The deployment, load-driver factory and runner a sweep (or a tune) uses; with `slot`,
-    those of one configuration measured beside others."""
-    kind = kind_of(spec)
-    settings = resolve_settings(spec, spec_path, output_root, keep)
-    if slot is not None:
-        settings = kind.for_slot(settings, slot)
-    deployment = kind.deployment(
-        settings,
-        store.layout,
-        reporter.server_status,
-        spec.served_model_name,
-    )
-
-    def make_driver(config: ServerConfig) -> LoadDriver:
-        return kind.driver(spec, spec_path, deployment, config)
-
-    return ConfigRunner(
-        store,
-        deployment,
-        make_driver,
-        spec.metrics,
-        reporter,
-        slo=spec.slo.as_dict() if spec.slo else None,
-        client_tolerance=spec.client_tolerance,
-        expected_output_tokens=fixed_output_tokens(spec),
-        quality=quality_request(spec, spec_path),
-        cost=spec.cost.model_dump() if spec.cost else None,
-        make_meter=lambda config: make_meter(
-            spec.energy, kind.name, getattr(settings, "env", None)
-        ),
-        roofline=RooflinePlanner(
-            spec.roofline,
-            kind.name,
-            getattr(settings, "cpus", None),
-            store.layout.logs,
-        ),
-    )
-
-
-def quality_request(spec: SweepSpec, spec_path: Path) -> QualityRequest | None:
-    """The spec's quality check as the runner asks it (prompts read; SpecError if bad)."""
-    if spec.quality is None:
-        return None
-    path = prompts_path(spec.quality.prompts, spec_path.parent)
-    quality = spec.quality
-    lm_eval = None
-    if quality.lm_eval is not None:
-        settings = quality.lm_eval
-        include = Path(settings.include_path).expanduser() if settings.include_path else None
-        if include is not None and not include.is_absolute():
-            include = spec_path.parent / include
-        lm_eval = LmEvalRequest(settings.task, include, settings.limit, settings.timeout_s)
-        check_task(lm_eval, str(spec_path))
-    return QualityRequest(
-        load_prompts(path),
-        quality.max_tokens,
-        quality.top_logprobs,
-        quality.max_seconds,
-        lm_eval,
-        _tokenizer_of(spec),
-    )
-
-
-def _tokenizer_of(spec: SweepSpec) -> Callable[[ServerConfig], str]:
-    """A local tokenizer for a configuration (helm: the model is a URI on the cluster)."""
-    if kind_of(spec).name == "helm":
-        return lambda c: demo.resolve_builtin(tokenizer_for(c.model, c.tokenizer, c.label))
-    return lambda c: demo.resolve_builtin(c.tokenizer or c.model)
-
-
-def check_quality(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) -> None:
-    """Bad quality input fails before any server starts: the prompts file, the reference."""
-    if spec.quality is None:
-        return
-    quality_request(spec, spec_path)
-    reference = spec.quality.reference
-    if reference is not None and spec.tune is None:
-        names = {c.config_id for c in configs} | {c.label for c in configs}
-        if reference not in names:
-            raise SpecError(
-                f"{spec_path}: quality.reference {reference!r} is no configuration of this "
-                f"sweep; use a config id ({', '.join(c.config_id for c in configs[:6])}) or "
-                "a label, or leave it out to compare with the first"
-            )
-
-
-def fixed_output_tokens(spec: SweepSpec) -> int | None:
-    """The output length every request asks for, when the data fixes one (synthetic data
-    without spread: GuideLLM sends it as max_tokens with ignore_eos)."""
-    data = spec.load.data
-    if isinstance(data, SyntheticData) and not data.output_tokens_stdev:
-        return data.output_tokens
-    return None

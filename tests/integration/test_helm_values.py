@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES, REPO, run_cli
+from tunebench.assemble import plan as build_plan
 from tunebench.errors import SpecError
-from tunebench.kinds import plan as build_plan
 from tunebench.spec.kserve_chart import chart_values, release_name
 from tunebench.spec.loading import load_spec
 

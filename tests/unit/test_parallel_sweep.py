@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tunebench import kinds
+from tunebench import assemble, kinds
 from tunebench.deploy.gpu_share import GpuPool, gpus_needed
 from tunebench.errors import SpecError
 from tunebench.runner import ConfigOutcome
@@ -250,9 +250,9 @@ def test_local_parallel_without_gpus_is_refused_with_the_fix(tmp_path, monkeypat
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec, path = _spec(tmp_path, "{kind: local, parallel: 2}")
     with pytest.raises(SpecError, match="no GPU is visible here.*deployment.gpus"):
-        kinds.check_parallel(spec, path, [])
+        assemble.check_parallel(spec, path, [])
     spec, path = _spec(tmp_path, "{kind: local, parallel: 2, gpus: ['0', '1']}")
-    assert kinds.parallel_gpus(spec) == ["0", "1"]
+    assert assemble.parallel_gpus(spec) == ["0", "1"]
 
 
 def test_a_configuration_needing_more_gpus_than_shared_out_is_refused(tmp_path):
@@ -262,26 +262,26 @@ def test_a_configuration_needing_more_gpus_than_shared_out_is_refused(tmp_path):
         "{matrix: {tensor-parallel-size: [1, 4]}}",
     )
     with pytest.raises(SpecError, match=r"c2 .*needs 4 GPUs.*2 are shared out \(0, 1\)"):
-        kinds.plan(spec, path)
+        assemble.plan(spec, path)
 
 
 def test_local_servers_at_once_cannot_share_a_fixed_port(tmp_path):
     spec, path = _spec(tmp_path, "{kind: local, parallel: 2, gpus: ['0', '1'], port: 8000}")
     with pytest.raises(SpecError, match="deployment.port: servers measured at once"):
-        kinds.plan(spec, path)
+        assemble.plan(spec, path)
 
 
 def test_visible_devices_are_the_default_gpu_list(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b")
     spec, _ = _spec(tmp_path, "{kind: local, parallel: 2}")
-    assert kinds.parallel_gpus(spec) == ["GPU-a", "GPU-b"]
+    assert assemble.parallel_gpus(spec) == ["GPU-a", "GPU-b"]
     spec, _ = _spec(tmp_path, "{kind: local, parallel: 2, env: {CUDA_VISIBLE_DEVICES: '3,5'}}")
-    assert kinds.parallel_gpus(spec) == ["3", "5"]
+    assert assemble.parallel_gpus(spec) == ["3", "5"]
 
 
 def test_a_slot_gives_a_local_server_its_gpus_and_a_helm_release_its_own_name(tmp_path):
     spec, path = _spec(tmp_path, "{kind: local, parallel: 2, gpus: ['0', '1', '2']}")
-    settings = kinds.resolve_settings(spec, path, tmp_path)
+    settings = assemble.resolve_settings(spec, path, tmp_path)
     slotted = kinds.KINDS["local"].for_slot(settings, kinds.Slot("c1", ("1", "2")))
     assert (
         slotted.env["CUDA_VISIBLE_DEVICES"] == "1,2" and "CUDA_VISIBLE_DEVICES" not in settings.env
@@ -290,7 +290,7 @@ def test_a_slot_gives_a_local_server_its_gpus_and_a_helm_release_its_own_name(tm
         tmp_path,
         "{kind: helm, chart_version: 0.5.11, namespace: bench, parallel: 3}",
     )
-    resolved = kinds.resolve_settings(helm, helm_path, tmp_path)
+    resolved = assemble.resolve_settings(helm, helm_path, tmp_path)
     assert kinds.KINDS["helm"].for_slot(resolved, kinds.Slot("c2")).release == "tb-par-c2"
     assert resolved.release == "tb-par"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tunebench import demo
+from tunebench.assemble import plan
 from tunebench.errors import SpecError
-from tunebench.kinds import plan
 from tunebench.points.roofline import Roofline, roofline_columns
 from tunebench.roofline.bandwidth import Bandwidth, gpu_bandwidth
 from tunebench.roofline.model_bytes import model_bytes

@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
           helm template x redhat-ai-services/vllm-kserve --version 0.5.11 \\
             -f /tmp/values/openshift-latency-c1.yaml
         """
-        from tunebench import kinds
+        from tunebench import assemble
         from tunebench.spec.kserve_chart import chart_values, release_name, render_values_file
         from tunebench.spec.loading import load_spec
 
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
                 f"{spec_path}: deployment.kind is {spec.deployment.kind}; "
                 "helm-values needs deployment kind helm"
             )
-        plan = kinds.plan(spec, spec_path)
+        plan = assemble.plan(spec, spec_path)
         output.mkdir(parents=True, exist_ok=True)
         settings = spec.deployment
         release = release_name(settings, spec.name)

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
 def _planned(out, part) -> list[str] | None:
     """The configuration ids of the parts' spec, planned again, so a configuration that no
     part holds is not silently left out (None, with a warning, when it cannot be planned)."""
-    from tunebench import kinds
+    from tunebench import assemble
     from tunebench.errors import TunebenchError
     from tunebench.spec.loading import validate_spec
     from tunebench.store.manifest import spec_of
@@ -69,7 +69,7 @@ def _planned(out, part) -> list[str] | None:
     try:
         spec_data, spec_path = spec_of(part.manifest)
         spec = validate_spec(spec_data, spec_path)
-        return [c.config_id for c in kinds.plan(spec, spec_path).configs]
+        return [c.config_id for c in assemble.plan(spec, spec_path).configs]
     except (TunebenchError, OSError, ValueError) as exc:
         out.print(
             f"[yellow]warning:[/] the spec could not be planned again ({exc}); a "

@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
           tunebench sweep sweeps/latency.yaml --dry-run --ids-json   # ["c1","c2","c3"]
           tunebench sweep sweeps/latency.yaml --slurm latency.sbatch  # then: bash latency-submit.sh
         """
-        from tunebench import kinds
+        from tunebench import assemble
         from tunebench.report.tables import sweep_plan, wide_console
         from tunebench.spec.loading import read_yaml_mapping, validate_spec
         from tunebench.sweep.estimate import estimate_seconds
@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--ids-json prints the plan: give it with --dry-run")
         spec_data = read_yaml_mapping(spec_path)
         spec = validate_spec(spec_data, spec_path)
-        plan = kinds.plan(spec, spec_path)
+        plan = assemble.plan(spec, spec_path)
         if only is not None:
             plan = only_configs(plan, only, spec_path)
         if dry_run and ids_json:

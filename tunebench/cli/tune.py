@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
           tunebench tune sweeps/tune-latency.yaml --dry-run
           tunebench tune sweeps/tune-cpu.yaml --storage postgresql://tb@db:5432/tunebench
         """
-        from tunebench import kinds
+        from tunebench import assemble
         from tunebench.analysis.stats import repeats_change
         from tunebench.report.tables import tune_space, tune_summary, wide_console
         from tunebench.spec.loading import read_yaml_mapping, validate_spec
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
             spec_data = read_yaml_mapping(spec_path)
             spec = validate_spec(spec_data, spec_path)
             require_tune(spec, spec_path)
-            job = TuneJob(spec, spec_path, spec_data, kinds.plan(spec, spec_path))
+            job = TuneJob(spec, spec_path, spec_data, assemble.plan(spec, spec_path))
         assert job.spec.tune is not None
         if dry_run:
             count = trials or job.spec.tune.trials
@@ -134,7 +134,7 @@ def register(app: typer.Typer) -> None:
             out.print(tune_space(job.spec, job.plan, count, seconds))
             return
         output = store.path.parent if store is not None else root_of(root, job.spec.output)
-        kinds.resolve_settings(job.spec, job.spec_path, output)  # a bad replay run fails here
+        assemble.resolve_settings(job.spec, job.spec_path, output)  # a bad replay run fails here
         stores: list = [store] if store is not None else []
 
         def where() -> str | None:

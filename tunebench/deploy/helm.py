@@ -57,7 +57,7 @@ class HelmDeployment:
         served_model_name: str | None = None,
     ):
         if not settings.release:
-            raise ValueError("resolve the release name first (kinds.resolve_settings)")
+            raise ValueError("resolve the release name first (assemble.resolve_settings)")
         self.settings = settings
         self.release: str = settings.release
         self.layout = layout

@@ -154,7 +154,7 @@ def resolve_model(model: str, spec_dir: Path, key: str, spec_path: Path) -> str:
 
 def build_plan(spec: SweepSpec, spec_path: Path, default_noise: float | None = None) -> Plan:
     """Configurations x points; checks that depend on the deployment kind are made by
-    `kinds.plan`, which services call instead of this. `default_noise`: a capacity search's
+    `assemble.plan`, which services call instead of this. `default_noise`: a capacity search's
     noise model where the profile sets none (default DEFAULT_NOISE; 0 for a kind whose
     measurements repeat exactly)."""
     spec_dir = spec_path.parent

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from tunebench import kinds
+from tunebench import assemble
 from tunebench.errors import StoreError
 from tunebench.load.guidellm import expected_benchmarks
 from tunebench.runner import ConfigOutcome
@@ -52,7 +52,7 @@ def resume_sweep(
     try:
         spec_data, spec_path = spec_of(manifest)
         spec = validate_spec(spec_data, spec_path)
-        plan = kinds.plan(spec, spec_path)
+        plan = assemble.plan(spec, spec_path)
         only = manifest.only
         if only:  # a part of a split sweep (sweep --only): its configurations only
             plan = dataclasses.replace(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tunebench import kinds
+from tunebench import assemble, kinds
 from tunebench.quality.verdicts import write_table as write_quality_table
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import Reporter, SilentReporter
@@ -86,7 +86,7 @@ def run_configs(
     """Measure each item of `work` (one server start each); the run is complete only when
     every configuration (`kept` ones included) is."""
     outcomes: list[ConfigOutcome] = list(kept or [])
-    parallel = kinds.parallel_of(spec)
+    parallel = assemble.parallel_of(spec)
     with store.running(command, **attempt_details) as attempt:
         try:
             if parallel > 1 and len(work) > 1:
@@ -129,7 +129,7 @@ def _measure_in_turn(
                 # --keep leaves the last configuration's release: one runner (one release)
                 # keeps whatever it ran last; with a release each, only the last one keeps
                 keep_this = keep and (not own_names or index == len(work))
-                runner = kinds.build_runner(
+                runner = assemble.build_runner(
                     spec, spec_path, store, output_root, reporter, keep_this, slot
                 )
             outcomes.append(item.measure(runner, attempt))
@@ -150,14 +150,14 @@ def _measure_in_parallel(
     attempt: int,
 ) -> list[ConfigOutcome]:
     """deployment.parallel > 1: each item with a runner of its own (sweep/parallel.py)."""
-    parallel = kinds.parallel_of(spec)
+    parallel = assemble.parallel_of(spec)
     note = FAIR_COMPARISON_NOTE.format(n=parallel)
     store.record(parallel={"configurations": parallel, "note": note})
     reporter.note(f"measuring up to {parallel} configurations at a time")
 
     def measure(item: WorkItem, slot: kinds.Slot, shared: Reporter) -> ConfigOutcome:
         last = item is work[-1]  # --keep: the plan's last configuration's release stays
-        runner = kinds.build_runner(
+        runner = assemble.build_runner(
             spec, spec_path, store, output_root, shared, keep and last, slot
         )
         if slot.gpus:
@@ -168,6 +168,6 @@ def _measure_in_parallel(
             runner.deployment.stop()
 
     try:
-        return measure_in_parallel(work, parallel, measure, reporter, kinds.parallel_gpus(spec))
+        return measure_in_parallel(work, parallel, measure, reporter, assemble.parallel_gpus(spec))
     finally:
         store.order_points()  # as a sequential sweep writes them

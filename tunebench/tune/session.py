@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import optuna
 
-from tunebench import demo, kinds
+from tunebench import assemble, demo
 from tunebench.errors import SpecError, StoreError, UsageError
 from tunebench.points.diagnosis import diagnose_run, hint_rules
 from tunebench.points.slo import thresholds_of
@@ -51,7 +51,7 @@ def require_tune(spec: SweepSpec, spec_path: Path) -> None:
             f"{spec_path}: no `tune` section; add tune: {{space: {{max-num-seqs: "
             "{low: 8, high: 256, log: true}}} (see docs/tuning.md)"
         )
-    if kinds.parallel_of(spec) > 1:
+    if assemble.parallel_of(spec) > 1:
         raise SpecError(
             f"{spec_path}: deployment.parallel: a tune measures one trial at a time per "
             "worker; for trials side by side start several workers on one study "
@@ -68,7 +68,7 @@ def job_of_run(store: RunStore) -> TuneJob:
     spec_data, spec_path = spec_of(store.manifest)
     spec = validate_spec(spec_data, spec_path)
     require_tune(spec, spec_path)
-    return TuneJob(spec, spec_path, spec_data, kinds.plan(spec, spec_path))
+    return TuneJob(spec, spec_path, spec_data, assemble.plan(spec, spec_path))
 
 
 def worker_id(store: RunStore) -> str:
@@ -151,7 +151,7 @@ def run_tune(
     if on_store:
         on_store(store)
     with store.running(command):
-        runner = kinds.build_runner(spec, spec_path, store, output_root, reporter)
+        runner = assemble.build_runner(spec, spec_path, store, output_root, reporter)
         try:
             evaluator = RunnerEvaluator(
                 runner,
