@@ -20,9 +20,11 @@ from tunebench.kinds import Settings, Slot, Where, kind_of
 from tunebench.quality.collect import QualityRequest
 from tunebench.quality.lmeval import LmEvalRequest, check_task
 from tunebench.quality.prompts import load_prompts, prompts_path
+from tunebench.quality.step import QualityCheck
 from tunebench.roofline.bandwidth import gpu_bandwidth
 from tunebench.roofline.plan import RooflinePlanner
 from tunebench.runner import ConfigRunner
+from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.kserve_chart import tokenizer_for
@@ -142,7 +144,7 @@ def build_runner(
         slo=spec.slo.as_dict() if spec.slo else None,
         client_tolerance=spec.client_tolerance,
         expected_output_tokens=fixed_output_tokens(spec),
-        quality=quality_request(spec, spec_path),
+        before_load=_before_load(spec, spec_path, store, reporter),
         cost=spec.cost.model_dump() if spec.cost else None,
         make_meter=lambda config: make_meter(
             spec.energy, kind.name, getattr(settings, "env", None)
@@ -154,6 +156,17 @@ def build_runner(
             store.layout.logs,
         ),
     )
+
+
+def _before_load(
+    spec: SweepSpec, spec_path: Path, store: RunStore, reporter: Reporter
+) -> list[BeforeLoad]:
+    """The steps on each ready server before its load: the quality check (a replay has no
+    server to ask, its recorded quality stands)."""
+    request = quality_request(spec, spec_path)
+    if request is None or kind_of(spec).name == "replay":
+        return []
+    return [QualityCheck(store, reporter, request)]
 
 
 def quality_request(spec: SweepSpec, spec_path: Path) -> QualityRequest | None:

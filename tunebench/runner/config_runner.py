@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tunebench.errors import DeploymentError, LoadError, tail
 from tunebench.metrics.effective import read_effective
@@ -22,12 +22,11 @@ from tunebench.points.cost import replica_price
 from tunebench.points.roofline import Roofline
 from tunebench.points.row import PointId, build_row
 from tunebench.points.validity import verify_args
-from tunebench.quality.collect import QualityRequest, collect, write_completions
-from tunebench.quality.lmeval import run_lm_eval
 from tunebench.redact import redact_text, secret_values
 from tunebench.roofline.plan import RooflinePlanner
 from tunebench.runner.probing import CapacityProbing
 from tunebench.runner.watch import ServerWatch
+from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.deployment import Deployment, ServerHandle
 from tunebench.seams.energy import EnergyMeter, EnergyReading
 from tunebench.seams.load import ClientResult, LoadDriver
@@ -78,7 +77,7 @@ class ConfigRunner:
         slo: dict | None = None,
         client_tolerance: float = DEFAULT_TOLERANCE,
         expected_output_tokens: int | None = None,
-        quality: QualityRequest | None = None,
+        before_load: Sequence[BeforeLoad] = (),
         cost: dict[str, Any] | None = None,
         make_meter: Callable[[ServerConfig], EnergyMeter | str] | None = None,
         roofline: RooflinePlanner | None = None,
@@ -92,7 +91,8 @@ class ConfigRunner:
         self.client_tolerance = client_tolerance
         # the fixed output length the data asks for (None: lengths vary), checked per point
         self.expected_output_tokens = expected_output_tokens
-        self.quality = quality  # greedy completions collected once per configuration
+        # per configuration, once its server is verified and before its first point
+        self.before_load = tuple(before_load)
         self.cost = cost  # spec cost: cost columns on every point
         self.make_meter = make_meter  # spec energy: energy columns on every point
         self.roofline = roofline  # spec roofline: the decode bound on every point
@@ -147,7 +147,8 @@ class ConfigRunner:
                     config.config_id, "failed", 0, store.manifest.config(config.config_id).error
                 )
             self._verify(state, handle, driver)
-            self._check_quality(state, handle)
+            for step in self.before_load:  # the quality check, lm-eval: outside every window
+                step.run(config, handle, repeat)
             skip = self.skip_load_when(config) if self.skip_load_when is not None else None
             if skip:
                 store.update_config(
@@ -243,72 +244,6 @@ class ConfigRunner:
         if unverified:
             # never silently "ok": the server offers no way to read these back
             self.reporter.note(f"  unverified (no read-back here): {', '.join(unverified)}")
-
-    def _check_quality(self, state: _Measuring, handle: ServerHandle) -> None:
-        """The quality check's completions, before any load point (its time is recorded and
-        is in no point's window). A failure is recorded on the configuration and the load
-        points still run: speed is measured either way, the gate judges later."""
-        request, config_id = self.quality, state.config.config_id
-        if request is None or state.repeat > 1 or self.deployment.kind == "replay":
-            return
-        path = self.store.layout.quality(config_id)
-        if (self.store.manifest.config(config_id).quality or {}).get("prompts"):
-            return  # an earlier attempt of a resumed run collected them
-        self.reporter.note(
-            f"  quality check: {len(request.prompts)} prompts x {request.max_tokens} greedy tokens"
-        )
-        try:
-            got = collect(
-                handle.base_url,
-                handle.served_model,
-                request.prompts,
-                request.max_tokens,
-                request.top_logprobs,
-                handle.headers,
-                handle.tls,
-                max_seconds=request.max_seconds,
-                on_completion=lambda so_far: write_completions(path, so_far),
-            )
-        except LoadError as exc:
-            self.store.update_config(config_id, quality={"error": redact_text(str(exc))})
-            self.reporter.note(f"  [yellow]quality check failed:[/] {exc}")
-            return
-        write_completions(path, got.completions)
-        failed = sum(1 for c in got.completions if c.error)
-        summary: dict[str, Any] = {
-            "prompts": len(got.completions),
-            "max_tokens": request.max_tokens,
-            "top_logprobs": request.top_logprobs,
-            "seconds": round(got.seconds, 2),
-            "failed": failed,
-        }
-        self.store.update_config(config_id, quality=summary)
-        if request.lm_eval is not None and request.tokenizer is not None:
-            summary["lm_eval"] = self._lm_eval(state, handle, request)
-            self.store.update_config(config_id, quality=summary)
-
-    def _lm_eval(
-        self, state: _Measuring, handle: ServerHandle, request: QualityRequest
-    ) -> dict[str, Any]:
-        assert request.lm_eval is not None and request.tokenizer is not None
-        task = request.lm_eval.task
-        self.reporter.note(f"  lm-eval: {task} (limit {request.lm_eval.limit})")
-        try:
-            result = run_lm_eval(
-                request.lm_eval,
-                handle.base_url,
-                handle.served_model,
-                request.tokenizer(state.config),
-                self.store.layout.lm_eval_dir(state.config.config_id),
-                handle.api_key,
-            )
-        except LoadError as exc:
-            self.reporter.note(f"  [yellow]lm-eval failed:[/] {exc}")
-            return {"task": task, "error": redact_text(str(exc))}
-        self.reporter.note(
-            f"  lm-eval: {result.metric} {result.score:.3f} ({result.seconds:.0f} s)"
-        )
-        return dataclasses.asdict(result)
 
     def _measure(
         self, state: _Measuring, handle: ServerHandle, driver: LoadDriver
