@@ -8,7 +8,7 @@ from typing import Callable
 
 from tunebench import assemble, kinds
 from tunebench.quality.verdicts import write_table as write_quality_table
-from tunebench.runner import ConfigOutcome
+from tunebench.runner import ConfigOutcome, ConfigRunner
 from tunebench.seams.progress import Reporter, SilentReporter
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import Plan
@@ -89,14 +89,11 @@ def run_configs(
     parallel = assemble.parallel_of(spec)
     with store.running(command, **attempt_details) as attempt:
         try:
+            job = _Job(spec, spec_path, store, output_root, reporter, keep)
             if parallel > 1 and len(work) > 1:
-                outcomes += _measure_in_parallel(
-                    spec, spec_path, store, output_root, reporter, work, keep, attempt.number
-                )
+                outcomes += _measure_in_parallel(job, work, attempt.number)
             else:
-                outcomes += _measure_in_turn(
-                    spec, spec_path, store, output_root, reporter, work, keep, attempt.number
-                )
+                outcomes += _measure_in_turn(job, work, attempt.number)
         finally:
             write_quality_table(store)  # also when interrupted: what was answered is judged
         if any(o.status != "complete" for o in outcomes):
@@ -104,16 +101,33 @@ def run_configs(
     return SweepResult(store, outcomes)
 
 
-def _measure_in_turn(
-    spec: SweepSpec,
-    spec_path: Path,
-    store: RunStore,
-    output_root: Path,
-    reporter: Reporter,
-    work: Work,
-    keep: bool,
-    attempt: int,
-) -> list[ConfigOutcome]:
+@dataclass(frozen=True)
+class _Job:
+    """What every runner of one sweep attempt is built from."""
+
+    spec: SweepSpec
+    spec_path: Path
+    store: RunStore
+    output_root: Path
+    reporter: Reporter
+    keep: bool
+
+    def runner(
+        self, keep: bool, slot: kinds.Slot | None, reporter: Reporter | None = None
+    ) -> ConfigRunner:
+        return assemble.build_runner(
+            self.spec,
+            self.spec_path,
+            self.store,
+            self.output_root,
+            reporter or self.reporter,
+            keep,
+            slot,
+        )
+
+
+def _measure_in_turn(job: _Job, work: Work, attempt: int) -> list[ConfigOutcome]:
+    store, reporter, keep = job.store, job.reporter, job.keep
     outcomes: list[ConfigOutcome] = []
     # A part of a split sweep (--only) may run beside the other parts in the same namespace:
     # each configuration then gets a release of its own, as in parallel.
@@ -129,9 +143,7 @@ def _measure_in_turn(
                 # --keep leaves the last configuration's release: one runner (one release)
                 # keeps whatever it ran last; with a release each, only the last one keeps
                 keep_this = keep and (not own_names or index == len(work))
-                runner = assemble.build_runner(
-                    spec, spec_path, store, output_root, reporter, keep_this, slot
-                )
+                runner = job.runner(keep_this, slot)
             outcomes.append(item.measure(runner, attempt))
     finally:
         if runner is not None:
@@ -139,27 +151,17 @@ def _measure_in_turn(
     return outcomes
 
 
-def _measure_in_parallel(
-    spec: SweepSpec,
-    spec_path: Path,
-    store: RunStore,
-    output_root: Path,
-    reporter: Reporter,
-    work: Work,
-    keep: bool,
-    attempt: int,
-) -> list[ConfigOutcome]:
+def _measure_in_parallel(job: _Job, work: Work, attempt: int) -> list[ConfigOutcome]:
     """deployment.parallel > 1: each item with a runner of its own (sweep/parallel.py)."""
-    parallel = assemble.parallel_of(spec)
+    store, reporter = job.store, job.reporter
+    parallel = assemble.parallel_of(job.spec)
     note = FAIR_COMPARISON_NOTE.format(n=parallel)
     store.record(parallel={"configurations": parallel, "note": note})
     reporter.note(f"measuring up to {parallel} configurations at a time")
 
     def measure(item: WorkItem, slot: kinds.Slot, shared: Reporter) -> ConfigOutcome:
         last = item is work[-1]  # --keep: the plan's last configuration's release stays
-        runner = assemble.build_runner(
-            spec, spec_path, store, output_root, shared, keep and last, slot
-        )
+        runner = job.runner(job.keep and last, slot, shared)
         if slot.gpus:
             store.update_config(item.config.config_id, gpus=list(slot.gpus))
         try:
@@ -168,6 +170,8 @@ def _measure_in_parallel(
             runner.deployment.stop()
 
     try:
-        return measure_in_parallel(work, parallel, measure, reporter, assemble.parallel_gpus(spec))
+        return measure_in_parallel(
+            work, parallel, measure, reporter, assemble.parallel_gpus(job.spec)
+        )
     finally:
         store.order_points()  # as a sequential sweep writes them
