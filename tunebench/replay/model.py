@@ -12,7 +12,7 @@ last two points and the point is flagged `replay_extrapolated`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from tunebench.points import client_limit
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.slo import evaluate
 from tunebench.spec.plan import args_key
+from tunebench.store.manifest import ConfigEntry
 from tunebench.store.run import RunStore
 
 LATENCY_PREFIXES = ("ttft_", "itl_", "tpot_", "e2e_")
@@ -39,14 +40,33 @@ INTERPOLATED = (
 
 
 @dataclass
-class RecordedConfig:
+class ConfigRecord:
+    """A recorded configuration as its run's manifest holds it (what every replay reads)."""
+
     config_id: str
     label: str
     args: dict[str, Any]
     status: str
     error: str | None
     effective: dict[str, Any]
-    rows: list[dict[str, Any]]  # its points, as read from points.csv
+
+    @classmethod
+    def fields_of(cls, entry: ConfigEntry) -> dict[str, Any]:
+        return {
+            "config_id": entry.config_id,
+            "label": entry.label or entry.config_id,
+            "args": entry.args,
+            "status": entry.status.value,
+            "error": entry.error,
+            "effective": entry.effective or {},
+        }
+
+
+@dataclass
+class RecordedConfig(ConfigRecord):
+    """Interpolated between its recorded points (the interpolating replay)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)  # its points, from points.csv
     start_s: float | None = None  # how long its server took to start when recorded
 
     def point_at(self, kind: str, target: float) -> dict[str, Any]:
@@ -158,12 +178,7 @@ class RecordedRun:
         self.slo = (manifest.spec or {}).get("slo")
         self.configs = [
             RecordedConfig(
-                config_id=c.config_id,
-                label=c.label or c.config_id,
-                args=c.args,
-                status=c.status.value,
-                error=c.error,
-                effective=c.effective or {},
+                **ConfigRecord.fields_of(c),
                 rows=[r for r in store.rows if r["config_id"] == c.config_id],
                 start_s=to_float(getattr(c, "start_s", None)),
             )

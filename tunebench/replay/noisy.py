@@ -32,6 +32,7 @@ from tunebench.numbers import to_float
 from tunebench.points import client_limit
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.slo import SLO_METRICS, evaluate
+from tunebench.replay.model import ConfigRecord
 from tunebench.spec.plan import args_key
 from tunebench.store.run import RunStore, read_requests
 
@@ -139,15 +140,9 @@ class RecordedStart:
 
 
 @dataclass
-class GridConfig:
+class GridConfig(ConfigRecord):
     """One configuration of the recorded grid: its server starts by repeat."""
 
-    config_id: str
-    label: str
-    args: dict[str, Any]
-    status: str
-    error: str | None
-    effective: dict[str, Any]
     starts: dict[int, RecordedStart] = field(default_factory=dict)
 
     def deploy(self, repeats: list[int], rng: np.random.Generator) -> RecordedStart:
@@ -174,14 +169,7 @@ class RecordedGrid:
         self.rows = store.rows
         self.configs: list[GridConfig] = []
         for entry in manifest.configs:
-            config = GridConfig(
-                entry.config_id,
-                entry.label or entry.config_id,
-                entry.args,
-                entry.status.value,
-                entry.error,
-                entry.effective or {},
-            )
+            config = GridConfig(**ConfigRecord.fields_of(entry))
             requests = read_requests(self.path, entry.config_id)
             rows = [
                 r
