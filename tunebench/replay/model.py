@@ -180,7 +180,7 @@ class RecordedRun:
             RecordedConfig(
                 **ConfigRecord.fields_of(c),
                 rows=[r for r in store.rows if r["config_id"] == c.config_id],
-                start_s=to_float(getattr(c, "start_s", None)),
+                start_s=to_float(c.start_s),
             )
             for c in manifest.configs
         ]
