@@ -110,6 +110,9 @@ def e2e_sweep(tmp_path_factory) -> SweepRun:
 
 
 GUARDED_KEY = "tb-test-key-5f2c9a71"
+# Process groups of the servers this session shares on purpose (still up while the last
+# e2e file checks that nothing else was left behind: tests/e2e/test_zz_no_process_left.py).
+SHARED_SERVER_PGIDS: set[int] = set()
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ def guarded_server(tmp_path_factory):
         {"max-model-len": 256, "enforce-eager": True, "api-key": GUARDED_KEY},
     )
     handle = server.start(config)
+    SHARED_SERVER_PGIDS.add(server.pgid)
     yield GuardedServer(
         handle.base_url,
         handle.base_url.removeprefix("http://"),

@@ -246,7 +246,7 @@ def _spec(tmp_path: Path, deployment: str, server: str = "{matrix: {max-num-seqs
 
 
 def test_local_parallel_without_gpus_is_refused_with_the_fix(tmp_path, monkeypatch):
-    monkeypatch.setattr(kinds.environment, "gpus", lambda: [])
+    monkeypatch.setattr(assemble.environment, "gpus", lambda: [])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec, path = _spec(tmp_path, "{kind: local, parallel: 2}")
     with pytest.raises(SpecError, match="no GPU is visible here.*deployment.gpus"):
@@ -333,7 +333,7 @@ def test_a_part_of_a_split_sweep_gives_each_configuration_its_own_release(tmp_pa
         built.append((slot, keep))
         return FakeRunner()
 
-    monkeypatch.setattr(kinds, "build_runner", build_runner)
+    monkeypatch.setattr(assemble, "build_runner", build_runner)
     work = _items(_config("c1"), _config("c2"))
     for only, expected in (
         (["c1", "c2"], [(kinds.Slot("c1"), False), (kinds.Slot("c2"), True)]),
