@@ -5,6 +5,7 @@ points, lm-eval scores them offline, and a configuration that answers wrong is n
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -63,12 +64,29 @@ def test_show_and_the_report_carry_the_quality_table(swept):
 
 
 def test_compare_shows_how_far_answers_moved_between_runs(swept, tmp_path):
-    result = run_cli(
-        "compare", str(swept["run"]), str(swept["run"]), "--format", "json", timeout=300
-    )
+    # The second run: the same run after the planted fault was fixed, i.e. with
+    # planted-penalty's answers those of the defaults' server (real answers, moved).
+    fixed = tmp_path / swept["run"].name
+    shutil.copytree(swept["run"], fixed)
+    layout = RunLayout(fixed)
+    manifest = json.loads((fixed / "manifest.json").read_text())
+    ids = {c["label"]: c["config_id"] for c in manifest["configs"]}
+    defaults = layout.quality(ids["defaults"]).read_text()
+    shutil.copy(layout.quality(ids["defaults"]), layout.quality(ids["planted-penalty"]))
+    result = run_cli("compare", str(swept["run"]), str(fixed), "--format", "json", timeout=300)
     assert result.returncode == 0, result.stderr
     moved = {row["label"]: row for row in json.loads(result.stdout)["quality"]}
-    assert moved["planted-penalty"]["exact_match"] == 1.0  # the same answers, paired by label
+    # expected from the answers themselves: the share of prompts answered identically
+    original = RunLayout(swept["run"]).quality(ids["planted-penalty"]).read_text()
+    penalty = [json.loads(line)["tokens"] for line in original.splitlines()]
+    after = [json.loads(line)["tokens"] for line in defaults.splitlines()]
+    same = sum(a == b for a, b in zip(penalty, after)) / len(after)
+    assert moved["planted-penalty"]["exact_match"] == pytest.approx(same)
+    assert same < 0.5  # the penalty changed most answers: the compare must see that
+    others = {
+        label: row["exact_match"] for label, row in moved.items() if label != "planted-penalty"
+    }
+    assert others and all(value == 1.0 for value in others.values()), others  # unchanged
 
 
 # The tuner's use of the gate (a planted trial answering wrong is infeasible) is checked on the

@@ -213,17 +213,31 @@ def test_compare_flags_the_real_regression(e2e_sweep):
     worse = [r for r in at8 if r["verdict"] == "worse"]
     # the gate's rule: significantly worse (the CI excludes 0) by more than 5%
     assert any(r["ci_low_pct"] > 0 and r["change_pct"] > 5 for r in worse), at8
-    itself = run_cli(
+    # the other way round: the gate passes the better candidate, and says why
+    reverse = run_cli(
         "compare",
-        e2e_sweep.path.name,
         e2e_sweep.path.name,
         "--root",
         root,
+        "--by",
+        "variant",
+        "--baseline",
+        "mns2",
+        "-m",
+        "ttft_p50",
+        "-m",
+        "ttft_p95",
+        "--format",
+        "json",
         "--fail-on-regression",
         "5",
     )
-    assert itself.returncode == 0, itself.stdout
-    assert "worse" not in itself.stdout and "better" not in itself.stdout
+    assert reverse.returncode == 0, reverse.stderr
+    rows = json.loads(reverse.stdout)["rows"]
+    at8 = [r for r in rows if r["load_kind"] == "concurrent" and r["target"] == 8]
+    assert {r["candidate"] for r in at8} == {"variant=mns8"}
+    assert any(r["verdict"] == "better" for r in at8), at8
+    assert "gate: pass: no row worse by more than 5%" in reverse.stderr, reverse.stderr
 
 
 def test_slo_goodput_and_client_verdict(e2e_sweep):

@@ -52,3 +52,9 @@ def test_good_quality_input_plans(tmp_path):
     spec.write_text(SPEC.format(quality="  prompts: mine.txt\n  reference: b"))
     result = run_cli("sweep", str(spec), "--dry-run", "--output", str(tmp_path / "reports"))
     assert result.returncode == 0, result.stderr
+    # the plan says what the check will ask and what it compares with (the label b is c2)
+    assert (
+        "quality check: mine.txt, 32 greedy tokens each, before the load of every "
+        "configuration; compared with c2 (b)"
+    ) in result.stdout, result.stdout
+    assert not (tmp_path / "reports").exists()  # a dry run writes no run

@@ -115,11 +115,29 @@ def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
         )
         crop = " / ".join(sig(x) if x is not None else "-" for x in (point.warmup, point.cooldown))
         points.add_row(point.point_id, point.kind, sig(point.target), limit, crop)
-    return Group(
-        configs,
-        points,
-        Text(f"deployment: {spec.deployment.kind}; estimated time: {_duration(seconds)}"),
+    lines = [configs, points]
+    quality = getattr(spec, "quality", None)
+    if quality is not None:
+        lines.append(Text(_quality_plan(quality, plan.configs)))
+    lines.append(Text(f"deployment: {spec.deployment.kind}; estimated time: {_duration(seconds)}"))
+    return Group(*lines)
+
+
+def _quality_plan(quality: Any, configs: list[Any]) -> str:
+    """What the quality check will ask every configuration, and what it compares with."""
+    prompts = "the 16 shipped prompts" if quality.prompts == "default" else quality.prompts
+    wanted = quality.reference
+    reference = next(
+        (c for c in configs if wanted in (c.config_id, c.label)), configs[0] if configs else None
     )
+    named = f"{reference.config_id} ({reference.label})" if reference is not None else "-"
+    line = (
+        f"quality check: {prompts}, {quality.max_tokens} greedy tokens each, before the load "
+        f"of every configuration; compared with {named}"
+    )
+    if quality.lm_eval is not None:
+        line += f"; lm-eval {quality.lm_eval.task} (limit {quality.lm_eval.limit})"
+    return line
 
 
 def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) -> Group:
