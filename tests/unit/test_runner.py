@@ -181,3 +181,45 @@ def test_a_resumed_configuration_continues_its_search_from_the_stored_probes(tmp
     second = runner2.run(CONFIG, [search], attempt=2, earlier_rows=earlier)
     assert second.capacity["rate"] == first.capacity["rate"]
     assert len(driver.ran) == first.capacity["probes"] - 2  # the stored probes were not redone
+
+
+class RecordingStep:
+    """A BeforeLoad step that notes when it ran (seams/before_load.py)."""
+
+    def __init__(self, store):
+        self.store, self.calls = store, []
+
+    def run(self, config, handle, repeat):
+        stored = [r["point_id"] for r in read_points(self.store.path)]
+        self.calls.append((config.config_id, repeat, stored))
+
+
+def test_steps_before_the_load_run_once_after_the_start_and_before_any_point(tmp_path):
+    store = RunStore.create(tmp_path, RunKind.SWEEP, "t", versions={}, host={})
+    step = RecordingStep(store)
+    runner = ConfigRunner(
+        store, FakeDeployment(), lambda c: FakeLoadDriver(), Metrics(), SilentReporter(),
+        before_load=[step],
+    )  # fmt: skip
+    assert runner.run(CONFIG, POINTS).status == "complete"
+    assert step.calls == [("c1", 1, [])]  # once, before the first point was stored
+
+
+def test_a_tune_with_a_quality_check_skips_the_load_of_a_trial_that_fails_the_gate(tmp_path):
+    from tunebench.quality.collect import QualityRequest
+    from tunebench.quality.step import QualityCheck
+    from tunebench.tune.evaluate import RunnerEvaluator
+
+    store = RunStore.create(tmp_path, RunKind.TUNE, "t", versions={}, host={})
+
+    def evaluator(steps):
+        runner = ConfigRunner(
+            store, FakeDeployment(), lambda c: FakeLoadDriver(), Metrics(), SilentReporter(),
+            before_load=steps,
+        )  # fmt: skip
+        RunnerEvaluator(runner, POINTS, store, "capacity", SilentReporter(), 3)
+        return runner
+
+    check = QualityCheck(store, SilentReporter(), QualityRequest(["a prompt"]))
+    assert evaluator([check]).skip_load_when is not None
+    assert evaluator([]).skip_load_when is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.cost import replica_price
+from tunebench.quality.step import QualityCheck
 from tunebench.quality.verdicts import blocking_reason, judge_run, write_table
 from tunebench.runner import ConfigRunner
 from tunebench.seams.progress import Reporter
@@ -32,7 +33,7 @@ class RunnerEvaluator:
         self.total = total
         self.cost = cost  # spec cost: (objective capacity-per-cost)
         self.count = 0
-        if getattr(runner, "quality", None) is not None:
+        if any(isinstance(step, QualityCheck) for step in runner.before_load):
             # a trial that fails the gate is infeasible: its load is not measured
             runner.skip_load_when = self._gate_failure_text
 
