@@ -422,6 +422,10 @@ tune:
 
 
 class FakeRunner:
+    """A ConfigRunner's face to the evaluator: `run`, and no steps before the load."""
+
+    before_load = ()
+
     def __init__(self, outcome):
         self.outcome = outcome
 
