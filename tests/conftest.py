@@ -25,10 +25,20 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("COLUMNS", "200")
+    return run_in_own_session(
+        [sys.executable, "-m", "tunebench.cli.main", *args], cwd or REPO, full_env, timeout
+    )
+
+
+def run_in_own_session(
+    argv: list[str], cwd: Path, env: dict, timeout: float
+) -> subprocess.CompletedProcess:
+    """`argv` in a session of its own, its output captured. At `timeout` it is stopped with
+    everything it started (`stop_process_tree`) and subprocess.TimeoutExpired is raised."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tunebench.cli.main", *args],
-        cwd=cwd or REPO,
-        env=full_env,
+        argv,
+        cwd=cwd,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

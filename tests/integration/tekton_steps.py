@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import stop_process_tree
+from tests.conftest import run_in_own_session
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PIPELINES = REPO / "pipelines"
@@ -106,23 +106,7 @@ def run_step(
     full["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full.get('PATH', '')}"
     full.setdefault("COLUMNS", "200")
     full.update(env)
-    process = subprocess.Popen(
-        ["bash", str(script)],
-        cwd=cwd,
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # stopped with everything it started (tests/conftest.py)
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stdout, stderr = stop_process_tree(process)
-        raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
-    except BaseException:
-        stop_process_tree(process)
-        raise
+    try:  # stopped with everything it started at its timeout (tests/conftest.py)
+        return run_in_own_session(["bash", str(script)], cwd, full, timeout)
     finally:
         script.unlink()
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

@@ -267,7 +267,7 @@ class LocalVllmServer:
             if self.settings.port or _PORT_TAKEN not in str(exc) or retry_port is False:
                 raise
             self.on_status(f"port {port} was taken while vLLM started; starting on another")
-            return self._start_on_a_free_port(config)
+            return self.start(config, retry_port=False)
         key = config.args.get("api-key")
         remember(key)
         return ServerHandle(
@@ -278,9 +278,6 @@ class LocalVllmServer:
             headers={"Authorization": f"Bearer {key}"} if key else {},
             started_s=time.monotonic() - launched,
         )
-
-    def _start_on_a_free_port(self, config: ServerConfig) -> ServerHandle:
-        return self.start(config, retry_port=False)
 
     def _wait_healthy(self, base_url: str, launched: float) -> None:
         assert self._process is not None

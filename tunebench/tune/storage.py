@@ -23,22 +23,21 @@ from tunebench.spec.models import Tune
 STUDY_FILE = "study.db"
 
 
+# Each objective's values, in order: (the column it reads, which way is better).
+OBJECTIVES: dict[str, tuple[tuple[str, str], ...]] = {
+    "capacity": (("capacity_rps", "maximize"),),
+    "capacity-per-cost": (("requests_per_cost", "maximize"),),
+    "throughput": (("output_tok_s", "maximize"),),
+    "throughput-latency": (("output_tok_s", "maximize"), ("ttft_p95_ms", "minimize")),
+}
+
+
 def directions(objective: str) -> list[str]:
-    return {
-        "capacity": ["maximize"],
-        "capacity-per-cost": ["maximize"],
-        "throughput": ["maximize"],
-        "throughput-latency": ["maximize", "minimize"],
-    }[objective]
+    return [direction for _, direction in OBJECTIVES[objective]]
 
 
 def objective_names(objective: str) -> list[str]:
-    return {
-        "capacity": ["capacity_rps"],
-        "capacity-per-cost": ["requests_per_cost"],
-        "throughput": ["output_tok_s"],
-        "throughput-latency": ["output_tok_s", "ttft_p95_ms"],
-    }[objective]
+    return [name for name, _ in OBJECTIVES[objective]]
 
 
 def storage_url(run_dir: Path) -> str:
