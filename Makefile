@@ -9,7 +9,7 @@ STAMP := $(VENV)/.tunebench-setup
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup-env.sh
+$(STAMP): pyproject.toml scripts/setup-env.sh scripts/install-deps.sh
 	VENV=$(VENV) bash scripts/setup-env.sh
 	touch $@
 

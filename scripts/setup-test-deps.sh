@@ -14,9 +14,37 @@
 #   - Debian's slurm-wlm and munge: `tunebench batch --slurm` scripts run on a real
 #     single-node Slurm (tests/e2e/test_slurm_cpu.py starts it).
 # (shellcheck and the local S3 server, moto, come with the dev extra.)
+# The tools' environments and node_modules are installed once per content, outside the
+# clone (`$TUNEBENCH_TOOLS_CACHE/tools-<key>`, default ~/.cache/tunebench/tools, the key a
+# hash of this script and tekton-lint's package files): the clone's `.cache/tools` and
+# `tools/tekton-lint/node_modules` are links to it. TUNEBENCH_TOOLS_CACHE=off installs
+# them into the clone.
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+TOOLS_CACHE=${TUNEBENCH_TOOLS_CACHE:-${TUNEBENCH_HOME:-$HOME/.cache/tunebench}/tools}
+NPM_DIR=tools/tekton-lint  # where `npm ci` runs: the clone, or the shared copy
+if [ "$TOOLS_CACHE" != off ]; then
+    key=$(cat scripts/setup-test-deps.sh tools/tekton-lint/package.json \
+        tools/tekton-lint/package-lock.json | sha256sum | cut -c1-16)
+    shared="$TOOLS_CACHE/tools-$key"
+    mkdir -p "$shared/tekton-lint" .cache
+    cp tools/tekton-lint/package.json tools/tekton-lint/package-lock.json "$shared/tekton-lint/"
+    # a link of an earlier key is replaced; a real directory (an older checkout) is kept
+    for pair in ".cache/tools:$shared" "tools/tekton-lint/node_modules:$shared/tekton-lint/node_modules"; do
+        link=${pair%%:*}
+        target=${pair#*:}
+        if [ -L "$link" ] || [ ! -e "$link" ]; then
+            mkdir -p "$target"
+            ln -sfn "$target" "$link"
+        fi
+    done
+    NPM_DIR="$shared/tekton-lint"
+    # two clones setting up at once install the tools once
+    exec 9>"$shared.lock"
+    flock 9
+fi
 
 SUDO=""
 need_root() {
@@ -64,7 +92,10 @@ fi
 
 # The three tool installs below are independent downloads: they run at once, each with its
 # own log; a failure prints its log and fails the set-up.
-LOGS=.cache/tools/logs
+mkdir -p .cache/tools
+# the real path: a virtual environment's scripts name the path it was created at
+TOOLS=$(cd .cache/tools && pwd -P)
+LOGS=$TOOLS/logs
 mkdir -p "$LOGS"
 PIDS=()
 NAMES=()
@@ -79,7 +110,7 @@ in_background() {  # name command...
 if [ "$installed" != "$TEKTON_LINT_VERSION" ]; then
     echo "[setup] installing tekton-lint $TEKTON_LINT_VERSION into $TEKTON_LINT_DIR"
     in_background tekton-lint bash -c \
-        "cd '$TEKTON_LINT_DIR' && npm ci --no-audit --no-fund --loglevel=error"
+        "cd '$NPM_DIR' && npm ci --no-audit --no-fund --loglevel=error"
 fi
 
 # The llm-d Benchmark Report v0.2 schema (revision 0.2.1), to validate `tunebench export
@@ -87,8 +118,8 @@ fi
 # environment) ships the published schema's models; their JSON Schema is written to
 # .cache/tools/br_v0_2_1_schema.json. The same environment runs inference-perf itself.
 INFERENCE_PERF_VERSION=0.7.0
-IP_VENV=.cache/tools/inference-perf
-BR_SCHEMA=.cache/tools/br_v0_2_1_schema.json
+IP_VENV=$TOOLS/inference-perf
+BR_SCHEMA=$TOOLS/br_v0_2_1_schema.json
 if ! "$IP_VENV/bin/python" -c "import inference_perf" 2>/dev/null ||
     [ "$("$IP_VENV/bin/pip" show inference-perf 2>/dev/null | sed -n 's/^Version: //p')" != "$INFERENCE_PERF_VERSION" ]; then
     # A pyenv shim is on PATH even when its version is not selected, and then fails when
@@ -116,7 +147,7 @@ fi
 # AIPerf (NVIDIA), to make real AIPerf exports against the CPU server for `tunebench import`'s
 # tests; its pins (rich, pandas, aiohttp, ...) clash with vLLM's, so in its own environment.
 AIPERF_VERSION=0.13.0
-AIPERF_VENV=.cache/tools/aiperf
+AIPERF_VENV=$TOOLS/aiperf
 if [ "$("$AIPERF_VENV/bin/pip" show aiperf 2>/dev/null | sed -n 's/^Version: //p')" != "$AIPERF_VERSION" ]; then
     echo "[setup] installing aiperf $AIPERF_VERSION into $AIPERF_VENV"
     rm -rf "$AIPERF_VENV"
