@@ -23,7 +23,7 @@ from tunebench.quality.prompts import load_prompts, prompts_path
 from tunebench.quality.step import QualityCheck
 from tunebench.roofline.bandwidth import gpu_bandwidth
 from tunebench.roofline.plan import RooflinePlanner
-from tunebench.runner import ConfigRunner
+from tunebench.runner import ConfigRunner, PointExtras, PointRules
 from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
@@ -141,19 +141,23 @@ def build_runner(
         make_driver,
         spec.metrics,
         reporter,
-        slo=spec.slo.as_dict() if spec.slo else None,
-        client_tolerance=spec.client_tolerance,
-        expected_output_tokens=fixed_output_tokens(spec),
-        before_load=_before_load(spec, spec_path, store, reporter),
-        cost=spec.cost.model_dump() if spec.cost else None,
-        make_meter=lambda config: make_meter(
-            spec.energy, kind.name, getattr(settings, "env", None)
+        PointRules(
+            slo=spec.slo.as_dict() if spec.slo else None,
+            client_tolerance=spec.client_tolerance,
+            expected_output_tokens=fixed_output_tokens(spec),
         ),
-        roofline=RooflinePlanner(
-            spec.roofline,
-            kind.name,
-            getattr(settings, "cpus", None),
-            store.layout.logs,
+        before_load=_before_load(spec, spec_path, store, reporter),
+        extras=PointExtras(
+            cost=spec.cost.model_dump() if spec.cost else None,
+            make_meter=lambda config: make_meter(
+                spec.energy, kind.name, getattr(settings, "env", None)
+            ),
+            roofline=RooflinePlanner(
+                spec.roofline,
+                kind.name,
+                getattr(settings, "cpus", None),
+                store.layout.logs,
+            ),
         ),
     )
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tunebench.runner import ConfigRunner
+from tunebench.runner import ConfigRunner, PointRules
 from tunebench.seams.progress import SilentReporter
 from tunebench.spec.models import Metrics
 from tunebench.spec.plan import LoadPoint, SearchSettings, ServerConfig
@@ -33,7 +33,7 @@ def make_runner(tmp_path, deployment, driver, slo=None):
         tmp_path, RunKind.SWEEP, "t", varied_args=["max-num-seqs"], versions={}, host={}
     )
     runner = ConfigRunner(
-        store, deployment, lambda config: driver, Metrics(), SilentReporter(), slo=slo
+        store, deployment, lambda config: driver, Metrics(), SilentReporter(), PointRules(slo=slo)
     )
     return store, runner
 

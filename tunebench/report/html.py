@@ -21,6 +21,7 @@ from tunebench.numbers import to_float
 from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
 from tunebench.report.formats import cell as format_cell
 from tunebench.report.formats import sig, signed_pct
+from tunebench.report.points_table import OPTIONAL_COLUMNS
 from tunebench.report.tables import CROSS_CHECK_SHOWN
 from tunebench.report.text import describe_capacity
 from tunebench.store.files import write_atomic
@@ -145,15 +146,6 @@ def _tune_section(run_path: Path) -> dict | None:
     return result
 
 
-# Summary columns shown only when some point has a value (spec cost, an energy meter, a
-# known device bandwidth).
-OPTIONAL_SUMMARY = (
-    ("cost/Mtok out", "cost_per_mtok_output", 3),
-    ("J/out tok", "joules_per_output_token", 3),
-    ("roofline %", "roofline_pct", 1),
-)
-
-
 def summary_notes(raw: pd.DataFrame, manifest: dict) -> list[str]:
     """Configurations measured side by side, why the energy column is absent, and what each
     configuration's roofline rests on."""
@@ -187,7 +179,7 @@ def report_context(run_path: Path) -> dict:
         points = points.assign(queue_time_mean_s=points["queue_time_mean_s"] * 1000)
     summary = SUMMARY + [
         (header, column, digits)
-        for header, column, digits in OPTIONAL_SUMMARY
+        for header, column, digits in OPTIONAL_COLUMNS
         if column in raw and raw[column].notna().any()
     ]
     rows = [

@@ -114,14 +114,15 @@ def _num(key: str, digits: int):
     return lambda row: cell(row.get(key), digits)
 
 
-COST_HEADER = "cost/Mtok out"  # shown when the spec priced the run (`cost:`)
 # Columns shown only when some point has a value: cost (`cost:`), energy (a readable meter),
-# the roofline (a known device bandwidth).
-OPTIONAL = {
-    COST_HEADER: "cost_per_mtok_output",
-    "J/out tok": "joules_per_output_token",
-    "roofline %": "roofline_pct",
-}
+# the roofline (a known device bandwidth); (header, column, digits), the console table's and
+# the HTML report's.
+OPTIONAL_COLUMNS = (
+    ("cost/Mtok out", "cost_per_mtok_output", 2),
+    ("J/out tok", "joules_per_output_token", 3),
+    ("roofline %", "roofline_pct", 1),
+)
+OPTIONAL = {header: key for header, key, _ in OPTIONAL_COLUMNS}
 
 COLUMNS = (  # in display order
     Column("config", 0, None),
@@ -134,9 +135,10 @@ COLUMNS = (  # in display order
     Column("ITL p50 ms", 2, _num("itl_p50_ms", 2)),
     Column("ITL p95 ms", 7, _num("itl_p95_ms", 2)),
     Column("out tok/s", 3, _num("output_tok_s", 0)),
-    Column(COST_HEADER, 4, _num("cost_per_mtok_output", 2)),
-    Column("J/out tok", 5, _num("joules_per_output_token", 3)),
-    Column("roofline %", 8, _num("roofline_pct", 1)),
+    *(
+        Column(header, priority, _num(key, digits))
+        for (header, key, digits), priority in zip(OPTIONAL_COLUMNS, (4, 5, 8))
+    ),
     Column("KV max %", 8, _kv_pct),
     Column("wait max (req)", 10, _num("waiting_max", 0)),
     Column("queue depth (req)", 9, _num("queue_depth_mean", 2)),

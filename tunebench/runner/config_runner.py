@@ -66,6 +66,26 @@ class _Measuring:
     unverified: list[str] = field(default_factory=list)  # args the server gave no read-back of
 
 
+@dataclass(frozen=True)
+class PointRules:
+    """How each point is judged: the SLO, the client-limit tolerance, and the fixed output
+    length the data asks for (None: lengths vary), checked per point."""
+
+    slo: dict | None = None
+    client_tolerance: float = DEFAULT_TOLERANCE
+    expected_output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class PointExtras:
+    """What the spec adds to every point: cost (`cost:`), energy (`energy:`, a meter per
+    configuration, or why it has none) and the roofline's decode bound (`roofline:`)."""
+
+    cost: dict[str, Any] | None = None
+    make_meter: Callable[[ServerConfig], EnergyMeter | str] | None = None
+    roofline: RooflinePlanner | None = None
+
+
 class ConfigRunner:
     def __init__(
         self,
@@ -74,28 +94,19 @@ class ConfigRunner:
         make_driver: Callable[[ServerConfig], LoadDriver],
         metrics: Metrics,
         reporter: Reporter,
-        slo: dict | None = None,
-        client_tolerance: float = DEFAULT_TOLERANCE,
-        expected_output_tokens: int | None = None,
+        rules: PointRules = PointRules(),
         before_load: Sequence[BeforeLoad] = (),
-        cost: dict[str, Any] | None = None,
-        make_meter: Callable[[ServerConfig], EnergyMeter | str] | None = None,
-        roofline: RooflinePlanner | None = None,
+        extras: PointExtras = PointExtras(),
     ):
         self.store = store
         self.deployment = deployment
         self.make_driver = make_driver
         self.metrics = metrics
         self.reporter = reporter
-        self.slo = slo
-        self.client_tolerance = client_tolerance
-        # the fixed output length the data asks for (None: lengths vary), checked per point
-        self.expected_output_tokens = expected_output_tokens
+        self.rules = rules
         # per configuration, once its server is verified and before its first point
         self.before_load = tuple(before_load)
-        self.cost = cost  # spec cost: cost columns on every point
-        self.make_meter = make_meter  # spec energy: energy columns on every point
-        self.roofline = roofline  # spec roofline: the decode bound on every point
+        self.extras = extras
         # After the quality check: a reason to measure no load (a tune trial that answers
         # wrong is infeasible whatever its speed: its load would cost time and tell nothing).
         self.skip_load_when: Callable[[ServerConfig], str | None] | None = None
@@ -129,7 +140,9 @@ class ConfigRunner:
         driver = self.make_driver(config)
         fixed = [p for p in points if p.search is None]
         searches = [p for p in points if p.search is not None]
-        probing = CapacityProbing(searches[0], self.capacity_hint, self.slo) if searches else None
+        probing = (
+            CapacityProbing(searches[0], self.capacity_hint, self.rules.slo) if searches else None
+        )
         if probing is not None:
             probing.seed(earlier_rows)
         state = _Measuring(config, [], probing, done=len(earlier_rows), repeat=repeat)
@@ -162,8 +175,8 @@ class ConfigRunner:
                 state.scraper = MetricsScraper(
                     handle.metrics_url, self.metrics.interval_s, handle.headers, handle.tls
                 ).start()
-            if self.make_meter is not None:
-                state.meter = self.make_meter(config)
+            if self.extras.make_meter is not None:
+                state.meter = self.extras.make_meter(config)
                 if not isinstance(state.meter, str):
                     state.meter.start()
             watch = ServerWatch(self.deployment, driver).start()
@@ -234,8 +247,8 @@ class ConfigRunner:
             invalid_reasons=state.reasons,
             arg_checks=[dataclasses.asdict(c) for c in checks],
         )
-        if self.roofline is not None:
-            state.roofline, record = self.roofline.for_config(
+        if self.extras.roofline is not None:
+            state.roofline, record = self.extras.roofline.for_config(
                 state.config.model, state.config.args, effective
             )
             self.store.update_config(state.config.config_id, roofline=record)
@@ -340,14 +353,16 @@ class ConfigRunner:
             result.samples,
             server,
             server_note=note,
-            slo_spec=self.slo,
-            client_tolerance=self.client_tolerance,
+            slo_spec=self.rules.slo,
+            client_tolerance=self.rules.client_tolerance,
             config_problems=state.reasons,
             config_unverified=[f"{arg} not read back from the server" for arg in state.unverified],
-            expected_output_tokens=self.expected_output_tokens,
+            expected_output_tokens=self.rules.expected_output_tokens,
             raw_report=raw,
             window=(result.start_time, result.end_time),
-            price_per_hour=replica_price(self.cost, config.args) if self.cost else None,
+            price_per_hour=(
+                replica_price(self.extras.cost, config.args) if self.extras.cost else None
+            ),
             energy=self._energy(state.meter, result),
             roofline=state.roofline,
         )
