@@ -15,7 +15,8 @@ capacity is indistinguishable from it (the best set).
 
 Each strategy is charged what it pays (the recording's own measured costs: a deployment,
 and per probe its window plus a load point's overhead) and stops by its own rule:
-- the tuner (TPE, baseline first) and random search (baseline first): `--trials`
+- the tuner (its default sampler, the local search of tunebench/tune/local_search.py),
+  Optuna's TPE and random search, each with the baseline first: `--trials`
   deployments, each a capacity search warm-started like `tunebench tune`;
 - the full grid: every configuration deployed once and measured at the recorded rates with
   the recorded windows, the highest sustained rate wins (it must deploy everything to know).
@@ -56,6 +57,7 @@ from tunebench.tune.replay import (  # noqa: E402
     SearchRules,
     noisy_probe,
 )
+from tunebench.tune.storage import make_sampler  # noqa: E402
 from tunebench.tune.study import Tuner  # noqa: E402
 
 
@@ -90,11 +92,7 @@ def run_study(grid, slo, base, sampler, seed, trials, replay, best_set, rules):
     tune = Tune.model_validate(
         {"space": space_of(grid, base), "trials": trials, "seed": seed, "sampler": sampler}
     )
-    if sampler == "random":
-        chosen = optuna.samplers.RandomSampler(seed=seed)
-    else:
-        chosen = optuna.samplers.TPESampler(seed=seed, n_startup_trials=tune.startup_trials)
-    study = optuna.create_study(directions=["maximize"], sampler=chosen)
+    study = optuna.create_study(directions=["maximize"], sampler=make_sampler(tune, seed))
     evaluator = NoisyCapacityEvaluator(grid, slo, replay, rules, np.random.default_rng(seed))
     reached: list[float] = []
 
@@ -165,8 +163,8 @@ def main() -> None:
     parser.add_argument(
         "--sampler",
         action="append",
-        choices=("tpe", "random"),
-        help="which samplers to run (default: both)",
+        choices=("local", "tpe", "random"),
+        help="which samplers to run (default: all three)",
     )
     args = parser.parse_args()
     began = time.monotonic()
@@ -221,7 +219,13 @@ def main() -> None:
     )
     strategies = (
         (
-            "tuner (TPE, baseline first)",
+            "tuner (local search, baseline first)",
+            lambda seed: run_study(
+                grid, slo, base, "local", seed, args.trials, replay, best_set, rules
+            ),
+        ),
+        (
+            "TPE (baseline first)",
             lambda seed: run_study(
                 grid, slo, base, "tpe", seed, args.trials, replay, best_set, rules
             ),
@@ -237,8 +241,8 @@ def main() -> None:
             lambda seed: full_grid(grid, slo, replay, rules, seed, best_set),
         ),
     )
-    chosen = set(args.sampler or ["tpe", "random"]) | {"grid"}
-    for (name, run), key in zip(strategies, ("tpe", "random", "grid")):
+    chosen = set(args.sampler or ["local", "tpe", "random"]) | {"grid"}
+    for (name, run), key in zip(strategies, ("local", "tpe", "random", "grid")):
         if key not in chosen:
             continue
         reach, spent, right = [], [], []
@@ -249,7 +253,7 @@ def main() -> None:
             right.append(pick_right)
         found = [r for r in reach if r != float("inf")]
         print(
-            f"  {name:<32} first best-set deployment at {statistics.median(reach):6.1%} of the "
+            f"  {name:<36} first best-set deployment at {statistics.median(reach):6.1%} of the "
             f"grid's GPU-min (median; never in {len(reach) - len(found)}/{len(reach)}); "
             f"spent {statistics.median(spent):6.1%}; its pick in the best set "
             f"{np.mean(right):6.1%}"

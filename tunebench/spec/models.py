@@ -338,9 +338,16 @@ class Tune(Strict):
         "capacity"
     )
     trials: int = Field(12, ge=1, le=1000, description="deployments, the baseline included")
-    sampler: Literal["tpe", "random"] = "tpe"
-    startup_trials: int = Field(
-        3, ge=1, description="random trials (after the baseline) before TPE models the space"
+    sampler: Literal["local", "tpe", "random"] = Field(
+        "local",
+        description="local: the unmeasured neighbour of the best so far (tune/local_search.py); "
+        "tpe: Optuna's TPE; random",
+    )
+    startup_trials: int | None = Field(
+        None,
+        ge=1,
+        description="random trials (after the baseline) before the sampler uses the measured "
+        "ones (default: 1 for local, 3 for tpe)",
     )
     seed: int | None = 0
     baseline: bool = Field(True, description="first trial: server.args only (vLLM's defaults)")

@@ -19,6 +19,7 @@ import sqlalchemy.exc
 
 from tunebench.errors import UsageError
 from tunebench.spec.models import Tune
+from tunebench.tune.local_search import LocalSearchSampler
 
 STUDY_FILE = "study.db"
 
@@ -88,26 +89,28 @@ def shared_storage(url: str, tune: Tune) -> optuna.storages.RDBStorage:
     raise AssertionError("unreachable")
 
 
+def make_sampler(tune: Tune, seed: int | None) -> optuna.samplers.BaseSampler:
+    """The study's sampler as the spec names it (benchmarks/tune_efficiency.py grades them)."""
+    if tune.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if tune.sampler == "tpe":
+        # Optuna's default TPE (one density per param; a conditional param is modelled from
+        # the trials that have it).
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=tune.startup_trials or 3)
+    if len(directions(tune.objective)) > 1:  # no single "best" to search around: TPE
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=tune.startup_trials or 3)
+    return LocalSearchSampler(startup=tune.startup_trials or 1, seed=seed)
+
+
 def open_study(
     run_dir: Path, name: str, tune: Tune, create: bool, storage: str | None = None
 ) -> optuna.Study:
     """The run's own study (sqlite in the run), or with `storage` a shared one (created by the
     first worker, joined by the others)."""
-    sampler: optuna.samplers.BaseSampler
-    if tune.sampler == "random":
-        sampler = optuna.samplers.RandomSampler(seed=tune.seed)
-    else:
-        # Optuna's default TPE (one density per param; a conditional param is modelled from
-        # the trials that have it). On the recorded CPU grid it reached the best region in
-        # fewer deployments than multivariate/grouped TPE (benchmarks/tune_efficiency.py).
-        sampler = optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=tune.startup_trials)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # a shared study: a seed per worker (workers that proposed alike would claim the same args)
+    sampler = make_sampler(tune, seed=tune.seed if storage is None else None)
     if storage is not None:
-        # a seed per worker: workers that proposed alike would all claim the same args
-        if tune.sampler != "random":
-            sampler = optuna.samplers.TPESampler(n_startup_trials=tune.startup_trials)
-        else:
-            sampler = optuna.samplers.RandomSampler()
         return optuna.create_study(
             storage=shared_storage(storage, tune),
             study_name=name,

@@ -1,0 +1,170 @@
+"""The tuner's local search: neighbours, the order it tries them in, and what it finds.
+
+The truth of the last tests is brute force over the grid (the argmax of a function the
+sampler never sees whole), not anything the sampler computes."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from tunebench.spec.models import Tune
+from tunebench.tune.local_search import LocalSearchSampler, neighbours
+from tunebench.tune.storage import make_sampler
+from tunebench.tune.study import TrialOutcome, Tuner
+
+SEQS = [1, 2, 4, 8, 16, 32, 64]
+TOKENS = [32, 128, 512, 2048]
+SPACE = {
+    "max-num-seqs": {"choices": SEQS, "ordered": True},
+    "max-num-batched-tokens": {"choices": TOKENS, "ordered": True},
+}
+
+
+def test_neighbours_of_each_kind_of_param():
+    ordered = IntDistribution(0, 5)  # an ordered choice is its index
+    assert sorted(neighbours(ordered, 0)) == [1]
+    assert sorted(neighbours(ordered, 3)) == [2, 4]
+    assert sorted(neighbours(IntDistribution(8, 256, log=True), 32)) == [16, 64]
+    assert neighbours(IntDistribution(8, 256, log=True), 256) == [128]
+    # a wide linear range moves by a quarter of it, on its step
+    assert sorted(neighbours(IntDistribution(0, 1000, step=10), 500)) == [250, 750]
+    assert neighbours(CategoricalDistribution([None, "fp8", "auto"]), "fp8") == [None, "auto"]
+    assert sorted(neighbours(FloatDistribution(0.8, 0.96, step=0.04), 0.88)) == pytest.approx(
+        [0.84, 0.92]
+    )
+
+
+def _study(values: dict[tuple[int, int], float], startup: int = 1, seed: int = 0):
+    """A study told the given (seqs index, tokens index) -> value trials, baseline first."""
+    study = optuna.create_study(
+        direction="maximize", sampler=LocalSearchSampler(startup=startup, seed=seed)
+    )
+    study.add_trial(optuna.trial.create_trial(value=1.0))  # the baseline: no params
+    dists = {"max-num-seqs": IntDistribution(0, 6), "max-num-batched-tokens": IntDistribution(0, 3)}
+    for (i, j), value in values.items():
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"max-num-seqs": i, "max-num-batched-tokens": j},
+                distributions=dists,
+                value=value,
+            )
+        )
+    return study, dists
+
+
+def _ask(study, dists) -> tuple[int, int]:
+    trial = study.ask(dists)
+    return trial.params["max-num-seqs"], trial.params["max-num-batched-tokens"]
+
+
+def test_it_moves_away_from_a_neighbour_measured_worse():
+    # the best (3, 1) has a worse neighbour below it in max-num-seqs: the next try is above
+    study, dists = _study({(3, 1): 10.0, (2, 1): 6.0})
+    assert _ask(study, dists) == (4, 1)
+
+
+def test_the_pattern_move_follows_the_line_through_the_two_best():
+    # (0, 0) then (2, 1) better: two steps of max-num-seqs with one of the token budget
+    study, dists = _study({(0, 0): 8.0, (2, 1): 10.0, (1, 0): 3.0})
+    assert _ask(study, dists) == (4, 2)
+    # off the grid: no pattern move, a neighbour of the best instead
+    study, dists = _study({(2, 1): 8.0, (6, 3): 10.0})
+    i, j = _ask(study, dists)
+    assert max(abs(i - 6), abs(j - 3)) == 1
+
+
+def test_one_arg_moves_come_before_two_arg_moves_and_nothing_is_tried_twice():
+    study, dists = _study({(0, 0): 5.0})
+    asked = []
+    for _ in range(3):
+        proposal = _ask(study, dists)
+        asked.append(proposal)
+        study.tell(study.trials[-1].number, 1.0)  # all worse than the start
+    assert set(asked) == {(1, 0), (0, 1), (1, 1)}  # the corner's three neighbours
+    assert asked[2] == (1, 1)  # the diagonal last
+    assert len(set(asked)) == len(asked)
+
+
+def test_when_the_best_has_no_unmeasured_neighbour_the_next_best_is_searched():
+    around = {(i, j): 1.0 for i, j in itertools.product((0, 1), (0, 1))}
+    around[(0, 0)] = 9.0  # the best: every neighbour measured
+    around[(1, 1)] = 5.0  # the next best: its neighbours (2, *) and (*, 2) are not
+    study, dists = _study(around)
+    i, j = _ask(study, dists)
+    assert max(abs(i - 1), abs(j - 1)) == 1 and (i, j) not in around
+
+
+def test_before_the_startup_trials_it_proposes_at_random():
+    # one measured configuration, fewer than startup=2: proposals are not kept to neighbours
+    far = 0
+    for seed in range(20):
+        study, dists = _study({(0, 0): 3.0}, startup=2, seed=seed)
+        i, j = _ask(study, dists)
+        far += max(i, j) > 1
+    assert far > 5  # 19 of the 27 other cells are no neighbour of (0, 0)
+    # with startup=1 the same study's proposal is a neighbour, whatever the seed
+    for seed in range(5):
+        study, dists = _study({(0, 0): 3.0}, startup=1, seed=seed)
+        assert max(_ask(study, dists)) == 1
+
+
+def test_a_two_objective_study_gets_tpe():
+    tune = Tune.model_validate({"space": SPACE, "objective": "throughput-latency"})
+    assert isinstance(make_sampler(tune, seed=0), optuna.samplers.TPESampler)
+    assert isinstance(
+        make_sampler(Tune.model_validate({"space": SPACE}), seed=0), LocalSearchSampler
+    )
+
+
+class GridEvaluator:
+    """Capacity on the grid by a closed form; vLLM's defaults (no args) at `defaults`."""
+
+    def __init__(self, law, defaults: float):
+        self.law, self.defaults, self.deployed = law, defaults, []
+
+    def evaluate(self, config):
+        args = config.args
+        if "max-num-seqs" not in args:
+            return TrialOutcome([self.defaults])
+        self.deployed.append((args["max-num-seqs"], args["max-num-batched-tokens"]))
+        return TrialOutcome([self.law(args["max-num-seqs"], args["max-num-batched-tokens"])])
+
+
+def _unimodal(seqs: int, tokens: int) -> float:
+    # one peak at 16 sequences and 512 tokens, falling off on every side
+    return 10.0 * math.exp(-((math.log2(seqs) - 4) ** 2) / 3 - (math.log2(tokens) - 9) ** 2 / 8)
+
+
+def _tune(sampler: str, law, trials: int, seed: int, defaults: float) -> set:
+    tune = Tune.model_validate(
+        {"space": SPACE, "trials": trials, "seed": seed, "sampler": sampler, "hints": False}
+    )
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(tune, seed))
+    evaluator = GridEvaluator(law, defaults)
+    Tuner(study, tune, {}, "m", None, evaluator).run()
+    return set(evaluator.deployed)
+
+
+def test_on_a_unimodal_grid_it_reaches_the_peak_from_any_start():
+    # truth by brute force: every cell of the grid evaluated
+    peak = max(itertools.product(SEQS, TOKENS), key=lambda c: _unimodal(*c))
+    assert peak == (16, 512)
+    # from any random start, climbing one step at a time (diagonals too) reaches the peak
+    # within the grid's diameter (6 steps) plus the moves that fail around the way
+    for seed in range(20):
+        assert peak in _tune("local", _unimodal, trials=12, seed=seed, defaults=1.0), seed
+
+
+def test_it_finds_the_peak_more_often_than_random_search_on_the_same_budget():
+    found = {"local": 0, "random": 0}
+    for sampler in found:
+        for seed in range(30):
+            peak = max(itertools.product(SEQS, TOKENS), key=lambda c: _unimodal(*c))
+            found[sampler] += peak in _tune(sampler, _unimodal, trials=7, seed=seed, defaults=1.0)
+    # 6 of 28 cells at random: the peak in about 21% of seeds
+    assert found["local"] >= found["random"] + 9, found
