@@ -30,4 +30,3 @@ def test_setup_without_python_311_says_which_python_it_needs(tmp_path):
     assert len(lines) == 1, result.stderr
     assert "needs Python 3.11 or newer" in lines[0] and "PYTHON=" in lines[0]
     assert not (tmp_path / "venv").exists()  # nothing half-made
-
