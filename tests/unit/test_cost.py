@@ -21,6 +21,9 @@ GPU = {"price_per_hour": 4.0, "per": "accelerator", "currency": "USD"}
 def test_a_replica_costs_its_accelerators_and_a_node_price_is_the_replica_price():
     assert accelerators(GPU, {}) == 1
     assert accelerators(GPU, {"tensor-parallel-size": 2, "pipeline-parallel-size": 2}) == 4
+    # a data-parallel replica holds DP x TP x PP GPUs, as the local kind hands them out
+    assert accelerators(GPU, {"tensor-parallel-size": 2, "data-parallel-size": 2}) == 4
+    assert accelerators(GPU, {"data_parallel_size": 3}) == 3
     assert replica_price(GPU, {"tensor-parallel-size": 2}) == 8.0
     assert replica_price({**GPU, "accelerators_per_replica": 8}, {"tensor-parallel-size": 2}) == 32
     assert replica_price({"price_per_hour": 30.0, "per": "node"}, {"tensor-parallel-size": 8}) == 30

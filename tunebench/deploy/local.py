@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 import httpx
 
@@ -150,6 +152,18 @@ def server_error_line(log: str) -> str:
     return shown(len(entries) - 1)  # 6
 
 
+def referenced_models(config: ServerConfig) -> list[str]:
+    """The models a configuration loads besides its own: the tokenizer and a speculative
+    draft (`speculative-config.model`), as paths for builtin names."""
+    found = [config.tokenizer] if config.tokenizer else []
+    speculative = config.args.get("speculative-config")
+    if isinstance(speculative, str) and speculative.startswith("{"):
+        speculative = json.loads(speculative)
+    if isinstance(speculative, dict) and isinstance(speculative.get("model"), str):
+        found.append(speculative["model"])
+    return [demo.resolve_builtin(m) for m in found]
+
+
 def vllm_environment(
     model_path: str,
     cpu: bool,
@@ -157,13 +171,20 @@ def vllm_environment(
     python: str | None = None,
     extra: dict[str, str] | None = None,
     threads_bind: str = "auto",
+    other_models: Sequence[str] = (),
 ) -> dict[str, str]:
-    """The environment a vLLM process (server or offline engine) runs with."""
+    """The environment a vLLM process (server or offline engine) runs with. `other_models`:
+    every other model the process loads (a tokenizer, a speculative draft)."""
     env = dict(os.environ)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("VLLM_CACHE_ROOT", str(cache_root() / "vllm-cache"))
-    if Path(model_path).exists():
+    # offline only when nothing is fetched from the hub: a draft or tokenizer given as a hub
+    # id must still download
+    if all(Path(m).exists() for m in (model_path, *other_models)):
         env.setdefault("HF_HUB_OFFLINE", "1")
+    # NVML numbers GPUs in PCI order, CUDA by default fastest first: one order for both, so
+    # the GPUs a configuration is given are the ones its energy is read from
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if cpu:
         # Without an explicit KV space vLLM-CPU sizes memory per NUMA node and fails.
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{kv_cache_space_gib:g}")
@@ -218,7 +239,7 @@ class LocalVllmServer:
             argv += ["--tokenizer", demo.resolve_builtin(config.tokenizer)]
         return argv + config.command_args()
 
-    def environment(self, model_path: str) -> dict[str, str]:
+    def environment(self, model_path: str, config: ServerConfig | None = None) -> dict[str, str]:
         cpu = self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible())
         return vllm_environment(
             model_path,
@@ -228,6 +249,7 @@ class LocalVllmServer:
             self.settings.env,
             # pinned: vLLM-CPU's OpenMP threads on exactly those cores
             threads_bind=self.settings.cpus or "auto",
+            other_models=referenced_models(config) if config else (),
         )
 
     def start(self, config: ServerConfig, retry_port: bool = True) -> ServerHandle:
@@ -248,7 +270,7 @@ class LocalVllmServer:
         try:
             self._process = ManagedProcess(
                 argv,
-                env=self.environment(model_path),
+                env=self.environment(model_path, config),
                 log_path=self._log_path,
                 cpus=parse_cpus(self.settings.cpus) if self.settings.cpus else None,
             )

@@ -2,7 +2,8 @@
 
 `cost:` in the spec gives a price per accelerator-hour (a GPU) or per node-hour and, for
 per-accelerator prices, how many accelerators a replica holds (default: the configuration's
-tensor-parallel size x pipeline-parallel size, so a TP=2 configuration costs twice). A
+tensor-parallel size x pipeline-parallel size x data-parallel size, the GPUs its server
+holds, so a TP=2 configuration costs twice). A
 point then costs, at the rate it was measured:
 
     cost per million output tokens = price per replica-hour / (output tok/s x 3600) x 1e6
@@ -24,9 +25,11 @@ def accelerators(cost: dict[str, Any], args: dict[str, Any]) -> int:
     """Accelerators one replica of a configuration holds."""
     if cost.get("accelerators_per_replica"):
         return int(cost["accelerators_per_replica"])
-    tensor = to_float(args.get("tensor-parallel-size", args.get("tensor_parallel_size"))) or 1
-    pipeline = to_float(args.get("pipeline-parallel-size", args.get("pipeline_parallel_size"))) or 1
-    return max(1, int(tensor) * int(pipeline))
+    held = 1
+    for name in ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size"):
+        # a data-parallel server runs that many engines, each with its TP x PP GPUs
+        held *= int(to_float(args.get(name, args.get(name.replace("-", "_")))) or 1)
+    return max(1, held)
 
 
 def replica_price(cost: dict[str, Any], args: dict[str, Any]) -> float:
