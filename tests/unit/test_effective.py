@@ -515,3 +515,34 @@ def test_absent_means_default_table_matches_the_installed_vllm():
     defaults = {f.name: f.default for f in dataclasses.fields(arg_utils.EngineArgs)}
     for arg, default in ABSENT_MEANS_DEFAULT.items():
         assert defaults[arg.replace("-", "_")] == default, arg
+
+
+def test_an_mtp_method_name_is_what_the_server_calls_mtp(fixtures):
+    # a real GPU start (tests/fixtures/logs/SOURCES.md): the engine line says method='mtp'
+    log = (fixtures / "logs/vllm-0.27-gpu-autoround-mtp.log").read_text()
+    effective = parse_startup_log(log)
+    assert effective["speculative_method"] == "mtp"
+    for method in ("qwen3_next_mtp", "deepseek_mtp", "mtp"):
+        wanted = {"speculative-config": {"method": method, "num_speculative_tokens": 4}}
+        assert _states(verify_args(wanted, effective)) == {"speculative-config": "verified"}
+    # a different token count is still a mismatch
+    wanted = {"speculative-config": {"method": "qwen3_next_mtp", "num_speculative_tokens": 2}}
+    assert _states(verify_args(wanted, effective)) == {"speculative-config": "mismatch"}
+
+
+def test_a_draft_model_that_vllm_recognises_as_eagle3_is_the_request_honoured():
+    log = (
+        "INFO [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: model='m', "
+        "speculative_config=SpeculativeConfig(method='eagle3', model='org/EAGLE3-x', "
+        "num_spec_tokens=3), quantization=None, enforce_eager=False\n"
+    )
+    effective = parse_startup_log(log)
+    draft = {"method": "draft_model", "model": "org/EAGLE3-x", "num_speculative_tokens": 3}
+    assert _states(verify_args({"speculative-config": draft}, effective)) == {
+        "speculative-config": "verified"
+    }
+    # but ngram asked and eagle3 running is not
+    ngram = {"method": "ngram", "num_speculative_tokens": 3}
+    assert _states(verify_args({"speculative-config": ngram}, effective)) == {
+        "speculative-config": "mismatch"
+    }

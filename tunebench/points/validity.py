@@ -265,6 +265,32 @@ def _quantization(value: Any) -> str | None:
     return _QUANTIZATION_ALIASES.get(text, text)
 
 
+# vLLM 0.32 `vllm/config/speculative.py`: every MTP method name (`MTPModelTypes`) is
+# "deprecated and replaced with mtp" in `SpeculativeConfig.__post_init__`, so the engine line
+# shows `mtp` for any of them.
+_MTP_METHODS = frozenset(
+    {
+        "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp",
+        "glm4_moe_lite_mtp", "glm_ocr_mtp", "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp",
+        "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "qwen3_5_mtp", "longcat_flash_mtp",
+        "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "kimi_k3_mtp",
+        "pangu_ultra_moe_mtp", "step3p5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp",
+        "inkling_mtp", "glm5_next_mtp",
+    }
+)  # fmt: skip
+# The same `__post_init__` detects what a `draft_model` draft is from its name, its
+# architectures or its model type, and runs that method instead: asking for `draft_model`
+# and running one of these is the request honoured.
+_DETECTED_FROM_DRAFT = frozenset(
+    {"eagle", "eagle3", "dflash", "dspark", "medusa", "mlp_speculator", "mtp"}
+)
+
+
+def _speculative_method(method: Any) -> str:
+    text = str(method).lower()
+    return "mtp" if text in _MTP_METHODS else text
+
+
 def _speculative(value: Any) -> dict[str, Any]:
     """The parts of a speculative config the server shows: method and token count."""
     if isinstance(value, str):
@@ -276,7 +302,7 @@ def _speculative(value: Any) -> dict[str, Any]:
         raise _Unreadable(f"not a mapping: {value!r}")
     out: dict[str, Any] = {}
     if value.get("method"):
-        out["method"] = str(value["method"]).lower()
+        out["method"] = _speculative_method(value["method"])
     if value.get("num_speculative_tokens") is not None:
         out["num_speculative_tokens"] = _count(value["num_speculative_tokens"])
     return out
@@ -437,7 +463,12 @@ def _normalised_running(arg: str, running: Any) -> Any:
 def _same(wanted: Any, running: Any) -> bool:
     if isinstance(wanted, dict) and isinstance(running, dict):
         # Only what was asked for is compared: a derived draft model or method is fine.
-        return all(key not in running or running[key] == want for key, want in wanted.items())
+        return all(
+            key not in running
+            or running[key] == want
+            or (key == "method" and want == "draft_model" and running[key] in _DETECTED_FROM_DRAFT)
+            for key, want in wanted.items()
+        )
     if isinstance(wanted, float) and isinstance(running, (int, float)):
         return math.isclose(wanted, running, rel_tol=1e-6)
     if running is AUTO:
