@@ -209,3 +209,24 @@ def test_the_shipped_recipes_are_what_their_generator_writes(capsys, monkeypatch
     monkeypatch.setattr("sys.argv", ["recipes", str(len(shipped.splitlines()))])
     recipes.main()
     assert capsys.readouterr().out == shipped
+
+
+def test_engine_args_become_the_keywords_vllm_llm_takes():
+    from tunebench.batch.worker import llm_kwargs
+
+    kwargs = llm_kwargs(
+        {
+            "max-num-seqs": 8,
+            "no-enable-prefix-caching": True,
+            "speculative-config": '{"method": "ngram", "num_speculative_tokens": 3}',
+            "compilation-config": {"level": 0},
+            "served-model-name": "{not json",
+        }
+    )
+    assert kwargs == {
+        "max_num_seqs": 8,
+        "enable_prefix_caching": False,
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": 3},
+        "compilation_config": {"level": 0},
+        "served_model_name": "{not json",
+    }

@@ -40,6 +40,24 @@ def _read_prompts(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def llm_kwargs(engine_args: dict[str, Any]) -> dict[str, Any]:
+    """Engine args as `vllm.LLM(**kwargs)` takes them: dashes as underscores, a `no-X: true`
+    flag as `X=False` (the CLI's negation has no keyword), and a mapping given as JSON text
+    (`speculative-config: '{"method": "ngram"}'`) as the mapping."""
+    kwargs: dict[str, Any] = {}
+    for name, value in engine_args.items():
+        key = name.replace("-", "_")
+        if key.startswith("no_") and isinstance(value, bool):
+            key, value = key[3:], not value
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass  # not JSON after all: vLLM judges the text
+        kwargs[key] = value
+    return kwargs
+
+
 def run_vllm(
     job: dict[str, Any], prompts: list[dict[str, Any]], phases: dict[str, float]
 ) -> list[dict]:
@@ -50,7 +68,7 @@ def run_vllm(
 
     phases["import_s"] = time.monotonic() - started
     started = time.monotonic()
-    engine_kwargs = {k.replace("-", "_"): v for k, v in job["engine_args"].items()}
+    engine_kwargs = llm_kwargs(job["engine_args"])
     if job.get("structured_output"):
         # No free whitespace in JSON: a grammar that allows it lets a weak model pad with
         # spaces until max_tokens. (vLLM takes this from the engine, not the request.)
@@ -197,7 +215,7 @@ def ray_processor_parts(job: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
         }
 
     ray_settings = job["ray"]
-    engine_kwargs = {k.replace("-", "_"): v for k, v in job["engine_args"].items()}
+    engine_kwargs = llm_kwargs(job["engine_args"])
     if so.get("json_schema") is not None:  # as in run_vllm: no free whitespace in JSON
         engine_kwargs.setdefault(
             "structured_outputs_config", {"backend": "xgrammar", "disable_any_whitespace": True}
