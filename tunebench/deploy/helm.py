@@ -327,7 +327,7 @@ class HelmDeployment:
             timeout=60,
         )
         if result.returncode == 0 and result.stdout:
-            self._log_path.write_text(result.stdout)
+            self._log_path.write_text(kept_pod_log(self.log_text(), result.stdout))
         return self.log_text()
 
     def _endpoint(self) -> tuple[str, bool]:
@@ -424,3 +424,16 @@ def _pod_state(pods: list[dict[str, Any]]) -> tuple[str | None, str, str | None]
         if waiting:
             return name, waiting.get("reason") or "Waiting", None
     return name, status.get("phase") or "Pending", None
+
+
+LOG_GAP = "[tunebench] ... pod log lines between the saved start-up and the last {tail} not kept"
+
+
+def kept_pod_log(saved: str, latest: str, tail: int = 5000) -> str:
+    """The pod log to keep when `latest` (its last `tail` lines) is read again at stop: the
+    start-up lines saved earlier are the read-back evidence (engine config, KV cache size),
+    so when a long run pushed them out of the tail, they stay in front of it."""
+    if not saved.strip() or latest.startswith(saved.splitlines()[0]):
+        return latest
+    start = saved.split(LOG_GAP.format(tail=tail))[0].rstrip("\n")
+    return f"{start}\n{LOG_GAP.format(tail=tail)}\n{latest}"
