@@ -125,6 +125,22 @@ def test_chart_070_values_carry_no_resources():
             assert obj["metadata"]["annotations"]["security.opendatahub.io/enable-auth"] == "true"
 
 
+def test_a_tensor_parallel_server_asks_the_cluster_for_all_its_gpus(tmp_path):
+    rest = "server: {matrix: {tensor-parallel-size: [1, 2], data-parallel-size: [2]}}\n"
+    spec_path = write_spec(tmp_path, version="0.6.1", rest=rest)
+    resources = {
+        label: obj["spec"]["predictor"]["model"]["resources"]
+        for label, _, obj in rendered_objects(spec_path)
+        if obj["kind"] == "InferenceService"
+    }
+    assert len(resources) == 2
+    for label, wanted in (("tensor-parallel-size=1", "2"), ("tensor-parallel-size=2", "4")):
+        got = next(r for name, r in resources.items() if name.startswith(label))
+        assert got["limits"]["nvidia.com/gpu"] == wanted, (label, got)
+        assert got["requests"]["nvidia.com/gpu"] == wanted
+        assert got["limits"]["memory"] == "8Gi"  # the chart's other limits kept
+
+
 SPEC_HEAD = """
 name: helm-bad
 model: ibm-granite/granite-3.3-8b-instruct
@@ -206,6 +222,11 @@ BAD_SPECS = [
         "deployment.chart_version 0.5.11 but",
     ),
     ("bad namespace", {}, "deployment.namespace"),
+    (
+        "tp=2 on 0.7.0 without a hardware profile",
+        dict(version="0.7.0", rest="server: {args: {tensor-parallel-size: 2}}\n"),
+        "2 GPUs per server (tensor x pipeline x data parallel): vllm-kserve 0.7.0 cannot",
+    ),
     (
         "ca bundle missing",
         dict(deployment_extra="ca_bundle: router-ca.pem"),

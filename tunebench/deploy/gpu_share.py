@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import threading
 
-from tunebench.spec.plan import ServerConfig
-
-PARALLEL_ARGS = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
+from tunebench.spec.plan import ServerConfig, parallel_gpus
 
 
 def gpus_needed(config: ServerConfig) -> int:
     """How many GPUs one server of `config` uses."""
-    needed = 1
-    for name in PARALLEL_ARGS:
-        value = config.args.get(name)
-        if value is not None:
-            needed *= int(value)
-    return needed
+    return parallel_gpus(config.args)
 
 
 class GpuPool:

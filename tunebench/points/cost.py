@@ -19,17 +19,15 @@ from typing import Any
 
 from tunebench.numbers import to_float
 from tunebench.points.columns import COST_COLUMNS
+from tunebench.spec.plan import parallel_gpus
 
 
 def accelerators(cost: dict[str, Any], args: dict[str, Any]) -> int:
     """Accelerators one replica of a configuration holds."""
     if cost.get("accelerators_per_replica"):
         return int(cost["accelerators_per_replica"])
-    held = 1
-    for name in ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size"):
-        # a data-parallel server runs that many engines, each with its TP x PP GPUs
-        held *= int(to_float(args.get(name, args.get(name.replace("-", "_")))) or 1)
-    return max(1, held)
+    # a data-parallel server runs that many engines, each with its TP x PP GPUs
+    return max(1, parallel_gpus(args))
 
 
 def replica_price(cost: dict[str, Any], args: dict[str, Any]) -> float:

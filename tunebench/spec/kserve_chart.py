@@ -27,6 +27,7 @@ import yaml
 
 from tunebench.errors import SpecError
 from tunebench.redact import is_secret_name
+from tunebench.spec.plan import parallel_gpus
 
 CHART_DEFAULT_ARGS = ("--gpu-memory-utilization=0.90",)
 #: Flags the chart's ServingRuntime or InferenceService already passes to vLLM.
@@ -255,6 +256,21 @@ def chart_values(
 
     if settings.resources is not None:
         values["resources"] = settings.resources
+    needed = parallel_gpus(config.args)
+    if needed > 1:
+        # The chart asks for one GPU unless told: a TP=2 pod would crash-loop on one. Helm
+        # merges these keys over the chart's (or the spec's) other requests and limits.
+        if not quirks.renders_resources and not (values.get("hardwareProfile") or {}).get("name"):
+            raise SpecError(
+                f"{where}: {needed} GPUs per server (tensor x pipeline x data parallel): "
+                f"vllm-kserve {quirks.version} cannot render resources; name a "
+                "hardwareProfile.name with that many GPUs, or use chart 0.6.1"
+            )
+        if quirks.renders_resources:
+            resources = dict(values.get("resources") or {})
+            for side in ("limits", "requests"):
+                resources[side] = {**(resources.get(side) or {}), "nvidia.com/gpu": str(needed)}
+            values["resources"] = resources
     if values.get("resources") and not quirks.renders_resources:
         raise SpecError(
             f"{where}: resources: vllm-kserve {quirks.version} cannot render resources (its "

@@ -35,6 +35,16 @@ class ServerConfig:
         return engine_arg_list(self.args)
 
 
+def parallel_gpus(args: dict[str, Any]) -> int:
+    """GPUs one server of these engine args holds: tensor x pipeline x data parallel."""
+    needed = 1
+    for name in ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size"):
+        value = args.get(name, args.get(name.replace("-", "_")))
+        if value is not None:
+            needed *= int(value)
+    return needed
+
+
 @dataclass(frozen=True)
 class SearchSettings:
     """A `kind: capacity` profile: its probes are `arrival` points at rates chosen at run time."""
