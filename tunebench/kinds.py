@@ -105,6 +105,7 @@ def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
             demo.resolve_builtin(tokenizer),
             python=sys.executable,
             cpus=cpus,
+            processes=spec.load.client_processes,
         )
 
     if spec.load.driver == "vllm-bench":

@@ -120,3 +120,14 @@ def test_warmup_and_cooldown_reach_guidellm_and_split_profiles():
         "rate": [2.0, 4.0],
     }
     assert "cooldown" not in groups[1]["profile"]  # another crop: another GuideLLM profile
+
+
+def test_guidellm_worker_processes_follow_the_clients_cpus(monkeypatch):
+    from tunebench.load.guidellm import worker_processes
+
+    assert worker_processes({1}) == 1  # the 2-core box: client on one core
+    assert worker_processes({0, 1}) == 1  # sharing two cores with the server
+    assert worker_processes(set(range(8, 16))) == 4
+    assert worker_processes(set(range(64))) == 8  # capped
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)))
+    assert worker_processes(None) == 8  # unpinned: this process's CPUs

@@ -117,6 +117,14 @@ def point_budget_s(point: LoadPoint, margin_s: float = 30.0, per_request_s: floa
     return expected_benchmarks(point) * (seconds * 2 + margin_s) + margin_s
 
 
+def worker_processes(cpus: set[int] | None) -> int:
+    """GuideLLM worker processes for a client on `cpus` (None: this process's CPUs): half of
+    them, 1 to 8. On a 2-core box one (more starve the server it measures); a GPU box's
+    client needs several to reach thousands of tokens a second."""
+    usable = len(cpus) if cpus else len(os.sched_getaffinity(0))
+    return max(1, min(8, usable // 2))
+
+
 class GuideLLMDriver:
     """One worker process per server configuration: `prepare`, then `run`, then `close`.
 
@@ -141,9 +149,11 @@ class GuideLLMDriver:
         request_format: str = "/v1/completions",
         retries: int = 1,
         cpus: set[int] | None = None,
+        processes: int | None = None,
     ):
         self.data = data
         self.cpus = cpus  # the worker's CPU affinity (load.client_cpus), None: any
+        self.processes = processes or worker_processes(cpus)
         self.spec_dir = spec_dir
         self.tokenizer = tokenizer
         self.python = python or sys.executable
@@ -184,7 +194,8 @@ class GuideLLMDriver:
         job_path = work_dir / f"guidellm-job{suffix}.json"
         job_path.write_text(json.dumps(job, indent=2))
         env = dict(os.environ)
-        env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "1")  # default spawns up to 10
+        # GuideLLM's own default spawns up to 10 (load.client_processes)
+        env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", str(self.processes))
         # GuideLLM forks its data-loader child after the tokenizer's thread pool has run in
         # this process; a fork with those threads' locks held can hang the child, which is
         # the stall the retry below recovers from. One tokenizer thread avoids the state.

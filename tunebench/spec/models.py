@@ -201,6 +201,14 @@ class Load(Strict):
         "deployment.cpus): on a small box a server and a client on the same cores starve "
         "each other and every point turns client-limited",
     )
+    client_processes: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="GuideLLM's worker processes (default: half the CPUs the client may "
+        "use, 1 to 8: one on a 2-core box, where more starve the server; more at GPU rates, "
+        "where one process limits the client)",
+    )
 
     @model_validator(mode="after")
     def _driver_fits(self) -> "Load":
