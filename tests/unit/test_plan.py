@@ -188,3 +188,16 @@ def test_warmup_and_cooldown_are_carried_to_every_point_and_probe():
             {**BASE, "load": {**BASE["load"], "profiles": [{**profile, "cooldown": -1}]}},
             Path("x.yaml"),
         )
+
+
+def test_a_local_start_on_a_gpu_is_estimated_at_minutes(monkeypatch):
+    from tunebench.sweep import estimate
+
+    spec = validate_spec({**BASE, "server": {"matrix": {"max-num-seqs": [2, 8]}}}, Path("x.yaml"))
+    plan = build_plan(spec, Path("x.yaml"))
+    monkeypatch.setattr(estimate, "gpu_visible", lambda: False)
+    on_cpu = estimate.estimate_seconds(spec, plan)
+    monkeypatch.setattr(estimate, "gpu_visible", lambda: True)
+    on_gpu = estimate.estimate_seconds(spec, plan)
+    # two configurations, each a GPU start (180 s) instead of a CPU box's (60 s)
+    assert on_gpu - on_cpu == pytest.approx(2 * (180 - 60))

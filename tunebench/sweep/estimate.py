@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tunebench import kinds
+from tunebench.deploy.local import gpu_visible
 from tunebench.load.guidellm import expected_benchmarks
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import Plan
@@ -14,6 +15,20 @@ TYPICAL_PROBES = 5  # a capacity search's probes, warm or cold (benchmarks/tune_
 REPLAY_POINT_S = 0.2  # a replayed point: read from the recording, no load process or window
 QUALITY_PROMPT_S = 0.3  # one greedy quality prompt of 32 tokens (docs/quality.md)
 LM_EVAL_S = 15.0  # lm-eval's start-up and a small task (docs/quality.md)
+# A local server's first start on a GPU: weights read, torch.compile, CUDA graphs captured
+# (2-5 minutes in vLLM's GPU start-up logs, tests/fixtures/logs/SOURCES.md), not the CPU
+# box's minute.
+GPU_LOCAL_START_S = 180.0
+
+
+def start_seconds(spec: SweepSpec) -> float:
+    """A typical server start of the spec's kind, on this machine."""
+    kind = kinds.kind_of(spec)
+    if kind.name == "local":
+        cpu = getattr(spec.deployment, "cpu", "auto")
+        if cpu == "off" or (cpu == "auto" and gpu_visible()):
+            return GPU_LOCAL_START_S
+    return kind.start_s
 
 
 def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
@@ -27,7 +42,7 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
         return len(plan.configs) * plan.repeats * probes * REPLAY_POINT_S + 2.0
     # a cross-check measures every point with both drivers, each with its own worker
     drivers = 2 if spec.load.driver == "cross-check" else 1
-    start = kinds.kind_of(spec).start_s + LOAD_PROCESS_S
+    start = start_seconds(spec) + LOAD_PROCESS_S
     total = len(plan.configs) * quality_seconds(spec)
     for repeat in range(1, plan.repeats + 1):
         per_config = start
