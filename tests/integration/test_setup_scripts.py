@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,3 +31,40 @@ def test_setup_without_python_311_says_which_python_it_needs(tmp_path):
     assert len(lines) == 1, result.stderr
     assert "needs Python 3.11 or newer" in lines[0] and "PYTHON=" in lines[0]
     assert not (tmp_path / "venv").exists()  # nothing half-made
+
+
+def test_setup_never_replaces_an_environment_it_did_not_make(tmp_path):
+    gpu_venv = tmp_path / "venv"
+    (gpu_venv / "bin").mkdir(parents=True)
+    (gpu_venv / "bin" / "python").write_text("a GPU environment's interpreter\n")
+    result = subprocess.run(
+        ["bash", "scripts/setup-env.sh"],
+        cwd=REPO,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "PYTHON": sys.executable,
+            "VENV": str(gpu_venv),
+            "TUNEBENCH_VENV_CACHE": str(tmp_path / "cache"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "was not made by make setup" in result.stderr and "VENV=" in result.stderr
+    assert (gpu_venv / "bin" / "python").read_text() == "a GPU environment's interpreter\n"
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def test_gpu_and_cpu_extras_together_are_refused_in_one_line():
+    result = subprocess.run(
+        ["bash", "scripts/install-deps.sh", "/bin/false"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "EXTRAS": "cpu,gpu,dev"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "choose one" in result.stderr
