@@ -108,3 +108,52 @@ def test_kv_capacity_scales_with_cache_dtype():
     assert kv_capacity_for(100_000, "auto", "fp8") == 200_000
     assert kv_capacity_for(100_000, "fp8", "bfloat16") == 50_000
     assert kv_capacity_for(100_000, "float32", "fp8_e5m2") == 400_000
+    assert kv_capacity_for(100_000, "auto", "nvfp4") == 400_000  # a 4-bit cache
+
+
+def test_a_capacity_learned_at_one_memory_share_is_not_used_at_another(tmp_path):
+    """On a GPU the KV budget follows gpu-memory-utilization (and a draft, CUDA graphs):
+    a capacity learned at 0.80 prunes nothing at 0.95, and is learned again there."""
+    from tunebench.spec.models import Tune
+    from tunebench.tune.storage import open_study
+    from tunebench.tune.study import TrialOutcome, Tuner
+
+    class ByShare:
+        """KV tokens grow with the memory share, as on a GPU."""
+
+        def __init__(self):
+            self.deployed = []
+
+        def evaluate(self, config):
+            self.deployed.append(dict(config.args))
+            share = config.args.get("gpu-memory-utilization", 0.8)
+            tokens = 4096 if share < 0.9 else 40960
+            return TrialOutcome(
+                [1.0], effective={"kv_capacity_tokens": tokens, "cache_dtype": "auto"}
+            )
+
+    tune = Tune.model_validate(
+        {
+            "trials": 4,
+            "seed": 0,
+            "sampler": "random",
+            "hints": False,
+            "baseline": False,
+            "space": {
+                "gpu-memory-utilization": {"choices": [0.8, 0.95]},
+                "max-num-seqs": {"choices": [4, 32]},
+            },
+            "enqueue": [
+                {"gpu-memory-utilization": 0.8, "max-num-seqs": 4},
+                {"gpu-memory-utilization": 0.95, "max-num-seqs": 32},  # 16384 < 40960: fits
+                {"gpu-memory-utilization": 0.8, "max-num-seqs": 32},  # 16384 > 4096: pruned
+            ],
+        }
+    )
+    evaluator = ByShare()
+    study = open_study(tmp_path, "t", tune, create=True)
+    Tuner(study, tune, {"max-model-len": 512}, "m", None, evaluator).run()
+    deployed = [(a["gpu-memory-utilization"], a["max-num-seqs"]) for a in evaluator.deployed]
+    assert (0.95, 32) in deployed  # not pruned by the capacity learned at 0.80
+    assert (0.8, 32) not in deployed  # pruned by it
+    assert len(study.user_attrs["kv_capacities"]) == 2  # learned once per memory share

@@ -3,10 +3,16 @@
 vLLM refuses to start when one sequence of `max-model-len` tokens does not fit in the KV
 cache, and with `max-num-seqs x max-model-len` beyond the cache it preempts under load.
 The KV capacity in tokens is learned from a started server (`kv_capacity_tokens` in the
-effective configuration) and scaled by the cache dtype's size for other dtypes.
+effective configuration) and scaled by the cache dtype's size for other dtypes. It holds
+only for configurations that share the args the KV budget depends on besides the dtype
+(`KV_BUDGET_ARGS`: on a GPU the memory share, a draft model's weights and KV, CUDA graphs'
+memory, the weights' quantization, the GPUs the cache is split over); for any other the
+capacity is not known until it starts, and only the start-up rule applies.
 """
 
 from __future__ import annotations
+
+import json
 
 BYTES_PER_ELEMENT = {
     "auto": 2,
@@ -20,7 +26,29 @@ BYTES_PER_ELEMENT = {
     "fp8_e5m2": 1,
     "fp8_inc": 1,
     "int8_per_token_head": 1,
+    "fp8_per_token_head": 1,
+    # 4-bit caches (vLLM 0.32 CacheDType): half a byte, their scales left out
+    "nvfp4": 0.5,
+    "nvfp4_4over6": 0.5,
+    "int4_per_token_head": 0.5,
 }
+
+# Engine args that change how many tokens the KV cache holds, besides its dtype.
+KV_BUDGET_ARGS = (
+    "model",
+    "gpu-memory-utilization",
+    "kv-cache-memory-bytes",
+    "speculative-config",
+    "enforce-eager",
+    "quantization",
+    "tensor-parallel-size",
+    "pipeline-parallel-size",
+)
+
+
+def kv_budget_key(args: dict) -> str:
+    """What a learned KV capacity holds for: the KV budget's args, as text."""
+    return json.dumps({k: args.get(k) for k in KV_BUDGET_ARGS}, sort_keys=True, default=str)
 
 
 def kv_capacity_for(learned_tokens: int, learned_dtype: str, dtype: str) -> int:

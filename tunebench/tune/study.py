@@ -31,7 +31,7 @@ from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig, args_key
 from tunebench.tune import space as search_space
 from tunebench.tune.hints import next_trial
-from tunebench.tune.pruning import kv_capacity_for, prune_reason
+from tunebench.tune.pruning import kv_budget_key, kv_capacity_for, prune_reason
 from tunebench.tune.storage import fail_stale, heartbeat
 
 MAX_IDLE_PROPOSALS = 25
@@ -113,15 +113,28 @@ class Tuner:
                 done.setdefault(key, trial)
         return done
 
-    def _kv_capacity(self) -> tuple[int, str] | None:
+    def _kv_capacity(self, args: dict[str, Any]) -> tuple[int, str] | None:
+        """The KV capacity and its dtype learned from a trial with the same KV budget args as
+        `args` (tune/pruning.py `KV_BUDGET_ARGS`), or None: not known before it starts."""
         attrs = self.study.user_attrs
-        if attrs.get("kv_capacity_tokens"):
+        learned = (attrs.get("kv_capacities") or {}).get(kv_budget_key(args))
+        if learned:
+            return int(learned[0]), str(learned[1])
+        if attrs.get("kv_capacity_tokens") and not attrs.get("kv_capacities"):
+            # a study from before the budget key: one capacity for all
             return int(attrs["kv_capacity_tokens"]), str(attrs.get("kv_cache_dtype", "auto"))
         return None
 
-    def _learn(self, effective: dict[str, Any]) -> None:
+    def _learn(self, effective: dict[str, Any], args: dict[str, Any]) -> None:
         tokens = effective.get("kv_capacity_tokens")
-        if tokens and not self.study.user_attrs.get("kv_capacity_tokens"):
+        if not tokens:
+            return
+        learned = dict(self.study.user_attrs.get("kv_capacities") or {})
+        key = kv_budget_key(args)
+        if key not in learned:
+            learned[key] = [int(tokens), str(effective.get("cache_dtype") or "auto")]
+            self.study.set_user_attr("kv_capacities", learned)
+        if not self.study.user_attrs.get("kv_capacity_tokens"):  # shown by `tune` results
             self.study.set_user_attr("kv_capacity_tokens", int(tokens))
             self.study.set_user_attr("kv_cache_dtype", str(effective.get("cache_dtype") or "auto"))
 
@@ -305,7 +318,7 @@ class Tuner:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             self.on_trial(self.study.trials[trial.number], f"same args as trial {earlier.number}")
             return
-        known = self._kv_capacity()
+        known = self._kv_capacity(args)
         tokens = (
             None
             if known is None
@@ -349,7 +362,7 @@ class Tuner:
         )
         trial.set_user_attr("config_id", config.config_id)
         outcome = self.evaluator.evaluate(config)
-        self._learn(outcome.effective)
+        self._learn(outcome.effective, args)
         for name, value in redact(outcome.attrs).items():
             trial.set_user_attr(name, value)
         if outcome.values is None or any(v is None or math.isnan(v) for v in outcome.values):
