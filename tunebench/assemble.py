@@ -29,7 +29,7 @@ from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.kserve_chart import tokenizer_for
 from tunebench.spec.models import SweepSpec, SyntheticData
-from tunebench.spec.plan import Plan, ServerConfig, build_plan
+from tunebench.spec.plan import Plan, ServerConfig, build_plan, gpus_per_server
 from tunebench.store.run import RunStore
 
 
@@ -150,7 +150,7 @@ def build_runner(
         extras=PointExtras(
             cost=spec.cost.model_dump() if spec.cost else None,
             make_meter=lambda config: make_meter(
-                spec.energy, kind.name, getattr(settings, "env", None)
+                spec.energy, kind.name, getattr(settings, "env", None), gpus_per_server(config.args)
             ),
             roofline=RooflinePlanner(
                 spec.roofline,

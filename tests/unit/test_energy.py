@@ -264,3 +264,16 @@ def test_a_row_carries_the_energy_columns():
         energy=EnergyReading(100.0, 20.0, "rapl", "package-0", "counter", 5),
     )
     assert row["energy_j"] == 100.0 and row["joules_per_output_token"] == pytest.approx(0.4)
+
+
+def test_nvml_meters_the_gpus_the_server_holds_not_the_whole_box(monkeypatch):
+    from tunebench.energy import choose
+
+    seen = []
+    monkeypatch.setattr(choose, "nvml_meter", lambda visible, interval: seen.append(visible) or "x")
+    monkeypatch.setattr(choose, "rapl_meter", lambda interval: "no rapl")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    make_meter(Energy(source="nvml"), "local")  # one GPU: vLLM's default is GPU 0
+    make_meter(Energy(source="nvml"), "local", gpus=2)  # TP=2: GPUs 0 and 1
+    make_meter(Energy(source="nvml"), "local", {"CUDA_VISIBLE_DEVICES": "4,5"}, gpus=2)
+    assert seen == ["0", "0,1", "4,5"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import threading
 
-from tunebench.spec.plan import ServerConfig, parallel_gpus
+from tunebench.spec.plan import ServerConfig, gpus_per_server
 
 
 def gpus_needed(config: ServerConfig) -> int:
     """How many GPUs one server of `config` uses."""
-    return parallel_gpus(config.args)
+    return gpus_per_server(config.args)
 
 
 class GpuPool:

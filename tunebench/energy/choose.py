@@ -15,9 +15,10 @@ LOCAL_KINDS = ("local",)
 
 
 def make_meter(
-    settings: Any, kind: str, server_env: dict[str, str] | None = None
+    settings: Any, kind: str, server_env: dict[str, str] | None = None, gpus: int = 1
 ) -> EnergyMeter | str:
-    """The meter of `settings` (spec `energy:`) for a server of deployment `kind`."""
+    """The meter of `settings` (spec `energy:`) for a server of deployment `kind` that holds
+    `gpus` GPUs."""
     source = settings.source
     if source == "off":
         return "energy: source off in the spec"
@@ -41,7 +42,11 @@ def make_meter(
     env = {**os.environ, **(server_env or {})}
     reasons: list[str] = []
     if source in ("auto", "nvml"):
-        meter = nvml_meter(env.get("CUDA_VISIBLE_DEVICES"), settings.interval_s)
+        # A server given no GPUs by name runs on the first `gpus` (vLLM's default; CUDA and
+        # NVML count in one order, deploy/local.py sets CUDA_DEVICE_ORDER): meter those, not
+        # every GPU of the box with the idle ones' draw.
+        visible = env.get("CUDA_VISIBLE_DEVICES") or ",".join(str(i) for i in range(gpus))
+        meter = nvml_meter(visible, settings.interval_s)
         if not isinstance(meter, str):
             return meter
         reasons.append(f"no GPU power: {meter}")

@@ -19,7 +19,7 @@ from typing import Any
 
 from tunebench.numbers import to_float
 from tunebench.points.columns import COST_COLUMNS
-from tunebench.spec.plan import parallel_gpus
+from tunebench.spec.plan import gpus_per_server
 
 
 def accelerators(cost: dict[str, Any], args: dict[str, Any]) -> int:
@@ -27,7 +27,7 @@ def accelerators(cost: dict[str, Any], args: dict[str, Any]) -> int:
     if cost.get("accelerators_per_replica"):
         return int(cost["accelerators_per_replica"])
     # a data-parallel server runs that many engines, each with its TP x PP GPUs
-    return max(1, parallel_gpus(args))
+    return max(1, gpus_per_server(args))
 
 
 def replica_price(cost: dict[str, Any], args: dict[str, Any]) -> float:

@@ -27,7 +27,7 @@ import yaml
 
 from tunebench.errors import SpecError
 from tunebench.redact import is_secret_name
-from tunebench.spec.plan import parallel_gpus
+from tunebench.spec.plan import gpus_per_server
 
 CHART_DEFAULT_ARGS = ("--gpu-memory-utilization=0.90",)
 #: Flags the chart's ServingRuntime or InferenceService already passes to vLLM.
@@ -256,7 +256,7 @@ def chart_values(
 
     if settings.resources is not None:
         values["resources"] = settings.resources
-    needed = parallel_gpus(config.args)
+    needed = gpus_per_server(config.args)
     if needed > 1:
         # The chart asks for one GPU unless told: a TP=2 pod would crash-loop on one. Helm
         # merges these keys over the chart's (or the spec's) other requests and limits.

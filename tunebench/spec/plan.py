@@ -35,7 +35,7 @@ class ServerConfig:
         return engine_arg_list(self.args)
 
 
-def parallel_gpus(args: dict[str, Any]) -> int:
+def gpus_per_server(args: dict[str, Any]) -> int:
     """GPUs one server of these engine args holds: tensor x pipeline x data parallel."""
     needed = 1
     for name in ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size"):
