@@ -230,3 +230,30 @@ def test_engine_args_become_the_keywords_vllm_llm_takes():
         "compilation_config": {"level": 0},
         "served_model_name": "{not json",
     }
+
+
+def test_sbatch_shards_fit_the_gpus_one_engine_holds(tmp_path, cli):
+    spec = tmp_path / "job.yaml"
+    text = RECIPES.read_text().replace(
+        "path: data/recipes.jsonl", f"path: {REPO}/sweeps/data/recipes.jsonl"
+    )
+    text = text.replace(
+        "args: {max-model-len: 512}", "args: {max-model-len: 512, tensor-parallel-size: 2}"
+    )
+    assert "tensor-parallel-size: 2" in text
+    spec.write_text(text + "slurm: {partition: gpu, gpus_per_node: 8}\n")
+    target = tmp_path / "job.sbatch"
+    result = cli("batch", str(spec), "--slurm", str(target))
+    assert result.returncode == 0, result.stderr
+    assert f"tunebench batch {spec} --shards 4" in target.read_text()  # 8 GPUs / TP=2
+
+
+def test_each_shard_gets_its_own_gpus_from_the_visible_ones():
+    from tunebench.batch.run import shard_gpus
+
+    assert shard_gpus(["4", "5", "6", "7"], 2, 2) == [["4", "5"], ["6", "7"]]
+    assert shard_gpus(["0"], 1, 1) == [["0"]]
+    with pytest.raises(
+        ValueError, match="2 shard\\(s\\) x 2 GPU\\(s\\) each .* need 4 GPUs, 3 visible"
+    ):
+        shard_gpus(["0", "1", "2"], 2, 2)

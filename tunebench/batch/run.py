@@ -10,6 +10,7 @@ and one row per configuration to points.csv (load_kind "batch", target = records
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import sys
@@ -28,7 +29,13 @@ from tunebench.processes import ManagedProcess
 from tunebench.quality.prompts import load_prompts, prompts_path
 from tunebench.quality.verdicts import write_table
 from tunebench.seams.progress import Reporter, SilentReporter
-from tunebench.spec.plan import ServerConfig, expand_configs, format_value, resolve_model
+from tunebench.spec.plan import (
+    ServerConfig,
+    expand_configs,
+    format_value,
+    gpus_per_server,
+    resolve_model,
+)
 from tunebench.store.files import write_atomic
 from tunebench.store.manifest import ConfigStatus, RunKind
 from tunebench.store.run import RunStore
@@ -182,6 +189,15 @@ def _run_config(
     )
     slices = shard_slices(len(prompts), shards)
     on_gpu = gpu_visible()
+    # each shard's engine holds tensor x pipeline x data parallel GPUs of the visible ones
+    try:
+        gpu_sets = (
+            shard_gpus(visible_gpus(), gpus_per_server(config.args), len(slices)) if on_gpu else []
+        )
+    except ValueError as error:
+        store.update_config(config.config_id, status=ConfigStatus.FAILED, error=str(error))
+        reporter.config_failed(config, str(error))
+        return BatchOutcome(config.config_id, "failed", str(error))
     processes: list[ManagedProcess] = []
     started = time.time()
     try:
@@ -233,7 +249,7 @@ def _run_config(
                 "0"  # engine in the worker: its logs time phases
             )
             if on_gpu:
-                env["CUDA_VISIBLE_DEVICES"] = str(shard)
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_sets[shard])
             processes.append(
                 ManagedProcess(
                     [sys.executable, "-m", "tunebench.batch.worker", str(job_path)],
@@ -264,6 +280,28 @@ def _run_config(
     )
     reporter.point_done(config, row)
     return BatchOutcome(config.config_id, "complete")
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES, else every /dev/nvidiaN."""
+    named = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if named:
+        return [part.strip() for part in named.split(",") if part.strip()]
+    return sorted(
+        (path.removeprefix("/dev/nvidia") for path in glob.glob("/dev/nvidia[0-9]*")), key=int
+    )
+
+
+def shard_gpus(visible: list[str], per_shard: int, shards: int) -> list[list[str]]:
+    """Each shard's GPUs, `per_shard` consecutive ones of `visible`; a ValueError naming the
+    fix when there are too few (a shard on a GPU another holds fails at its engine start)."""
+    if shards * per_shard > len(visible):
+        raise ValueError(
+            f"{shards} shard(s) x {per_shard} GPU(s) each (tensor x pipeline x data parallel) "
+            f"need {shards * per_shard} GPUs, {len(visible)} visible "
+            f"({','.join(visible) or 'none'}): lower --shards or the parallel sizes"
+        )
+    return [visible[i * per_shard : (i + 1) * per_shard] for i in range(shards)]
 
 
 def _cpu_bind(shard: int, shards: int) -> str:

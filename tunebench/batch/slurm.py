@@ -7,7 +7,9 @@ from pathlib import Path
 
 import jinja2
 
+from tunebench.batch.run import plan_configs
 from tunebench.batch.spec import BatchSpec
+from tunebench.spec.plan import gpus_per_server
 
 SBATCH = jinja2.Template("""#!/bin/bash
 # tunebench batch {{ spec.name }}: written by `tunebench batch {{ spec_path }} --slurm {{ target }}`
@@ -31,9 +33,13 @@ set -euo pipefail
 
 
 def write_sbatch(spec: BatchSpec, spec_path: Path, target: Path, shards: int) -> Path:
-    """One node; one shard per GPU (`--shards` defaults to the GPUs per node)."""
+    """One node; one shard per engine's GPUs (`--shards` defaults to the GPUs per node over
+    the GPUs one engine holds: tensor x pipeline x data parallel, the largest of the
+    configurations)."""
     settings = spec.slurm
-    shards = shards if shards > 1 else max(1, settings.gpus_per_node)
+    if shards <= 1:
+        per_engine = max(gpus_per_server(c.args) for c in plan_configs(spec, spec_path))
+        shards = max(1, settings.gpus_per_node // per_engine)
     command = " ".join(
         shlex.quote(p) for p in ["tunebench", "batch", str(spec_path), "--shards", str(shards)]
     )
