@@ -124,6 +124,49 @@ class ManagedProcess:
             pass
 
 
+def _group_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` (Linux /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # after ")": state, ppid, pgrp
+            members.append(int(entry))
+    return members
+
+
+def stop_leftover_group(pgid: int, markers: tuple[str, ...], grace_s: float = 15.0) -> bool:
+    """Stop process group `pgid` that an interrupted tunebench recorded, when it still runs
+    and one of its processes' command lines holds a marker (e.g. "vllm"): a group id that
+    the system has given to something else since is left alone. True when it was stopped."""
+    members = _group_members(pgid)
+    if not members or pgid == os.getpgrp():
+        return False
+    commands = []
+    for pid in members:
+        try:
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "))
+        except OSError:
+            continue
+    if not any(marker.encode() in command for command in commands for marker in markers):
+        return False
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _group_members(pgid):
+            time.sleep(0.1)
+        if not _group_members(pgid):
+            return True
+    return not _group_members(pgid)
+
+
 def live_groups() -> list[int]:
     with _live_lock:
         return list(_live)

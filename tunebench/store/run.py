@@ -20,6 +20,7 @@ from typing import IO, Any, Iterator
 
 from tunebench.errors import StoreError
 from tunebench.points.columns import REQUEST_COLUMNS, point_columns
+from tunebench.processes import stop_leftover_group
 from tunebench.redact import redact, redact_text
 from tunebench.store.files import csv_text, read_csv, write_atomic
 from tunebench.store.layout import RunLayout, is_run
@@ -130,6 +131,25 @@ class RunStore:
         if self._lock is None:
             self._lock = RunLock(self.layout.lock).acquire()
         return self
+
+    def stop_leftover_processes(self) -> list[str]:
+        """Stop the servers and load generators an interrupted writer of this run left
+        running (their process groups are in the manifest): a SIGKILLed tunebench (OOM,
+        a pipeline's timeout, Slurm) cannot reap them, and a server left holding its GPU
+        makes the next start fail. Call it holding the lock: no live writer owns them then.
+        Returns a note per group stopped."""
+        notes = []
+        for config in self.manifest.configs:
+            for pgid, markers, what in (
+                (config.server_pgid, ("vllm",), "server"),
+                (config.load_pgid, ("guidellm", "tunebench.load", "vllm"), "load generator"),
+            ):
+                if pgid and stop_leftover_group(int(pgid), markers):
+                    notes.append(
+                        f"stopped the {what} of {config.config_id} that the interrupted run "
+                        f"left running (process group {pgid})"
+                    )
+        return notes
 
     def release_lock(self) -> None:
         if self._lock is not None:

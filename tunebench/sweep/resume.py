@@ -49,6 +49,8 @@ def resume_sweep(
     if manifest.status is Status.COMPLETE:
         store.release_lock()
         return None
+    for note in store.stop_leftover_processes():
+        reporter.note(note)
     try:
         spec_data, spec_path = spec_of(manifest)
         spec = validate_spec(spec_data, spec_path)

@@ -137,6 +137,8 @@ def run_tune(
         command = "tune"
     else:
         store = resume.acquire_lock()
+        for note in store.stop_leftover_processes():
+            reporter.note(note)
         study_name = (store.manifest.tune or {}).get("study_name", spec.name)
         try:
             study = open_study(store.path, study_name, tune, create=False)
