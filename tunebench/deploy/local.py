@@ -16,6 +16,7 @@ from typing import Sequence
 import httpx
 
 from tunebench import demo
+from tunebench.deploy.gpu_free import wait_for_free_gpus
 from tunebench.environment import cache_root
 from tunebench.errors import DeploymentError, tail
 from tunebench.processes import ManagedProcess, parse_cpus
@@ -239,11 +240,13 @@ class LocalVllmServer:
             argv += ["--tokenizer", demo.resolve_builtin(config.tokenizer)]
         return argv + config.command_args()
 
+    def on_cpu(self) -> bool:
+        return self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible())
+
     def environment(self, model_path: str, config: ServerConfig | None = None) -> dict[str, str]:
-        cpu = self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible())
         return vllm_environment(
             model_path,
-            cpu,
+            self.on_cpu(),
             self.settings.kv_cache_space_gib,
             self.settings.python,
             self.settings.env,
@@ -267,10 +270,14 @@ class LocalVllmServer:
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_path.write_bytes(b"")
         argv = self.command(config, model_path, port)
+        env = self.environment(model_path, config)
+        if not self.on_cpu():
+            # the previous server's GPU memory must be free, or vLLM refuses to start
+            wait_for_free_gpus(env.get("CUDA_VISIBLE_DEVICES"), on_status=self.on_status)
         try:
             self._process = ManagedProcess(
                 argv,
-                env=self.environment(model_path, config),
+                env=env,
                 log_path=self._log_path,
                 cpus=parse_cpus(self.settings.cpus) if self.settings.cpus else None,
             )
