@@ -28,7 +28,7 @@ demo: setup
 # server, about 7 s of the 25 s; the speed step starts servers as users do. A hung test
 # fails at its tier's timeout. A skipped test fails the suite (TUNEBENCH_NO_SKIPS, as in
 # CI); each pytest exits non-zero when no test ran.
-COVERAGE_FLOOR ?= 80
+COVERAGE_FLOOR ?= 85
 test: export TUNEBENCH_NO_SKIPS = 1
 test:
 	$(MAKE) -j2 lint test-deps
