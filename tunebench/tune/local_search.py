@@ -11,12 +11,15 @@ log range doubled or halved, another choice of an unordered param), then two par
 once. Among those, a move away from a neighbour already measured worse comes first (the
 slope says so), then fewer params changed, then at random. When the best trial's
 neighbours are all measured, the next best trial's are searched; when every neighbour is,
-the proposal is random. Measured (benchmarks/tune_efficiency.py --synthetic, 40 seeds),
-it finds the best set more often than random search and TPE where the defaults are not
-best (docs/benchmarks.md#tune_efficiencypy).
+the proposal is random. Measured (benchmarks/tune_efficiency.py --synthetic, 40 seeds, grids
+where the defaults are not best), it finds the best set more often than random search and
+TPE when the best lies where one-step moves lead (a knee, a cliff), ties where much of the
+grid is best, and does no better when the best lies on a diagonal of two args
+(docs/benchmarks.md#tune_efficiencypy).
 
 It is an Optuna sampler, so the study, its storage, enqueued trials and shared workers work
-as with any other; a multi-objective study falls back to the random sampler it carries.
+as with any other. A two-objective study has no single best to search around: the tuner
+gives it TPE (tune/storage.py `make_sampler`); given one anyway, this proposes at random.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@
 
 A dotted name sets one key of a mapping arg (`speculative-config` is passed as JSON). A
 param whose `when` does not hold is not suggested at all, so Optuna sees a conditional
-space (TPE handles missing params). `null` leaves the arg out: vLLM's default.
+space (the samplers handle missing params: the local search moves the params a trial
+has and leaves a newly enabled one to the random sampler). `null` leaves the arg out: vLLM's
+default.
 """
 
 from __future__ import annotations
