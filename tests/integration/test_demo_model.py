@@ -63,3 +63,37 @@ def test_two_builds_at_once_both_end_with_the_one_model(tmp_path):
     assert all(code == 0 for _, _, code in outcomes), outcomes
     assert (target / "model.safetensors").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".building-")]
+
+
+def test_the_draft_is_the_first_layer_of_the_model_with_its_tokenizer(tmp_path, cli):
+    from safetensors.torch import load_file
+
+    from tunebench import demo
+
+    draft = tmp_path / "draft"
+    out = cli("demo-model", "--name", "tiny-llama-draft", "--output", str(draft))
+    assert out.returncode == 0, out.stderr
+    target = demo.build_demo_model()
+    assert _digest(draft / "tokenizer.json") == _digest(target / "tokenizer.json")
+    config = (draft / "config.json").read_text()
+    assert '"num_hidden_layers": 1' in config
+    mine, theirs = load_file(draft / "model.safetensors"), load_file(target / "model.safetensors")
+    assert not any(key.startswith("model.layers.1.") for key in mine)
+    for key, tensor in mine.items():  # every weight it has is the model's own
+        assert (tensor == theirs[key]).all(), key
+    bad = cli("demo-model", "--name", "tiny-gpt")
+    assert bad.returncode == 2 and "not a builtin model" in bad.stderr
+
+
+def test_a_builtin_draft_reaches_vllm_as_its_built_path(monkeypatch):
+    from tunebench import demo
+    from tunebench.deploy.local import with_builtin_drafts
+    from tunebench.spec.plan import ServerConfig
+
+    monkeypatch.setattr(demo, "resolve_builtin", lambda m: "/models/" + m.removeprefix("builtin:"))
+    speculative = {"method": "draft_model", "model": "builtin:tiny-llama-draft"}
+    config = ServerConfig("c1", "x", "m", None, {"speculative-config": speculative})
+    args = with_builtin_drafts(config).command_args()
+    assert '"model":"/models/tiny-llama-draft"' in " ".join(args)
+    hub = ServerConfig("c1", "x", "m", None, {"speculative-config": {"model": "org/draft"}})
+    assert with_builtin_drafts(hub) is hub

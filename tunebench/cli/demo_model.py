@@ -14,6 +14,13 @@ def register(app: typer.Typer) -> None:
         output: Optional[Path] = typer.Option(
             None, "--output", "-o", help="Where to build it (default: ~/.cache/tunebench/models/)."
         ),
+        name: str = typer.Option(
+            "tiny-llama",
+            "--name",
+            metavar="NAME",
+            help="Which builtin model: tiny-llama, or tiny-llama-draft (its 1-layer draft for "
+            "speculative decoding, `builtin:tiny-llama-draft` in a spec).",
+        ),
     ) -> None:
         """Build the tiny random-weight Llama and its tokenizer that the demo sweep serves.
 
@@ -22,8 +29,13 @@ def register(app: typer.Typer) -> None:
         Example: tunebench demo-model --output /tmp/tiny-llama
         """
         from tunebench import demo
+        from tunebench.errors import UsageError
 
-        target = output or demo.default_model_path()
+        if name not in demo.BUILTIN_MODELS:
+            raise UsageError(
+                f"--name {name}: not a builtin model; use one of {', '.join(demo.BUILTIN_MODELS)}"
+            )
+        target = output or demo.default_model_path(name)
         existed = demo.is_built(target)
-        path = demo.build_demo_model(target)
+        path = demo.build_demo_model(target, name)
         typer.echo(f"{'already built' if existed else 'built'}: {path}")

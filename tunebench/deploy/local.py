@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -153,6 +154,18 @@ def server_error_line(log: str) -> str:
     return shown(len(entries) - 1)  # 6
 
 
+def with_builtin_drafts(config: ServerConfig) -> ServerConfig:
+    """`config` with a `builtin:` speculative draft resolved to its built path."""
+    speculative = config.args.get("speculative-config")
+    if isinstance(speculative, str) and speculative.startswith("{"):
+        speculative = json.loads(speculative)
+    draft = speculative.get("model") if isinstance(speculative, dict) else None
+    if not (isinstance(draft, str) and draft.startswith("builtin:")):
+        return config
+    resolved = {**speculative, "model": demo.resolve_builtin(draft)}
+    return dataclasses.replace(config, args={**config.args, "speculative-config": resolved})
+
+
 def referenced_models(config: ServerConfig) -> list[str]:
     """The models a configuration loads besides its own: the tokenizer and a speculative
     draft (`speculative-config.model`), as paths for builtin names."""
@@ -238,7 +251,7 @@ class LocalVllmServer:
             argv += ["--served-model-name", self.served_model_name]
         if config.tokenizer:
             argv += ["--tokenizer", demo.resolve_builtin(config.tokenizer)]
-        return argv + config.command_args()
+        return argv + with_builtin_drafts(config).command_args()
 
     def on_cpu(self) -> bool:
         return self.settings.cpu == "on" or (self.settings.cpu == "auto" and not gpu_visible())
