@@ -23,7 +23,12 @@ from typing import Any
 from tunebench import demo
 from tunebench.batch.dataset import PromptRenderer, load_records
 from tunebench.batch.spec import BatchSpec, check_json_schema
-from tunebench.deploy.local import gpu_visible, server_error_line, vllm_environment
+from tunebench.deploy.local import (
+    gpu_visible,
+    server_error_line,
+    vllm_environment,
+    with_builtin_drafts,
+)
 from tunebench.errors import SpecError
 from tunebench.processes import ManagedProcess
 from tunebench.quality.prompts import load_prompts, prompts_path
@@ -211,7 +216,8 @@ def _run_config(
                 "engine": spec.engine,
                 "model": model,
                 "tokenizer": tokenizer,
-                "engine_args": config.args,
+                # a builtin: draft as its built path, as the local server gets it
+                "engine_args": with_builtin_drafts(config).args,
                 "mode": spec.prompt.mode,
                 "system": spec.prompt.system,
                 "sampling": spec.sampling.model_dump(),
