@@ -195,9 +195,13 @@ def _run_config(
     slices = shard_slices(len(prompts), shards)
     on_gpu = gpu_visible()
     # each shard's engine holds tensor x pipeline x data parallel GPUs of the visible ones
+    # (a Ray job on a cluster elsewhere places its engines there: nothing to count here)
+    remote_ray = spec.engine == "ray" and bool(spec.ray.address)
     try:
         gpu_sets = (
-            shard_gpus(visible_gpus(), gpus_per_server(config.args), len(slices)) if on_gpu else []
+            shard_gpus(visible_gpus(), gpus_per_server(config.args), len(slices))
+            if on_gpu and not remote_ray
+            else []
         )
     except ValueError as error:
         store.update_config(config.config_id, status=ConfigStatus.FAILED, error=str(error))
@@ -254,7 +258,7 @@ def _run_config(
             env["VLLM_ENABLE_V1_MULTIPROCESSING"] = (
                 "0"  # engine in the worker: its logs time phases
             )
-            if on_gpu:
+            if gpu_sets:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_sets[shard])
             processes.append(
                 ManagedProcess(
