@@ -41,19 +41,19 @@ if [ "$CACHE" = off ]; then
     exit 0
 fi
 
-version=$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')
-key=$(cat pyproject.toml scripts/install-deps.sh |
-    { cat; echo "$version $TORCH_VERSION $EXTRAS ${TORCH_INDEX_URL:-}"; } |
-    sha256sum | cut -c1-16)
-DEPS="$CACHE/deps-$key"
-mkdir -p "$CACHE"
-
 if [ -e "$VENV" ] && [ ! -e "$VENV/.tunebench-deps" ] && [ ! -e "$VENV/.tunebench-setup" ]; then
     # not made by `make setup`: perhaps a GPU environment, which this must not replace
     echo "[setup] $VENV exists and was not made by make setup (a GPU environment?);" \
         "run with VENV=.venv-cpu, or remove $VENV" >&2
     exit 1
 fi
+
+version=$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')
+key=$(cat pyproject.toml scripts/install-deps.sh |
+    { cat; echo "$version $TORCH_VERSION $EXTRAS ${TORCH_INDEX_URL:-}"; } |
+    sha256sum | cut -c1-16)
+DEPS="$CACHE/deps-$key"
+mkdir -p "$CACHE"
 
 # 1. The dependencies, once per key (a lock: two clones setting up at once build it once).
 exec 9>"$DEPS.lock"

@@ -147,7 +147,7 @@ def test_kv_capacity_learned_from_a_trial_prunes_later_ones(tmp_path):
     evaluator = FakeEvaluator()
     tune = make_tune(trials=3, space={"max-num-seqs": {"choices": [4, 32]}})
     study, _ = run_tuner(tmp_path, tune, evaluator, base_args={"max-model-len": 512})
-    assert study.user_attrs["kv_capacity_tokens"] == 8192
+    assert [tokens for tokens, _ in study.user_attrs["kv_capacities"].values()] == [8192]
     pruned = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.PRUNED]
     assert pruned and pruned[0].params == {"max-num-seqs": 32}
     assert "16384 tokens exceeds the KV cache (8192 tokens" in pruned[0].user_attrs["pruned_reason"]

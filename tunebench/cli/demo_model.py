@@ -26,7 +26,8 @@ def register(app: typer.Typer) -> None:
 
         Deterministic, offline, ~5 s; skipped when a finished build is already there.
 
-        Example: tunebench demo-model --output /tmp/tiny-llama
+        Examples: tunebench demo-model --output /tmp/tiny-llama;
+        tunebench demo-model --name tiny-llama-draft
         """
         from tunebench import demo
         from tunebench.errors import UsageError

@@ -154,12 +154,18 @@ def server_error_line(log: str) -> str:
     return shown(len(entries) - 1)  # 6
 
 
-def with_builtin_drafts(config: ServerConfig) -> ServerConfig:
-    """`config` with a `builtin:` speculative draft resolved to its built path."""
+def _speculative(config: ServerConfig) -> dict | None:
+    """The configuration's `speculative-config` as a mapping (it may be given as JSON text)."""
     speculative = config.args.get("speculative-config")
     if isinstance(speculative, str) and speculative.startswith("{"):
         speculative = json.loads(speculative)
-    draft = speculative.get("model") if isinstance(speculative, dict) else None
+    return speculative if isinstance(speculative, dict) else None
+
+
+def with_builtin_drafts(config: ServerConfig) -> ServerConfig:
+    """`config` with a `builtin:` speculative draft resolved to its built path."""
+    speculative = _speculative(config)
+    draft = speculative.get("model") if speculative else None
     if not (isinstance(draft, str) and draft.startswith("builtin:")):
         return config
     resolved = {**speculative, "model": demo.resolve_builtin(draft)}
@@ -170,10 +176,8 @@ def referenced_models(config: ServerConfig) -> list[str]:
     """The models a configuration loads besides its own: the tokenizer and a speculative
     draft (`speculative-config.model`), as paths for builtin names."""
     found = [config.tokenizer] if config.tokenizer else []
-    speculative = config.args.get("speculative-config")
-    if isinstance(speculative, str) and speculative.startswith("{"):
-        speculative = json.loads(speculative)
-    if isinstance(speculative, dict) and isinstance(speculative.get("model"), str):
+    speculative = _speculative(config)
+    if speculative and isinstance(speculative.get("model"), str):
         found.append(speculative["model"])
     return [demo.resolve_builtin(m) for m in found]
 

@@ -93,11 +93,10 @@ def make_sampler(tune: Tune, seed: int | None) -> optuna.samplers.BaseSampler:
     """The study's sampler as the spec names it (benchmarks/tune_efficiency.py grades them)."""
     if tune.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    if tune.sampler == "tpe":
+    # two objectives have no single "best" for the local search to search around: TPE
+    if tune.sampler == "tpe" or len(directions(tune.objective)) > 1:
         # Optuna's default TPE (one density per param; a conditional param is modelled from
         # the trials that have it).
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=tune.startup_trials or 3)
-    if len(directions(tune.objective)) > 1:  # no single "best" to search around: TPE
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=tune.startup_trials or 3)
     return LocalSearchSampler(startup=tune.startup_trials or 1, seed=seed)
 

@@ -134,9 +134,6 @@ class Tuner:
         if key not in learned:
             learned[key] = [int(tokens), str(effective.get("cache_dtype") or "auto")]
             self.study.set_user_attr("kv_capacities", learned)
-        if not self.study.user_attrs.get("kv_capacity_tokens"):  # shown by `tune` results
-            self.study.set_user_attr("kv_capacity_tokens", int(tokens))
-            self.study.set_user_attr("kv_cache_dtype", str(effective.get("cache_dtype") or "auto"))
 
     def mark_interrupted(self) -> int:
         """Trials left RUNNING by an interrupted process become FAIL; returns how many. A
