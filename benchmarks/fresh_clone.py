@@ -1,0 +1,81 @@
+"""How long a make target takes in a fresh clone, as CI and a new user meet it.
+
+    python benchmarks/fresh_clone.py [--target test|demo|lint] [--repeats 3] [--commit REV]
+
+Each repeat clones this repository (its HEAD, or REV) into a new temporary folder and runs
+`make TARGET` there; every output line is time-stamped from the start, so the set-up, lint and
+each test tier can be read off the log. The set-up is cached by content outside the clone
+(scripts/setup-env.sh): the first repeat on new content builds the dependencies, the next
+ones find them. Prints each repeat's wall time and the phase marks, then min/median/max;
+exits non-zero when any run of the target failed. The logs stay in the output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# lines whose time marks a phase's end (make test's and make demo's own output)
+MARKS = ("[setup] ok", "[lint] all passed", " passed", "report:", "make: ***")
+
+
+def one_run(target: str, commit: str | None, logs: Path, index: int) -> tuple[int, float]:
+    folder = Path(tempfile.mkdtemp(prefix="tunebench-fresh-"))
+    try:
+        subprocess.run(["git", "clone", "-q", str(REPO), str(folder)], check=True)
+        if commit:
+            subprocess.run(["git", "-C", str(folder), "checkout", "-q", commit], check=True)
+        log = logs / f"{target}-{index}.log"
+        began = time.monotonic()
+        with log.open("w") as out:
+            # own session: a Ctrl-C here stops make and everything it started
+            process = subprocess.Popen(
+                ["make", target],
+                cwd=folder,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            assert process.stdout is not None
+            for line in process.stdout:
+                stamped = f"{time.monotonic() - began:7.1f} {line}"
+                out.write(stamped)
+                if any(mark in line for mark in MARKS):
+                    print(f"  [{index}] {stamped}", end="", flush=True)
+            code = process.wait()
+        return code, time.monotonic() - began
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=("test", "demo", "lint"), default="test")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--commit", help="a revision of this repository (default: HEAD)")
+    parser.add_argument("--logs", type=Path, default=Path(tempfile.mkdtemp(prefix="fresh-logs-")))
+    args = parser.parse_args()
+    args.logs.mkdir(parents=True, exist_ok=True)
+    walls, failed = [], 0
+    for index in range(1, args.repeats + 1):
+        code, wall = one_run(args.target, args.commit, args.logs, index)
+        walls.append(wall)
+        failed += code != 0
+        print(f"  [{index}] make {args.target}: rc {code}, wall {wall:.0f} s", flush=True)
+    print(
+        f"make {args.target} in a fresh clone, {len(walls)} runs: min {min(walls):.0f} s, "
+        f"median {statistics.median(walls):.0f} s, max {max(walls):.0f} s; logs in {args.logs}"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
