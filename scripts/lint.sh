@@ -6,7 +6,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PY:-.venv/bin/python}
-PATHS=(tunebench tests benchmarks)
+PATHS=(tunebench tests benchmarks scripts)
 
 failed=()
 # step NAME COMMAND...: one line naming the step, then the tool's own output.
