@@ -147,7 +147,7 @@ def _file_seconds(config) -> dict[str, float]:
         seconds = json.loads(DURATIONS.read_text())
     except (OSError, ValueError):
         seconds = {}
-    if config.cache is not None:
+    if getattr(config, "cache", None) is not None:
         seconds.update(config.cache.get(MEASURED_KEY, {}))
     return seconds
 
@@ -181,7 +181,7 @@ def _record_durations(session) -> None:
     """This run's seconds per file into pytest's cache (the controller's view under xdist:
     it sees every worker's reports)."""
     config = session.config
-    if hasattr(config, "workerinput") or config.cache is None or not _measured:
+    if hasattr(config, "workerinput") or getattr(config, "cache", None) is None or not _measured:
         return
     seconds = dict(config.cache.get(MEASURED_KEY, {}))
     seconds.update({path: round(value, 1) for path, value in _measured.items()})

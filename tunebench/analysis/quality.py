@@ -25,7 +25,7 @@ def quality_table(run: str | Path, root: str | Path = "reports") -> pd.DataFrame
     path = run_path(run, root)
     manifest = load_manifest(path)
     quality = (manifest.get("spec") or {}).get("quality")
-    if not quality:
+    if quality is None:  # `quality: {}` is a check with every default, not none
         return pd.DataFrame(columns=COLUMNS)
     configs = manifest.get("configs", [])
     rows = judge_configs(configs, load_completions(RunLayout(path), configs), quality)

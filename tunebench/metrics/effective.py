@@ -44,6 +44,13 @@ _MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 _QUANTIZED_LAYERS = re.compile(r"Quantizing (\d+) layers")
 _SPEC_METHOD = re.compile(r"speculative_config=\S*?method=['\"]?([A-Za-z0-9_]+)")
 _SPEC_TOKENS = re.compile(r"speculative_config=SpeculativeConfig\([^)]*?num_spec_tokens=(\d+)")
+# "Selected CPUInt8ScaledMMLinearKernel for CompressedTensorsW8A8Int8", "Using
+# CPUWNA16LinearKernel for CompressedTensorsWNA16": the kernel vLLM chose for each
+# quantization scheme of the checkpoint, logged once per scheme while the model loads (the
+# same code on every platform: vllm/model_executor/kernels/linear/__init__.py).
+_SCHEME_KERNEL = re.compile(
+    r"\b(?:Selected|Using) (\w+) for (\w*(?:CompressedTensors|LinearMethod)\w*)"
+)
 _VERSION = re.compile(r"version (\d+\.\d+\.\d+\S*)")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 
@@ -72,6 +79,9 @@ def parse_startup_log(log: str) -> dict[str, Any]:
     quantized = [int(n) for n in _QUANTIZED_LAYERS.findall(log)]
     if quantized:
         out["quantized_layers"] = sum(quantized)
+    schemes = {scheme: kernel for kernel, scheme in _SCHEME_KERNEL.findall(log)}
+    if schemes:
+        out["quantization_schemes"] = schemes
     if match := _VERSION.search(log):
         out["vllm_version"] = match.group(1)
     non_default = _NON_DEFAULT.search(_first_line(log, ("non-default args: {",)))

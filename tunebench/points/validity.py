@@ -184,7 +184,21 @@ NOT_REPORTED = frozenset(
 # so a server asked for auto_round (the non-default args of
 # tests/fixtures/logs/vllm-0.27-gpu-autoround-mtp.log) shows quantization=inc in its engine
 # config line (tests/fixtures/logs/vllm-0.24-gpu-autoround-tp4.log, the same stack).
-_QUANTIZATION_ALIASES = {"auto_round": "inc", "auto-round": "inc"}
+# A GPTQ or AWQ checkpoint runs under the first method whose `override_quantization_method`
+# claims it (vLLM 0.32 `ModelConfig._verify_quantization`, the `overrides` order): asked for
+# gptq, gptq_marlin, auto_gptq or marlin it runs `auto_gptq` (older releases: gptq_marlin),
+# and likewise `auto_awq` for AWQ on a GPU, so each family reads as one name.
+# tests/unit/test_validity.py checks these against the installed vLLM. `fp8` and the online
+# shorthands (fp8_per_tensor, fp8_per_block, ...) are shown as asked: the engine line
+# prints `ModelConfig.quantization`, which the online path does not rewrite.
+_QUANTIZATION_ALIASES = {
+    "auto_round": "inc",
+    "auto-round": "inc",
+    "gptq_marlin": "gptq",
+    "auto_gptq": "gptq",
+    "awq_marlin": "awq",
+    "auto_awq": "awq",
+}
 _DTYPE_ALIASES = {"half": "float16", "float": "float32"}
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}

@@ -205,7 +205,7 @@ def judge_run(store: RunStore) -> list[dict[str, Any]]:
     """`judge_configs` over a run's manifest and stored answers ([] without a check)."""
     manifest = store.manifest
     quality = (manifest.spec or {}).get("quality")
-    if not quality:
+    if quality is None:  # `quality: {}` is a check with every default, not none
         return []
     configs = [c.model_dump(mode="json") for c in manifest.configs]
     return judge_configs(configs, load_completions(store.layout, configs), quality)

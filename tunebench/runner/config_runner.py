@@ -17,6 +17,7 @@ from tunebench.metrics.effective import read_effective
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import rows_of, series_csv
 from tunebench.metrics.summary import summarize_window
+from tunebench.points.checkpoint import check_checkpoint, declared_for_model
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
 from tunebench.points.roofline import Roofline
@@ -238,6 +239,9 @@ class ConfigRunner:
         )
         state.effective = effective
         checks = verify_args(state.config.args, effective)
+        declared = declared_for_model(state.config.model)
+        if declared is not None:  # a quantized checkpoint: does the server run it quantized?
+            checks.append(check_checkpoint(declared, effective))
         state.reasons = [c.reason for c in checks if c.state == "mismatch"]
         unverified = [c.arg for c in checks if c.state == "unverified"]
         state.unverified = unverified
