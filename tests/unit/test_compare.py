@@ -245,7 +245,8 @@ def test_plot_overlay(real_runs, cli, tmp_path):
     out = tmp_path / "overlay.html"
     result = cli("compare", "mns8", "mns2", "--root", str(real_runs), "--plot", str(out))
     assert result.returncode == 0, result.stderr
-    assert out.read_text().count("data:image/png;base64,") == 2
+    # throughput, TTFT and ITL against the offered load, TTFT against the throughput
+    assert out.read_text().count("data:image/png;base64,") == 4
     png = tmp_path / "overlay.png"
     assert (
         cli("compare", "mns8", "mns2", "--root", str(real_runs), "--plot", str(png)).returncode == 0

@@ -85,7 +85,7 @@ def test_concurrent_and_poisson_points_of_one_config_are_separate_lines(tmp_path
     assert (workshop[SERIES] == workshop["config_label"]).all()
     assert_lines_are_single_kind_and_sorted(workshop, "streams")
     figures = dict(run_figures(points, store.path))
-    assert figures["TTFT vs achieved request rate"][:4] == b"\x89PNG"
+    assert figures["TTFT vs offered load"][:4] == b"\x89PNG"
 
 
 def test_one_kind_of_load_keeps_the_configuration_as_the_series(tmp_path):
@@ -115,7 +115,8 @@ def test_overlay_lines_are_per_side_and_kind(tmp_path):
         "after · max-num-seqs=4 · poisson",
     }
     html = write_overlay(result, tmp_path / "overlay.html").read_text()
-    assert html.count("data:image/png;base64,") == 2
+    # throughput, TTFT and ITL against the offered load, TTFT against the throughput
+    assert html.count("data:image/png;base64,") == 4
 
 
 def test_pareto_front():
@@ -152,10 +153,10 @@ def test_figures_render_as_png(tmp_path):
     figures = run_figures(load_run(store.path), store.path)
     titles = [t for t, _ in figures]
     assert titles[:5] == [
-        "TTFT vs achieved request rate",
-        "TTFT per number of concurrent streams",
-        "ITL vs achieved request rate",
-        "Output tokens/s vs achieved request rate",
+        "Output throughput vs offered load",
+        "TTFT vs offered load",
+        "TTFT p95 vs achieved throughput, in load order",
+        "ITL vs offered load",
         "Latency-throughput Pareto",
     ]
     assert sum(t.startswith("Server time series") for t in titles) == 2

@@ -18,6 +18,17 @@ any rule: it is fast at answering wrong. Rules 3 to 5 use valid points the clien
 hold back; when every valid point was client-limited rules 4 and 5 fall back to those, and
 say so (`client_limited: true`).
 
+What a "best" rests on is part of it. A capacity that is only a lower bound (the SLO never
+missed up to the highest rate tested, the search capped at max_rate, the client unable to
+drive more, a search that did not converge before any miss) carries `lower_bound` (why) and
+prints as ">= 4 req/s (not reached)". When the runner-up cannot be told apart from the best
+by the rule's own evidence (both capacities lower bounds at the rate the best proved, their
+brackets overlap, or their throughputs at the best point lie within compare's interval) the
+result is a `tie`: the configurations, what they tie on, the next figure that separates them
+(the largest significant difference compare finds between their points) and what would
+decide it. The figure's winner is named best. `headline()` is the one text of all this that
+`results`, `show` and the report print.
+
 Verdicts: a sweep or tune run's is its status (complete, failed, interrupted); a
 comparison's is `regression` or `no-regression` (see `compare_verdict`).
 """
@@ -25,14 +36,26 @@ comparison's is `regression` or `no-regression` (see `compare_verdict`).
 from __future__ import annotations
 
 import json
+import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from tunebench.analysis.frames import load_manifest, load_run, run_path
+from tunebench.analysis.compare import (
+    ALL_POINTS,
+    NO_CHANGE,
+    SIGNIFICANT_BETTER,
+    SIGNIFICANT_WORSE,
+    compare_sides,
+)
+from tunebench.analysis.compare_metrics import METRICS
+from tunebench.analysis.frames import load_manifest, load_requests, load_run, run_path
 from tunebench.analysis.quality import failing
+from tunebench.analysis.sides import Side
+from tunebench.errors import TunebenchError
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.capacity import RatePoint, sustained_capacity
@@ -74,30 +97,78 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
     check = result.get("revalidation")
     if check:  # the re-runs' verdict on the lead: confirmed, tie or inconclusive
         out["revalidation"] = check.get("verdict")
+    capacity = best.get("capacity") or {}
+    if capacity and str(out["metric"]).startswith("capacity"):
+        why = capacity_bound(capacity)
+        if why:
+            out["lower_bound"] = why
+        if capacity.get("converged") is False:
+            out["converged"] = False
     return out
+
+
+# Why a capacity is only a lower bound (`lower_bound`).
+HIGHEST_RATE = "the SLO held at the highest rate tested"
+CLIENT_BOUND = "the client could not drive more"
+MAX_RATE = "the SLO held at the search's max_rate"
+NEVER_MISSED = "the search never saw the SLO missed"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One configuration's capacity under a rule, with what its evidence proves: `low` held,
+    `high` missed (None: nothing above `low` was seen to miss)."""
+
+    config_id: str
+    value: float
+    low: float
+    high: float | None
+    lower_bound: str | None = None  # why `value` is only "at least" (None: it was reached)
+
+
+def capacity_bound(capacity: dict[str, Any]) -> str | None:
+    """Why a capacity search's answer is only a lower bound, or None (it was bracketed)."""
+    if capacity.get("rate") is None:
+        return None
+    if capacity.get("client_bound"):
+        return CLIENT_BOUND
+    if capacity.get("capped"):
+        return MAX_RATE
+    if capacity.get("upper") is None:
+        return NEVER_MISSED
+    return None
 
 
 def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
-    found = [
-        c
-        for c in manifest.get("configs", [])
-        if (c.get("capacity") or {}).get("rate") is not None and c["config_id"] not in excluded
-    ]
-    if not found:
+    standings = []
+    for config in manifest.get("configs", []):
+        capacity = config.get("capacity") or {}
+        if capacity.get("rate") is None or config["config_id"] in excluded:
+            continue
+        rate = float(capacity["rate"])
+        interval = capacity.get("interval") or [rate, capacity.get("upper")]
+        low = float(interval[0]) if interval[0] is not None else rate
+        why = capacity_bound(capacity)
+        high = None if why else to_float(interval[1] if len(interval) > 1 else None)
+        standings.append(Standing(config["config_id"], rate, min(low, rate), high, why))
+    if not standings:
         return None
-    best = max(found, key=lambda c: c["capacity"]["rate"])
+    ranked = sorted(standings, key=lambda s: -s.value)
+    best = next(c for c in manifest["configs"] if c["config_id"] == ranked[0].config_id)
     out = _describe(best, "capacity", "capacity_rps", best["capacity"]["rate"])
     if best["capacity"].get("client_bound"):
         out["client_bound"] = True
-    return out
+    if best["capacity"].get("converged") is False:
+        out["converged"] = False
+    return _standing_out(out, ranked, "capacity search", manifest)
 
 
-def _from_rates(points: pd.DataFrame, manifest: dict) -> dict[str, Any] | None:
-    """Rule 3: the highest sustained rate within the SLO (median over repeats)."""
+def _rate_standings(points: pd.DataFrame) -> list[Standing]:
+    """Each configuration's sustained capacity over its valid fixed-rate points (rule 3)."""
     rates = points[points["load_kind"].isin(RATE_KINDS) & points["target"].notna()]
-    found: dict[str, float] = {}
+    standings: list[Standing] = []
     for config_id, rows in rates.groupby("config_id", sort=False):
-        per_repeat = []
+        per_repeat, lows, highs, whys = [], [], [], []
         group_by = ["load_kind", "repeat"] if "repeat" in rows else ["load_kind"]
         for _key, window in rows.groupby(group_by, sort=False, dropna=False):
             counted = [
@@ -111,15 +182,134 @@ def _from_rates(points: pd.DataFrame, manifest: dict) -> dict[str, Any] | None:
                 if r["valid"] == True  # noqa: E712
             ]
             capacity = sustained_capacity(counted)
-            if capacity is not None:
-                per_repeat.append(0.0 if capacity.kind == "below" else capacity.rate)
+            if capacity is None:
+                continue
+            per_repeat.append(0.0 if capacity.kind == "below" else capacity.rate)
+            low, high, why = _bracket(counted, capacity)
+            lows.append(low)
+            highs.append(high)
+            whys.append(why)
         if per_repeat:
-            found[str(config_id)] = statistics.median(per_repeat)
-    if not found or max(found.values()) <= 0:
+            value = statistics.median(per_repeat)
+            # the bracket over every repeat: what all of them together prove
+            high = None if any(h is None for h in highs) else max(h for h in highs if h)
+            why = next((w for w in whys if w), None) if high is None else None
+            standings.append(Standing(str(config_id), value, min(lows), high, why))
+    return standings
+
+
+def _from_rates(points: pd.DataFrame, manifest: dict) -> dict[str, Any] | None:
+    """Rule 3: the highest sustained rate within the SLO (median over repeats)."""
+    standings = _rate_standings(points)
+    if not standings or max(s.value for s in standings) <= 0:
         return None
-    best = max(found, key=lambda c: found[c])
-    config = _config(manifest, best) or {"config_id": best}
-    return _describe(config, "slo-capacity", "capacity_rps", found[best])
+    ranked = sorted(standings, key=lambda s: -s.value)
+    config = _config(manifest, ranked[0].config_id) or {"config_id": ranked[0].config_id}
+    out = _describe(config, "slo-capacity", "capacity_rps", ranked[0].value)
+    return _standing_out(out, ranked, "fixed rates", manifest)
+
+
+def capacities(points: pd.DataFrame, manifest: dict) -> dict[str, Standing]:
+    """config_id -> its capacity at the SLO as the best's rules see it: a capacity search's
+    answer, else the sustained rate of its fixed-rate points (valid ones); absent when the
+    run has no SLO or the configuration neither (for the report's summary)."""
+    if not (manifest.get("spec") or {}).get("slo") or points.empty or "slo_met" not in points:
+        return {}
+    valid = points[points["valid"] == True]  # noqa: E712
+    found = {s.config_id: s for s in _rate_standings(valid)}
+    for config in manifest.get("configs", []):
+        capacity = config.get("capacity") or {}
+        if capacity.get("rate") is not None:
+            rate = float(capacity["rate"])
+            why = capacity_bound(capacity)
+            found[config["config_id"]] = Standing(
+                config["config_id"], rate, rate, None if why else capacity.get("upper"), why
+            )
+    return found
+
+
+def _bracket(counted: list[RatePoint], capacity: Any) -> tuple[float, float | None, str | None]:
+    """(highest rate shown to hold, lowest rate that missed or None, why only a lower bound)
+    of one window of fixed-rate points, read the way `sustained_capacity` walks them."""
+    if capacity.kind == "below":
+        return 0.0, capacity.rate, None
+    if capacity.kind == "exact":
+        above = [p.rate for p in counted if not p.slo_met and p.rate >= capacity.rate]
+        below = [p.rate for p in counted if p.slo_met and p.rate <= capacity.rate]
+        return (max(below) if below else 0.0), (min(above) if above else None), None
+    limited = any(p.client_limited and p.rate > capacity.rate for p in counted) or any(
+        p.client_limited and p.rate == capacity.rate for p in counted
+    )
+    return capacity.rate, None, CLIENT_BOUND if limited else HIGHEST_RATE
+
+
+def _standing_out(
+    out: dict[str, Any], ranked: list[Standing], how: str, manifest: dict
+) -> dict[str, Any]:
+    """The best's lower bound and, when the runner-ups cannot be told apart from it by the
+    rule's own evidence, the tie (the caller's `_decide` names the next figure)."""
+    best = ranked[0]
+    if best.lower_bound:
+        out["lower_bound"] = best.lower_bound
+    tied = [
+        s
+        for s in ranked[1:]
+        # a runner-up that held at least what the best proved and never missed above it, or
+        # whose first miss lies above the best's last pass: nothing measured separates them
+        if (s.high is None and s.value > 0 and s.value >= best.low)
+        or (s.high is not None and s.high > best.low)
+    ]
+    if tied:
+        out["tie"] = {
+            "configs": [best.config_id, *(s.config_id for s in tied)],
+            "on": _tie_on(best, tied, _names(manifest)),
+            "hint": _tie_hint(best, tied, how),
+        }
+        out["_standings"] = {s.config_id: s for s in (best, *tied)}
+    return out
+
+
+def _tie_on(best: Standing, others: list[Standing], names: dict[str, str]) -> str:
+    between = _joined([names.get(s.config_id, s.config_id) for s in (best, *others)])
+    same = {s.value for s in (best, *others)} == {best.value}
+    if best.lower_bound and same and all(s.lower_bound == best.lower_bound for s in others):
+        if best.lower_bound == HIGHEST_RATE:
+            return (
+                f"tie at >= {_rate(best.value)} req/s, the highest rate tested, between {between}"
+            )
+        return f"tie at >= {_rate(best.value)} req/s ({best.lower_bound}) between {between}"
+    each = ", ".join(
+        f"{s.config_id} {capacity_text(s.value, s.lower_bound)}" for s in (best, *others)
+    )
+    return (
+        f"tie on capacity between {between} ({each}): each held {_rate(best.low)} req/s and "
+        "no rate measured separates them"
+    )
+
+
+def _joined(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _tie_hint(best: Standing, others: list[Standing], how: str) -> str:
+    if best.lower_bound or any(s.lower_bound for s in others):
+        if how == "capacity search":
+            return "raise the search's max_rate to decide"
+        return "probe higher rates or add a capacity profile to decide"
+    if how == "capacity search":
+        return "lower the search's tolerance to decide"
+    return "probe rates inside the bracket or add a capacity profile to decide"
+
+
+def _names(manifest: dict) -> dict[str, str]:
+    return {
+        c["config_id"]: f"{c['config_id']} {c.get('label') or ''}".strip()
+        for c in manifest.get("configs", [])
+    }
+
+
+def _rate(value: float) -> str:
+    return f"{value:.3g}"
 
 
 def _below_first_miss(points: pd.DataFrame) -> pd.DataFrame:
@@ -175,7 +365,53 @@ def _from_points(path: Path, manifest: dict, excluded: set[str]) -> dict[str, An
         out["slo_met"] = False
     if server_bound.empty:
         out["client_limited"] = True
+    others = pool[pool["config_id"] != row["config_id"]]
+    if not others.empty:
+        runner = others.loc[others[metric].idxmax()]
+        tie = _throughput_tie(path, row, runner, _names(manifest))
+        if tie is not None:
+            out["tie"] = tie
+            out["_standings"] = {
+                str(r["config_id"]): Standing(str(r["config_id"]), float(r[metric]), 0.0, None)
+                for r in (row, runner)
+            }
+            out["_points"] = {str(r["config_id"]): str(r["point_id"]) for r in (row, runner)}
     return out
+
+
+def _throughput_tie(
+    path: Path, row: pd.Series, runner: pd.Series, names: dict[str, str]
+) -> dict[str, Any] | None:
+    """Rules 4 and 5: the runner-up's output tok/s at the best's point, compared as
+    `compare` does; a tie when its interval includes no change."""
+    if pd.isna(row.get("target")):
+        return None
+    sides = _config_sides(path, [str(row["config_id"]), str(runner["config_id"])])
+    for side in sides:
+        side.points = side.points[
+            (side.points["load_kind"] == row["load_kind"])
+            & (side.points["target"] == row["target"])
+        ]
+    if any(side.points.empty for side in sides):
+        return None
+    try:
+        result = compare_sides(sides, [METRICS["output_tok_s"]])
+    except TunebenchError:
+        return None
+    found = result.rows[result.rows["point"] != ALL_POINTS]
+    if found.empty or found.iloc[0]["verdict"] != NO_CHANGE:
+        return None
+    first = found.iloc[0]
+    where = _where(row["load_kind"], row["target"], str(row["point_id"]))
+    return {
+        "configs": [str(row["config_id"]), str(runner["config_id"])],
+        "on": f"tie on output tok/s at {where} between "
+        f"{_joined([names.get(str(r['config_id']), str(r['config_id'])) for r in (row, runner)])}"
+        " within compare's interval "
+        f"({first['change_pct']:+.1f}%, CI [{first['ci_low_pct']:+.1f}, "
+        f"{first['ci_high_pct']:+.1f}]%)",
+        "hint": "measure with repeats or longer windows to decide",
+    }
 
 
 def _describe(config: dict, rule: str, metric: str, value: Any) -> dict[str, Any]:
@@ -205,6 +441,8 @@ def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any]
         or _from_capacity(manifest, set(excluded))
         or _from_points(path, manifest, set(excluded))
     )
+    if best is not None and "tie" in best:
+        best = _decide(path, manifest, best)
     if best is not None and excluded:
         best["quality_excluded"] = excluded  # config_id -> why it failed the quality gate
     if best is not None:
@@ -216,6 +454,155 @@ def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any]
         if cost:
             best["cost"] = cost
     return best
+
+
+# The figures that may decide a tie, latency first: a configuration that sustains the same
+# load with a fraction of the wait is the one a user wants.
+DECIDING_METRICS = ("ttft_p95", "ttft_p50", "itl_p95", "e2e_p95", "output_tok_s")
+
+
+def _config_sides(path: Path, config_ids: list[str]) -> list[Side]:
+    """One compare side per configuration: its valid points and its requests."""
+    points = load_run(path)
+    try:
+        requests = load_requests(path)
+    except TunebenchError:  # raw reports not kept: the figures go without intervals
+        requests = pd.DataFrame(columns=["config_id", "point_id"])
+    sides = []
+    for config_id in config_ids:
+        mine = points[(points["config_id"] == config_id) & (points["valid"] == True)]  # noqa: E712
+        label = str(mine["config_label"].iloc[0]) if not mine.empty else config_id
+        sides.append(Side(label, mine, requests[requests["config_id"] == config_id]))
+    return sides
+
+
+def _where(kind: Any, target: Any, point: str) -> str:
+    number = to_float(target)
+    if number is None:
+        return str(point)
+    if kind in ("concurrent", "throughput"):
+        return f"{number:g} stream{'' if number == 1 else 's'}"
+    if kind in RATE_KINDS:
+        return f"{number:g} req/s"
+    return str(point)
+
+
+def _factor(a: float, b: float, higher_is_better: bool) -> str:
+    """How much better the better of a and b is: "5.4x lower", "23% higher"."""
+    small, large = sorted((a, b))
+    ratio = large / small
+    word = "higher" if higher_is_better else "lower"
+    if ratio >= 2:
+        return f"{ratio:.2g}x {word}" if ratio < 10 else f"{ratio:.0f}x {word}"
+    change = (1 - small / large) if not higher_is_better else (ratio - 1)
+    return f"{100 * change:.0f}% {word}"
+
+
+def _decide(path: Path, manifest: dict, best: dict[str, Any]) -> dict[str, Any]:
+    """Name the next figure that separates the tied configurations: the largest difference
+    that `compare` finds significant between the rule's best and each tied one, over all
+    the points they share (without per-request samples: the largest measured difference,
+    unconfirmed). Its winner is named best; the tie stays on record."""
+    tie = best["tie"]
+    standings: dict[str, Standing] = best.pop("_standings", {})
+    points_of: dict[str, str] = best.pop("_points", {})
+    sides = _config_sides(path, tie["configs"])
+    ids = {side.name: config_id for side, config_id in zip(sides, tie["configs"])}
+    try:
+        result = compare_sides(sides, [METRICS[m] for m in DECIDING_METRICS])
+    except TunebenchError:  # no point in common
+        result = None
+    rows = result.rows[result.rows["point"] != ALL_POINTS] if result is not None else pd.DataFrame()
+    chosen, confirmed = None, True
+    if not rows.empty:
+        numbers = rows.assign(
+            a=pd.to_numeric(rows["a"], errors="coerce"), b=pd.to_numeric(rows["b"], errors="coerce")
+        )
+        numbers = numbers[(numbers["a"] > 0) & (numbers["b"] > 0)]
+        numbers = numbers.assign(size=(numbers["b"] / numbers["a"]).map(lambda r: abs(math.log(r))))
+        significant = numbers[numbers["verdict"].isin((SIGNIFICANT_BETTER, SIGNIFICANT_WORSE))]
+        if not significant.empty:
+            chosen = significant.loc[significant["size"].idxmax()]
+        elif not numbers.empty and not numbers["verdict"].eq(NO_CHANGE).any():
+            # nothing could be judged (no per-request samples): the largest difference
+            chosen, confirmed = numbers.loc[numbers["size"].idxmax()], False
+    if chosen is None:
+        tie["decider"] = "no measured figure separates them"
+        return best
+    metric = METRICS[str(chosen["metric"])]
+    b_better = (chosen["b"] > chosen["a"]) == metric.higher_is_better
+    winner_name = str(chosen["candidate"] if b_better else chosen["baseline"])
+    where = _where(chosen["load_kind"], chosen["target"], str(chosen["point"]))
+    label = metric.label.removesuffix(" ms").removesuffix(" s")
+    text = (
+        f"at {where} {winner_name} has "
+        f"{_factor(float(chosen['a']), float(chosen['b']), metric.higher_is_better)} {label}"
+    )
+    tie["decider"] = (
+        text if confirmed else f"{text} (unconfirmed: no per-request samples for an interval)"
+    )
+    tie["decided"] = confirmed
+    winner = ids.get(winner_name, best["config_id"])
+    if confirmed and winner != best["config_id"] and winner in standings:
+        standing = standings[winner]
+        config = _config(manifest, winner) or {"config_id": winner, "label": winner_name}
+        keep = {k: best[k] for k in ("tie", "slo_met", "client_limited") if k in best}
+        best = {**_describe(config, best["rule"], best["metric"], standing.value), **keep}
+        if standing.lower_bound:
+            best["lower_bound"] = standing.lower_bound
+        if winner in points_of:
+            best["point"] = points_of[winner]
+        capacity = config.get("capacity") or {}
+        if best["rule"] == "capacity" and capacity.get("client_bound"):
+            best["client_bound"] = True
+    return best
+
+
+def capacity_text(value: Any, lower_bound: str | None = None) -> str:
+    """A capacity as a person reads it: "5.09 req/s", or ">= 4 req/s (not reached)" when
+    the evidence only shows it is at least that."""
+    number = to_float(value)
+    if number is None:
+        return "not measured"
+    if lower_bound:
+        return f">= {number:.3g} req/s (not reached)"
+    return f"{number:.3g} req/s"
+
+
+def headline(best: dict[str, Any] | None) -> str:
+    """The one line that says which configuration is best and what that rests on, printed
+    by `results`, `show` and the report alike."""
+    if best is None:
+        return "no configuration: no valid point was measured"
+    name = f"{best.get('config_id')} {best.get('label') or ''}".strip()
+    metric = str(best.get("metric") or "")
+    if metric.startswith("capacity"):
+        figure = f"capacity at the SLO {capacity_text(best.get('value'), best.get('lower_bound'))}"
+        if best.get("lower_bound"):
+            figure += f": {best['lower_bound']}"
+    else:
+        figure = f"{metric} {best.get('value')}"
+        if best.get("point"):
+            figure += f" at {best['point']}"
+    if best.get("converged") is False:
+        figure += " (search not converged: raise max_probes)"
+    notes = [f"rule {best.get('rule')}"]
+    if best.get("slo_met") is False:
+        notes.append("no point met the SLO")
+    if best.get("client_limited"):
+        notes.append("every valid point was client-limited")
+    if best.get("revalidation"):
+        notes.append(f"re-validation: {best['revalidation']}")
+    if best.get("quality_excluded"):
+        notes.append(f"not considered, quality gate: {', '.join(best['quality_excluded'])}")
+    tie = best.get("tie")
+    if not tie:
+        return f"{name}: {figure} ({'; '.join(notes)})"
+    text = tie["on"]
+    if tie.get("decider"):
+        text += f"; {tie['decider']}"
+    chosen = "by that figure" if tie.get("decided") else "by the rule's order"
+    return f"{text}: {tie['hint']}. Named best {chosen}: {name}, {figure} ({'; '.join(notes)})"
 
 
 def _unverified_of(path: Path, config_id: str) -> list[str]:
@@ -271,7 +658,7 @@ def compact(best: dict[str, Any] | None, limit: int = MAX_BEST_CONFIG_BYTES) -> 
         return "{}"
     data = {k: v for k, v in best.items() if v is not None}
     text = json.dumps(data, separators=(",", ":"), sort_keys=False, default=str)
-    for key in ("quality_excluded", "model", "label"):
+    for key in ("quality_excluded", "model", "label", "tie"):
         if len(text.encode()) <= limit:
             break
         data.pop(key, None)

@@ -26,9 +26,11 @@ def crossover_points(xs, a_values, b_values) -> list[float]:
     return found
 
 
-def crossovers_between(sides: list[Side], key: tuple[str, ...]) -> list[dict[str, Any]]:
+def crossovers_between(
+    sides: list[Side], key: tuple[str, ...], columns: tuple[str, ...] = CROSSOVER_COLUMNS
+) -> list[dict[str, Any]]:
     """Where the baseline's latency curve and each candidate's cross as the target grows
-    (repeats of a point are averaged first)."""
+    (repeats of a point are averaged first), for the latency `columns` asked for."""
     out = []
     extra = [k for k in key if k not in LOAD_KEY]
     base = _mean_of_repeats(sides[0].points, key)
@@ -43,7 +45,7 @@ def crossovers_between(sides: list[Side], key: tuple[str, ...]) -> list[dict[str
                 continue
             kind = group_key[0] if isinstance(group_key, tuple) else group_key
             for column in CROSSOVER_COLUMNS:
-                if f"{column}_a" not in group:
+                if column not in columns or f"{column}_a" not in group:
                     continue
                 a_vals = group[f"{column}_a"].astype(float).to_numpy()
                 b_vals = group[f"{column}_b"].astype(float).to_numpy()
@@ -55,6 +57,10 @@ def crossovers_between(sides: list[Side], key: tuple[str, ...]) -> list[dict[str
                         {
                             "metric": column,
                             "load_kind": kind,
+                            # the configuration both curves belong to, when sides hold several
+                            **dict(
+                                zip(extra, group_key[1:] if isinstance(group_key, tuple) else ())
+                            ),
                             "baseline": sides[0].name,
                             "candidate": candidate.name,
                             "target": round(x, 3),

@@ -132,6 +132,20 @@ def regression_gate(
         "detectable": _detectable(
             result, gated, alpha, {"pct": threshold_pct, "pp": error_rate_pp}
         ),
+        # the rows that failed it, for whoever shows the gate per point (compare --html)
+        "failing_rows": [
+            {
+                "candidate": str(rows.iloc[i]["candidate"]),
+                "point": str(rows.iloc[i]["point"]),
+                "metric": str(rows.iloc[i]["metric"]),
+                **(
+                    {"config_label": str(rows.iloc[i]["config_label"])}
+                    if "config_label" in rows.columns
+                    else {}
+                ),
+            }
+            for i in failing
+        ],
         "within_run_only": bool(gated)
         and all(rows.iloc[i]["repeats_a"] < 2 or rows.iloc[i]["repeats_b"] < 2 for i in gated),
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -167,26 +168,35 @@ def render_lines(
     return _figure_bytes(fig)
 
 
-def render_pareto(data: pd.DataFrame) -> bytes:
-    plt, sns = _setup()
-    hues = data[HUE].nunique() if not data.empty else 0
-    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+def draw_pareto(data: pd.DataFrame):
+    """Every valid point, colour and marker by configuration, the front joined; the legend
+    right of the panel."""
+    plt, _sns = _setup()
+    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
     ax.set_title("Latency vs throughput (line: Pareto front)")
     if not data.empty:
-        sns.scatterplot(data=data, x="output_tok_s", y="ttft_p95_ms", hue=HUE, ax=ax, s=50)
+        style = styles(list(data[HUE].astype(str)))
+        handles, labels = [], []
+        for label, part in data.groupby(HUE, sort=False):
+            colour, marker = style[str(label)]
+            handles.append(
+                ax.scatter(
+                    part["output_tok_s"], part["ttft_p95_ms"], color=colour, marker=marker, s=40
+                )
+            )
+            labels.append(str(label))
         front = data[data["on_front"]].sort_values("output_tok_s")
-        ax.plot(
-            front["output_tok_s"],
-            front["ttft_p95_ms"],
-            color="black",
-            lw=1.5,
-            label="Pareto front",
-            zorder=0,
+        (line,) = ax.plot(
+            front["output_tok_s"], front["ttft_p95_ms"], color="black", lw=1.2, zorder=0
         )
-        ax.legend(fontsize="small")
-        _place_legend(ax, sns, hues)
+        if len(labels) <= MANY_HUES * 3:
+            _legend_outside(fig, [*handles, line], [*labels, "Pareto front"])
     ax.set(xlabel="output tokens/s", ylabel="TTFT p95 (ms)")
-    return _figure_bytes(fig)
+    return fig
+
+
+def render_pareto(data: pd.DataFrame) -> bytes:
+    return _figure_bytes(draw_pareto(data))
 
 
 def render_timeseries_group(data: pd.DataFrame, title: str) -> bytes:
@@ -225,57 +235,244 @@ def render_timeseries(data: pd.DataFrame, title: str) -> bytes:
     return _figure_bytes(fig)
 
 
-def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]:
-    """Every plot of a run as (title, PNG bytes), in report order."""
-    figures = [
-        (
-            "TTFT vs achieved request rate",
-            render_lines(
-                versus_data(points, LATENCY_METRICS),
-                "achieved_rps",
-                "TTFT vs achieved request rate",
-                "requests/s",
-                "ms",
-            ),
-        ),
-    ]
-    concurrency = concurrency_data(points)
-    if not concurrency.empty:
-        figures.append(
-            (
-                "TTFT per number of concurrent streams",
-                render_lines(
-                    concurrency,
-                    "streams",
-                    "TTFT per concurrent streams",
-                    "concurrent streams",
-                    "ms",
-                ),
+# -- plots that compare: curves against the offered load ----------------------------------
+
+# The offered load of each kind, as its x axis names it. A point without a numeric target
+# (synchronous, a sweep's steps) has no place on these axes.
+LOAD_AXES = {
+    "concurrent": "concurrent streams (offered)",
+    "throughput": "concurrent streams (offered)",
+    "poisson": "request rate offered (req/s)",
+    "constant": "request rate offered (req/s)",
+}
+CURVE_COLUMNS = (
+    "output_tok_s",
+    "achieved_rps",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "itl_p50_ms",
+    "itl_p95_ms",
+)
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+# tab10 without its grey (index 7): the grid and the bands are grey
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79",
+)  # fmt: skip
+
+
+def styles(labels: list[str]) -> dict[str, tuple[str, str]]:
+    """label -> (colour, marker), a different pair for every label: colours and markers
+    step together, so two configurations differ in both while there are colours left
+    and in at least one up to len(PALETTE) x len(MARKERS) configurations."""
+    out = {}
+    for index, label in enumerate(dict.fromkeys(labels)):
+        colour = PALETTE[index % len(PALETTE)]
+        marker = MARKERS[(index + index // len(PALETTE)) % len(MARKERS)]
+        out[label] = (colour, marker)
+    return out
+
+
+def load_curves(points: pd.DataFrame, hue: str = HUE) -> pd.DataFrame:
+    """[hue, load_kind, target, order, *CURVE_COLUMNS]: each configuration's valid points
+    of each load kind in the order of the load offered (repeats averaged), so a curve is
+    drawn from light load to heavy load even where the achieved throughput falls back."""
+    columns = [c for c in CURVE_COLUMNS if c in points]
+    out_columns = [hue, "load_kind", "target", "order", *columns]
+    if points.empty or "target" not in points:
+        return pd.DataFrame(columns=out_columns)
+    frame = points[points["load_kind"].isin(LOAD_AXES) & points["target"].notna()]
+    if "valid" in frame:
+        frame = frame[frame["valid"] == True]  # noqa: E712 - pandas mask
+    if frame.empty:
+        return pd.DataFrame(columns=out_columns)
+    frame = frame.assign(target=pd.to_numeric(frame["target"], errors="coerce"))
+    numbers = frame[[hue, "load_kind", "target"]].join(
+        frame[columns].apply(pd.to_numeric, errors="coerce")
+    )
+    mean = numbers.groupby([hue, "load_kind", "target"], sort=False).mean().reset_index()
+    mean = mean.sort_values(["load_kind", hue, "target"], kind="stable")
+    mean["order"] = mean.groupby([hue, "load_kind"]).cumcount()
+    return mean[out_columns].reset_index(drop=True)
+
+
+def _legend_outside(fig, handles, labels) -> None:
+    """One legend for the figure, right of every panel: never over the data."""
+    fig.legend(handles, labels, loc="outside right upper", fontsize="small", frameon=False)
+
+
+def draw_curves(
+    curves: pd.DataFrame,
+    y: str,
+    title: str,
+    ylabel: str,
+    band: str | None = None,
+    x: str = "target",
+    xlabel: str | None = None,
+    hue: str = HUE,
+    marks: pd.DataFrame | None = None,
+    mark_column: str | None = None,
+):
+    """A figure with one panel per load kind: each configuration's `y` against the offered
+    load (or `x`), in load order, colour and marker its own; with `band` the area between
+    `y` and `band` (p50 to p95) shaded and `band` dashed. `marks`: [hue, load_kind, target,
+    text, colour] drawn beside those points of `mark_column` (default `y`): the gate's
+    verdicts. Every other series has hollow markers, so a series drawn over another with
+    the same numbers still shows. Returns the Figure."""
+    plt, _sns = _setup()
+    data = curves.dropna(subset=[y, x]) if y in curves and x in curves else curves.iloc[0:0]
+    kinds = [k for k in LOAD_AXES if k in set(data["load_kind"])] or ["none"]
+    fig, axes = plt.subplots(
+        1, len(kinds), figsize=(4.2 * len(kinds) + 2.2, 4), layout="constrained", squeeze=False
+    )
+    style = styles(list(curves[hue].astype(str)))
+    handles: dict[str, Any] = {}
+    for ax, kind in zip(axes[0], kinds):
+        part = data[data["load_kind"] == kind]
+        for label, line in part.groupby(hue, sort=False):
+            line = line.sort_values("order")
+            colour, marker = style[str(label)]
+            index = list(style).index(str(label))
+            hollow = index % 2 == 1
+            # drawn in turn, each a little thinner: one on top of another still shows a rim
+            (handle,) = ax.plot(
+                line[x],
+                line[y],
+                color=colour,
+                marker=marker,
+                lw=max(1.0, 2.8 - 0.4 * index),
+                ms=max(4.0, 11 - 1.5 * index),
+                mfc="none" if hollow else colour,
+                label=str(label),
             )
-        )
-    figures += [
+            handles.setdefault(str(label), handle)
+            if band and band in line and line[band].notna().any():
+                ax.plot(line[x], line[band], color=colour, lw=1, ls="--", marker=marker, ms=3)
+                ax.fill_between(
+                    line[x].to_numpy(float),
+                    line[y].to_numpy(float),
+                    line[band].to_numpy(float),
+                    color=colour,
+                    alpha=0.12,
+                    lw=0,
+                )
+        if marks is not None and not marks.empty:
+            for mark in marks[marks["load_kind"] == kind].itertuples():
+                spot = part[(part[hue] == getattr(mark, hue)) & (part["target"] == mark.target)]
+                if spot.empty:
+                    continue
+                at = mark_column if mark_column in spot else y
+                ax.annotate(
+                    mark.text,
+                    (float(spot[x].iloc[0]), float(spot[at].iloc[0])),
+                    xytext=(0, 7),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=7,
+                    color=mark.colour,
+                )
+        ax.set_title(f"{kind} load" if kind != "none" else "no point with an offered load")
+        ax.set_xlabel(xlabel or LOAD_AXES.get(kind, ""))
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+    fig.suptitle(title, x=0.01, ha="left")
+    if handles:
+        labels = list(handles)
+        extra_handles = list(handles.values())
+        if band:
+            from matplotlib.lines import Line2D
+
+            extra_handles += [
+                Line2D([], [], color="black", lw=1.6),
+                Line2D([], [], color="black", lw=1, ls="--"),
+            ]
+            labels += [_short(y), f"{_short(band)} (shaded between)"]
+        if len(handles) <= MANY_HUES * 3:
+            _legend_outside(fig, extra_handles, labels)
+    return fig
+
+
+CURVE_NAMES = {
+    "ttft_p50_ms": "TTFT p50",
+    "ttft_p95_ms": "TTFT p95",
+    "itl_p50_ms": "ITL p50",
+    "itl_p95_ms": "ITL p95",
+    "output_tok_s": "output tok/s",
+    "achieved_rps": "req/s",
+}
+
+
+def _short(column: str) -> str:
+    return CURVE_NAMES.get(column, column)
+
+
+def render_curves(*args, **kwargs) -> bytes:
+    return _figure_bytes(draw_curves(*args, **kwargs))
+
+
+def comparing_figures(points: pd.DataFrame, hue: str = HUE, marks=None) -> list[tuple[str, Any]]:
+    """The figures that compare configurations (or compared runs): (title, Figure)."""
+    curves = load_curves(points, hue)
+    if curves.empty:
+        return []
+    out = [
         (
-            "ITL vs achieved request rate",
-            render_lines(
-                versus_data(points, ITL_METRICS),
-                "achieved_rps",
-                "ITL vs achieved request rate",
-                "requests/s",
+            "Output throughput vs offered load",
+            draw_curves(
+                curves,
+                "output_tok_s",
+                "Output throughput vs offered load",
+                "output tokens/s",
+                hue=hue,
+                marks=None if marks is None else marks.get("output_tok_s"),
+            ),
+        ),
+        (
+            "TTFT vs offered load",
+            draw_curves(
+                curves,
+                "ttft_p50_ms",
+                "TTFT p50 (line) to p95 (dashed) vs offered load",
                 "ms",
+                band="ttft_p95_ms",
+                hue=hue,
+                marks=None if marks is None else marks.get("ttft_p95_ms"),
+                mark_column="ttft_p95_ms",
             ),
         ),
         (
-            "Output tokens/s vs achieved request rate",
-            render_lines(
-                throughput_data(points),
-                "achieved_rps",
-                "Output throughput",
-                "requests/s",
-                "tokens/s",
+            "TTFT p95 vs achieved throughput, in load order",
+            draw_curves(
+                curves,
+                "ttft_p95_ms",
+                "TTFT p95 vs achieved output throughput (points joined in load order)",
+                "ms",
+                x="output_tok_s",
+                xlabel="output tokens/s achieved",
+                hue=hue,
             ),
         ),
-        ("Latency-throughput Pareto", render_pareto(pareto_data(points))),
+        (
+            "ITL vs offered load",
+            draw_curves(
+                curves,
+                "itl_p50_ms",
+                "ITL p50 (line) to p95 (dashed) vs offered load",
+                "ms",
+                band="itl_p95_ms",
+                hue=hue,
+            ),
+        ),
     ]
+    return out
+
+
+def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]:
+    """Every plot of a run as (title, PNG bytes), in report order: the curves that compare
+    configurations (against the offered load, one panel per load kind), the Pareto front,
+    then the server time series."""
+    figures = [(title, _figure_bytes(fig)) for title, fig in comparing_figures(points)]
+    figures.append(("Latency-throughput Pareto", render_pareto(pareto_data(points))))
     configs = list(dict.fromkeys(zip(points["config_id"], points[HUE])))
     if len(configs) <= TIMESERIES_PER_FIGURE:
         for config_id, label in configs:

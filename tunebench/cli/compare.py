@@ -90,6 +90,13 @@ def register(app: typer.Typer) -> None:
         plot: Optional[Path] = typer.Option(
             None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."
         ),
+        html_file: Optional[Path] = typer.Option(
+            None,
+            "--html",
+            metavar="FILE",
+            help="Write one page: every side's curves against the offered load with the "
+            "verdict (and the --fail-on-regression gate's) at each point, and the table.",
+        ),
         confidence: float = typer.Option(
             0.95, "--confidence", min=0.5, max=0.999, help="Confidence level of the intervals."
         ),
@@ -130,6 +137,7 @@ def register(app: typer.Typer) -> None:
           tunebench compare cpu-demo --by max-num-seqs --baseline 8 \\
             --metric ttft_p50 --metric output_tok_s
           tunebench compare base-run new-run --fail-on-regression 5 --format markdown
+          tunebench compare base-run new-run --fail-on-regression 5 --html out.html
         """
         from tunebench.analysis.api import compare as run_compare
         from tunebench.analysis.gate import describe_gate, regression_gate
@@ -144,6 +152,8 @@ def register(app: typer.Typer) -> None:
             if plot.suffix.lower() not in (".png", ".html"):
                 raise UsageError(f"--plot {plot}: name a .png or an .html file")
             writable_file(plot, "--plot")
+        if html_file is not None:
+            writable_file(html_file, "--html")
         if json_file is not None:
             writable_file(json_file, "--json")
         if len(runs) == 2 and by is None and _offline_vs_online(list(runs), where, format):
@@ -198,14 +208,17 @@ def register(app: typer.Typer) -> None:
             wide_console().print(compare_table(result))
             if quality:
                 wide_console().print(quality_change_table(quality))
-        if plot:
+        for option, target in (("--plot", plot), ("--html", html_file)):
+            if target is None:
+                continue
             from tunebench.analysis.overlay import write_overlay
 
             try:
-                written = write_overlay(result, plot)
+                written = write_overlay(result, target, gate)
             except OSError as exc:
-                raise UsageError(f"--plot {plot}: cannot write it: {exc.strerror}") from exc
-            typer.echo(f"plot: {written}", err=format is not Format.table)
+                raise UsageError(f"{option} {target}: cannot write it: {exc.strerror}") from exc
+            name = "plot" if option == "--plot" else "html"
+            typer.echo(f"{name}: {written}", err=format is not Format.table)
         if result.missing and gate is None:
             typer.echo(
                 f"not compared: {len(result.missing)} baseline point(s) missing from the "

@@ -46,7 +46,10 @@ def register(app: typer.Typer) -> None:
         Invalid and client-limited points do not count (unless every valid point is
         client-limited: then "client_limited": true); a configuration that fails
         the quality gate or could not be checked is never best ("quality_excluded"); what of
-        the best could not be verified is listed ("unverified").
+        the best could not be verified is listed ("unverified"). A capacity that is only a
+        lower bound says why ("lower_bound"); a runner-up the rule's evidence cannot tell
+        apart makes a "tie", with the next figure that separates them ("decider"). The last
+        line, "best:", says all of that in words (as `tunebench show` and the report do).
 
         verdict: the run's status (complete, failed, interrupted); with --compare-json,
         "regression", "unverified" or "no-regression" (the --fail-on-regression gate of that
@@ -58,13 +61,20 @@ def register(app: typer.Typer) -> None:
           tunebench compare base new --fail-on-regression 5 --json cmp.json
           tunebench results new --compare-json cmp.json
         """
-        from tunebench.analysis.best import best_config, compact, compare_verdict, run_verdict
+        from tunebench.analysis.best import (
+            best_config,
+            compact,
+            compare_verdict,
+            headline,
+            run_verdict,
+        )
         from tunebench.analysis.frames import run_path
 
         path = run_path(run, root_of(root))
+        best = best_config(path)
         values = {
             "run-id": path.name,
-            "best-config": compact(best_config(path)),
+            "best-config": compact(best),
             "verdict": run_verdict(path),
         }
         if compare_json is not None:
@@ -89,3 +99,5 @@ def register(app: typer.Typer) -> None:
                 raise StoreError(f"--to {to}: cannot write results ({exc.strerror})") from None
         for name in RESULT_NAMES:
             typer.echo(f"{name}: {values[name]}")
+        # for the person reading the log: what the best rests on (a tie, a lower bound)
+        typer.echo(f"best: {headline(best)}")

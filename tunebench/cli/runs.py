@@ -103,6 +103,12 @@ def register(app: typer.Typer) -> None:
         )
         for line in capacity_lines(manifest.configs):
             console.print(line)
+        if store.rows and manifest.kind.value != "batch":
+            from rich.text import Text
+
+            from tunebench.analysis.best import best_config, headline
+
+            console.print(Text(f"best: {headline(best_config(store.layout.root))}"))
         parallel = manifest.parallel or {}
         if parallel.get("note"):
             console.print(f"[yellow]fair comparison:[/] {parallel['note']}", highlight=False)

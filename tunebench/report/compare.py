@@ -90,6 +90,16 @@ def _args_line(args_differ: dict[str, list[Any]], code: str = "") -> str:
     return "; ".join(f"{code}{k}{code}: {' → '.join(map(str, v))}" for k, v in args_differ.items())
 
 
+def crossover_text(x: dict[str, Any]) -> str:
+    """One crossover, naming both sides (and the configuration, when sides hold several)."""
+    where = f" of {x['config_label']}" if isinstance(x.get("config_label"), str) else ""
+    return (
+        f"{x['metric']} ({x['load_kind']}{where}): {x['baseline']} vs {x['candidate']} cross "
+        f"at target ≈ {x['target']:.2f}; lower below: {x['better_below']}, above: "
+        f"{x['better_above']}"
+    )
+
+
 def compare_table(result: Any) -> Group:
     parts: list[Any] = []
     if result.args_differ:
@@ -105,13 +115,7 @@ def compare_table(result: Any) -> Group:
         table.add_row(*line[:-1], Text(line[-1], style=style))
     parts.append(table)
     for x in result.crossovers:
-        parts.append(
-            Text(
-                f"crossover: {x['metric']} ({x['load_kind']}) {x['baseline']} vs "
-                f"{x['candidate']} cross at target ≈ {x['target']:.2f}; lower below: "
-                f"{x['better_below']}, above: {x['better_above']}"
-            )
-        )
+        parts.append(Text(f"crossover: {crossover_text(x)}"))
     for text in notes(result):
         parts.append(Text(f"note: {text}", style="dim"))
     return Group(*parts)
@@ -126,7 +130,7 @@ def compare_markdown(result: Any) -> str:
     out.append("|" + "---|" * len(HEADERS))
     out += ["| " + " | ".join(line) + " |" for line in lines(result)]
     for x in result.crossovers:
-        out.append(f"\nCrossover: {x['metric']} ({x['load_kind']}) at target ≈ {x['target']:.2f}")
+        out.append(f"\nCrossover: {crossover_text(x)}")
     if notes(result):
         out.append("")
         out += [f"- {text}" for text in notes(result)]

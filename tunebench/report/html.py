@@ -10,7 +10,14 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from tunebench.analysis.best import best_config
+from tunebench.analysis.best import (
+    Standing,
+    best_config,
+    capacities,
+    capacity_bound,
+    capacity_text,
+    headline,
+)
 from tunebench.analysis.cross_check import run_cross_check
 from tunebench.analysis.crossovers import crossovers_between
 from tunebench.analysis.frames import load_manifest, load_run
@@ -18,12 +25,13 @@ from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
 from tunebench.analysis.sides import LOAD_KEY, Side
 from tunebench.numbers import to_float
+from tunebench.points import trust
 from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
 from tunebench.report.formats import cell as format_cell
 from tunebench.report.formats import sig, signed_pct
 from tunebench.report.points_table import OPTIONAL_COLUMNS
-from tunebench.report.tables import CROSS_CHECK_SHOWN
-from tunebench.report.text import describe_capacity
+from tunebench.report.tables import CROSS_CHECK_SHOWN, quality_vs
+from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout
 
@@ -60,7 +68,7 @@ def _capacity_row(config: dict) -> dict:
     return {
         "config_id": config["config_id"],
         "label": config.get("label", ""),
-        "rate": sig(capacity.get("rate")),
+        "rate": capacity_text(capacity.get("rate"), capacity_bound(capacity)),
         "upper": sig(capacity.get("upper")),
         "probes": capacity.get("probes"),
         "note": describe_capacity(capacity),
@@ -77,8 +85,9 @@ def _quality_rows(run_path: Path) -> list[dict]:
 
     return [
         {
+            "config_id": r["config_id"],
             "config": f"{r['config_id']} {r['label']}",
-            "vs": r["compared_with"] if isinstance(r["compared_with"], str) else "-",
+            "vs": quality_vs(r),
             "prompts": format_cell(r["prompts"], 0),
             "exact": share(r["exact_match"]),
             "agree": share(r["token_agreement"]),
@@ -137,9 +146,7 @@ def _tune_section(run_path: Path) -> dict | None:
         return None
     best = result.get("best")
     if best:
-        result["best_text"] = ", ".join(
-            f"{n} {v:.4g}" for n, v in zip(result.get("objective_names", []), best["values"])
-        )
+        result["best_text"] = describe_trial_value(result.get("objective_names", []), best)
     result.setdefault("exports", {})
     for trial in result.get("trials", []):
         trial["params_text"] = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
@@ -237,16 +244,21 @@ def report_context(run_path: Path) -> dict:
                 for r in raw.to_dict(orient="records")
             ],
         }
+    best = best_config(run_path) if manifest.get("kind") != "batch" and not raw.empty else None
+    quality = _quality_rows(run_path)
+    diagnosis = (
+        _diagnosis_rows(raw, configs) if manifest.get("kind") != "batch" and not raw.empty else []
+    )
     return {
-        "batch": batch,
-        "best": best_config(run_path)
-        if manifest.get("kind") != "batch" and not raw.empty
-        else None,
-        "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
-        "quality": _quality_rows(run_path),
-        "diagnosis": _diagnosis_rows(raw, configs)
-        if manifest.get("kind") != "batch" and not raw.empty
+        "overview": config_summary(raw, manifest, diagnosis, quality, best)
+        if manifest.get("kind") != "batch"
         else [],
+        "batch": batch,
+        "best": best,
+        "best_text": headline(best) if best is not None else "",
+        "capacities": [_capacity_row(c) for c in configs if c.get("capacity")],
+        "quality": quality,
+        "diagnosis": diagnosis,
         "cross_check": _cross_check_section(run_path),
         "tune": tune,
         "m": {
@@ -262,6 +274,106 @@ def report_context(run_path: Path) -> dict:
         "crossovers": crossovers,
         "figures": [(title, base64.b64encode(png).decode()) for title, png in figures],
     }
+
+
+def _capacity_cell(standing: Standing | None, config: dict, has_slo: bool) -> str:
+    """The configuration's capacity at the SLO, or why there is none."""
+    if not has_slo:
+        return "no SLO set"
+    capacity = config.get("capacity") or {}
+    if capacity and capacity.get("rate") is None:
+        return "not reached: no rate tried met the SLO"
+    if standing is None:
+        return "not probed: no fixed-rate or capacity point"
+    if standing.value <= 0:
+        return f"not reached: missed at {sig(standing.high)} req/s, the lowest rate tested"
+    return capacity_text(standing.value, standing.lower_bound)
+
+
+def _best_point_cell(rows: pd.DataFrame, has_slo: bool) -> str:
+    """The configuration's best valid point (the most goodput within the SLO, else output
+    tok/s) and its numbers."""
+    valid = rows[rows["valid"] == True] if "valid" in rows else rows  # noqa: E712
+    pool = valid
+    metric = "output_tok_s"
+    if has_slo and "slo_met" in valid and "goodput_rps" in valid:
+        met = valid[valid["slo_met"] == True]  # noqa: E712
+        if not met.empty and met["goodput_rps"].notna().any():
+            pool, metric = met, "goodput_rps"
+    pool = pool[pool[metric].notna()] if metric in pool else pool.iloc[0:0]
+    if pool.empty:
+        return "no valid point"
+    row = pool.loc[pool[metric].idxmax()]
+    parts = [
+        f"{sig(row.get('achieved_rps'))} req/s",
+        f"TTFT p95 {sig(row.get('ttft_p95_ms'))} ms",
+        f"ITL p50 {sig(row.get('itl_p50_ms'))} ms",
+        f"{sig(row.get('output_tok_s'))} out tok/s",
+    ]
+    return f"{row['point_id']}: " + ", ".join(parts)
+
+
+def _untrusted_cell(rows: pd.DataFrame) -> str:
+    """Points whose numbers cannot be taken at their word: invalid, client-limited, or
+    with something no check confirmed (points/trust.py)."""
+    invalid, limited, unchecked = [], [], []
+    for row in rows.to_dict(orient="records"):
+        point = str(row.get("point_id"))
+        if not trust.is_valid(row):
+            invalid.append(point)
+            continue
+        if trust.flag(row.get("client_limited")):
+            limited.append(point)
+        if trust.unverified_reasons(row):
+            unchecked.append(point)
+    parts = [
+        f"{what}: {', '.join(points)}"
+        for what, points in (
+            ("invalid", invalid),
+            ("client-limited", limited),
+            ("unverified", unchecked),
+        )
+        if points
+    ]
+    return "; ".join(parts) or "none"
+
+
+def config_summary(
+    raw: pd.DataFrame,
+    manifest: dict,
+    diagnosis: list[dict[str, Any]],
+    quality: list[dict[str, Any]],
+    best: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """The table a user reads first: per configuration its capacity at the SLO, its best
+    point, what limits it, its quality verdict and the points not to take at their word."""
+    has_slo = bool((manifest.get("spec") or {}).get("slo"))
+    standings = capacities(raw, manifest)
+    verdicts = {str(q["config_id"]): q["verdict"] for q in quality}
+    limits: dict[str, str] = {}
+    for finding in diagnosis:  # ranked: the first per configuration is the cause
+        limits.setdefault(str(finding["config_id"]), str(finding["rule"]))
+    tied = set((best or {}).get("tie", {}).get("configs", []))
+    out = []
+    for config in manifest.get("configs", []):
+        config_id = config["config_id"]
+        rows = raw[raw["config_id"] == config_id] if not raw.empty else raw
+        failed = config.get("status") == "failed" or bool(config.get("error"))
+        out.append(
+            {
+                "config": f"{config_id} {config.get('label') or ''}".strip(),
+                "best": best is not None and best.get("config_id") == config_id,
+                "tied": config_id in tied,
+                "capacity": "failed: no point measured"
+                if failed and rows.empty
+                else _capacity_cell(standings.get(config_id), config, has_slo),
+                "point": _best_point_cell(rows, has_slo) if not rows.empty else "-",
+                "limits": limits.get(config_id, "nothing found" if not rows.empty else "-"),
+                "quality": verdicts.get(config_id, "-"),
+                "untrusted": _untrusted_cell(rows) if not rows.empty else "-",
+            }
+        )
+    return out
 
 
 def _diagnosis_rows(raw: Any, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:

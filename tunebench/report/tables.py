@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tunebench.report.formats import cell, sig, signed_pct
-from tunebench.report.text import describe_capacity
+from tunebench.report.text import describe_capacity, describe_trial_value
 
 
 def _duration(seconds: float) -> str:
@@ -219,7 +219,7 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
     if best is None:
         parts.append(Text("no trial completed", style="red"))
         return Group(*parts)
-    value = ", ".join(f"{n} {sig(v, 4)}" for n, v in zip(names, best["values"]))
+    value = describe_trial_value(names, best)
     parts.append(Text(f"best: trial {best['trial']} ({value})", style="bold"))
     if summary.get("improvement_pct") is not None:
         base = summary["baseline"]["values"][0]
@@ -293,6 +293,16 @@ def tune_space(spec: Any, plan: Any, trials: int, seconds: float) -> Group:
     )
 
 
+def quality_vs(row: Any) -> str:
+    """The quality table's "vs" cell: the configuration compared with; the reference row
+    is compared with nothing (no NaN printed for it), a row not checked has no partner."""
+    get = row.get if isinstance(row, dict) else lambda key: getattr(row, key, None)
+    other = get("compared_with")
+    if isinstance(other, str) and other:
+        return other
+    return "(reference)" if get("verdict") == "reference" else "-"
+
+
 def quality_view(frame: Any) -> Table | None:
     """The quality table (analysis/quality.py) for the console; None without a check."""
     if frame is None or frame.empty:
@@ -325,7 +335,7 @@ def quality_view(frame: Any) -> Table | None:
             verdict += Text(f": {row.reasons}")
         table.add_row(
             f"{row.config_id} {row.label}",
-            cell(row.compared_with, None),
+            quality_vs(row),
             cell(row.prompts, 0),
             share(row.exact_match),
             share(row.token_agreement),

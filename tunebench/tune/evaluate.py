@@ -83,6 +83,8 @@ class RunnerEvaluator:
             "client_bound": capacity["client_bound"],
             "capped": capacity["capped"],
             "converged": capacity["converged"],
+            # with the flags above: whether the capacity is only a lower bound (no miss seen)
+            "upper": capacity.get("upper"),
         }
         if capacity["rate"] is None and capacity["client_bound"]:
             return TrialOutcome(

@@ -46,6 +46,17 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
     }
 
 
+CAPACITY_ATTRS = ("converged", "capped", "client_bound", "upper")
+
+
+def capacity_of(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """The capacity search's own flags of a trial (empty for a throughput objective)."""
+    attrs = trial.user_attrs
+    if "capacity_rps" not in attrs:
+        return {}
+    return {"rate": attrs["capacity_rps"], **{k: attrs.get(k) for k in CAPACITY_ATTRS}}
+
+
 def importances(study: optuna.Study) -> dict[str, float]:
     """PED-ANOVA importances (no scikit-learn needed) of the first objective; {} if too few."""
     trials = [t for t in _deployed_complete(study) if t.params]
@@ -93,6 +104,11 @@ def summarize(study: optuna.Study, objective: str) -> dict[str, Any]:
         best = max(deployed, key=lambda t: t.values[0])
         out["best"] = trial_row(best)
         out["best"]["args"] = best.user_attrs.get("args", {})
+        capacity = capacity_of(best)
+        if capacity:
+            # what the search behind the best value proved: a capped, client-bound or
+            # unconverged search gives only a lower bound (analysis/best.py capacity_bound)
+            out["best"]["capacity"] = capacity
         if baseline is not None and baseline.state == COMPLETE and baseline.values[0] > 0:
             out["improvement_pct"] = 100.0 * (best.values[0] / baseline.values[0] - 1)
     else:
