@@ -73,7 +73,16 @@ def judge(found: Divergence, thresholds: Thresholds, speculative: bool) -> list[
             continue
         if at_least and value < limit:
             tied = ties if name in ("token agreement", "median agreement") else ""
-            reasons.append(f"{name} {value:.0%} < {limit:.0%}{tied}")
+            reasons.append(f"{name} {_below(value, limit)}{tied}")
         if not at_least and value > limit:
             reasons.append(f"{name} {value:.3g}{unit} > {limit:g}")
     return reasons
+
+
+def _below(value: float, limit: float) -> str:
+    """ "61% < 90%"; with a decimal where whole percents would read "90% < 90%" (89.96%)."""
+    for digits in (0, 1, 2):
+        shown = f"{value:.{digits}%}"
+        if shown != f"{limit:.{digits}%}":
+            return f"{shown} < {limit:.{digits}%}"
+    return f"{value:.4%} < {limit:.4%}"
