@@ -17,6 +17,7 @@ from tunebench.deploy.gpu_share import gpus_needed
 from tunebench.energy.choose import make_meter
 from tunebench.errors import SpecError
 from tunebench.kinds import Settings, Slot, Where, kind_of
+from tunebench.load.trace import TraceFormatError, fit_lengths, load_slice
 from tunebench.quality.collect import QualityRequest
 from tunebench.quality.lmeval import LmEvalRequest, check_task
 from tunebench.quality.prompts import load_prompts, prompts_path
@@ -29,7 +30,7 @@ from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.kserve_chart import tokenizer_for
 from tunebench.spec.models import SweepSpec, SyntheticData
-from tunebench.spec.plan import Plan, ServerConfig, build_plan, gpus_per_server
+from tunebench.spec.plan import Plan, ServerConfig, build_plan, gpus_per_server, trace_context
 from tunebench.store.run import RunStore
 
 
@@ -44,6 +45,7 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
         check(spec, planned.configs, spec_path)
     check_quality(spec, spec_path, planned.configs)
     check_parallel(spec, spec_path, planned.configs)
+    check_traces(spec, spec_path, planned.configs)
     device = spec.roofline.device
     if device and gpu_bandwidth(device) is None:
         raise SpecError(
@@ -51,6 +53,35 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
             "(docs/roofline.md): name a listed GPU or give roofline.bandwidth_gbs"
         )
     return planned
+
+
+def check_traces(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) -> None:
+    """Every replayed trace read, sliced and fitted to the context before anything starts:
+    a bad file, an empty slice or a context too small is one line naming the key."""
+    for number, profile in enumerate(spec.load.profiles):
+        if profile.kind != "replay":
+            continue
+        if kind_of(spec).name == "replay":
+            raise SpecError(
+                f"{spec_path}: load.profiles[{number}]: a recorded run (deployment kind "
+                "replay) cannot replay a trace; use deployment kind local, endpoint or helm"
+            )
+        key = f"load.profiles[{number}].data" if profile.data else "load.data"
+        trace = profile.data or spec.load.data
+        assert trace.kind == "trace"
+        context = trace_context(trace, configs, spec_path)
+        try:
+            requests = load_slice(
+                (spec_path.parent / trace.path).resolve(),
+                trace.format,
+                trace.start,
+                trace.requests,
+                trace.seconds,
+            )
+            # the specials a tokenizer adds are not known here; one BOS is the usual case
+            fit_lengths(requests, context, trace.length_scale, trace.block_tokens, min_prompt=2)
+        except TraceFormatError as exc:
+            raise SpecError(f"{spec_path}: {key}: {exc}") from None
 
 
 def parallel_of(spec: SweepSpec) -> int:

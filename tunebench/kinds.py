@@ -37,7 +37,7 @@ from tunebench.spec.kserve_chart import (
     tokenizer_for,
 )
 from tunebench.spec.models import SweepSpec
-from tunebench.spec.plan import ServerConfig
+from tunebench.spec.plan import ServerConfig, expand_configs, smallest_context
 from tunebench.store.layout import RunLayout, is_run
 from tunebench.store.run import resolve_run
 
@@ -99,6 +99,7 @@ def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
         return VllmBenchDriver(spec.load.data, demo.resolve_builtin(tokenizer), cpus=cpus)
 
     def guidellm() -> LoadDriver:
+        replays = any(p.kind == "replay" for p in spec.load.profiles)
         return GuideLLMDriver(
             spec.load.data,
             spec_path.parent,
@@ -106,6 +107,12 @@ def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
             python=sys.executable,
             cpus=cpus,
             processes=spec.load.client_processes,
+            # a replayed trace fits every configuration's context alike: the smallest
+            context=(
+                smallest_context(expand_configs(spec, spec_path.parent, spec_path))
+                if replays
+                else None
+            ),
         )
 
     if spec.load.driver == "vllm-bench":

@@ -20,14 +20,25 @@ from tunebench.load.client_usage import ProcessGroupUsage
 from tunebench.load.guidellm_report import (
     client_columns,
     measured_window,
+    replay_requests,
     request_samples,
     strategy_of,
 )
+from tunebench.load.trace import (
+    PromptBuilder,
+    TraceFormatError,
+    TraceRequest,
+    Workload,
+    build_workload,
+    load_slice,
+)
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
+from tunebench.points.trace import arrival_fidelity
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
-from tunebench.spec.models import FileData, SyntheticData
+from tunebench.spec.models import FileData, SyntheticData, TraceData
 from tunebench.spec.plan import LoadPoint
+from tunebench.store.files import write_atomic
 
 DEFAULT_SWEEP_POINTS = 10
 _PROFILE_TARGET_FIELD = {
@@ -38,7 +49,10 @@ _PROFILE_TARGET_FIELD = {
 }
 
 
-def data_args(data: SyntheticData | FileData, spec_dir: Path) -> dict[str, Any]:
+def data_args(data: SyntheticData | FileData | TraceData, spec_dir: Path) -> dict[str, Any] | None:
+    """GuideLLM's data settings; None for a trace (each replay point has a dataset of its own)."""
+    if isinstance(data, TraceData):
+        return None
     if isinstance(data, SyntheticData):
         out: dict[str, Any] = {
             "kind": "synthetic_text",
@@ -60,8 +74,11 @@ def expected_benchmarks(point: LoadPoint) -> int:
     return (point.sweep_points or DEFAULT_SWEEP_POINTS) if point.kind == "sweep" else 1
 
 
-def build_groups(points: list[LoadPoint]) -> list[dict[str, Any]]:
-    """Consecutive points sharing kind and limits -> one GuideLLM profile with overrides."""
+def build_groups(
+    points: list[LoadPoint], datasets: dict[str, Path] | None = None
+) -> list[dict[str, Any]]:
+    """Consecutive points sharing kind and limits -> one GuideLLM profile with overrides.
+    A replay point is a group of its own, with its workload's dataset (`datasets`)."""
     groups: list[dict[str, Any]] = []
     key_of = lambda p: (  # noqa: E731
         p.kind,
@@ -74,16 +91,35 @@ def build_groups(points: list[LoadPoint]) -> list[dict[str, Any]]:
         if (
             groups
             and groups[-1]["_key"] == key_of(point)
-            and point.kind not in ("synchronous", "sweep")
+            and point.kind not in ("synchronous", "sweep", "replay")
         ):
             groups[-1]["_points"].append(point)
         else:
             groups.append({"_key": key_of(point), "_points": [point]})
-    return [_group_args(group["_points"]) for group in groups]
+    out = []
+    for group in groups:
+        args = _group_args(group["_points"])
+        first = group["_points"][0]
+        if first.kind == "replay":
+            path = (datasets or {}).get(first.point_id)
+            if path is None:
+                raise LoadError(f"{first.point_id}: its trace workload was not prepared")
+            args["data"] = {"kind": "json_file", "path": str(path)}
+        out.append(args)
+    return out
 
 
 def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
     first = points[0]
+    if first.kind == "replay":
+        # GuideLLM's replay sends each request at start + time_scale x its relative_timestamp
+        # (schedule_turn timestamp: the trace's own times, not gaps after earlier answers)
+        assert first.target is not None
+        constraints = (
+            [{"kind": "max_duration", "seconds": [first.max_seconds]}] if first.max_seconds else []
+        )
+        replay = {"kind": "replay", "time_scale": 1 / first.target, "schedule_turn": "timestamp"}
+        return {"profile": replay, "constraints": constraints}
     profile: dict[str, Any] = {"kind": first.kind}
     if first.warmup is not None:
         profile["warmup"] = first.warmup
@@ -111,9 +147,15 @@ class _WorkerLost(Exception):
         self.done = done
 
 
-def point_budget_s(point: LoadPoint, margin_s: float = 30.0, per_request_s: float = 2.0) -> float:
-    """How long one point may take before the worker is declared stalled."""
-    seconds = point.max_seconds or (point.max_requests or 100) * per_request_s
+def point_budget_s(
+    point: LoadPoint,
+    margin_s: float = 30.0,
+    per_request_s: float = 2.0,
+    replay_s: float | None = None,
+) -> float:
+    """How long one point may take before the worker is declared stalled (`replay_s`: how
+    long a replay point's trace plays)."""
+    seconds = point.max_seconds or replay_s or (point.max_requests or 100) * per_request_s
     return expected_benchmarks(point) * (seconds * 2 + margin_s) + margin_s
 
 
@@ -142,7 +184,7 @@ class GuideLLMDriver:
 
     def __init__(
         self,
-        data: SyntheticData | FileData,
+        data: SyntheticData | FileData | TraceData,
         spec_dir: Path,
         tokenizer: str,
         python: str | None = None,
@@ -150,8 +192,12 @@ class GuideLLMDriver:
         retries: int = 1,
         cpus: set[int] | None = None,
         processes: int | None = None,
+        context: int | None = None,
     ):
         self.data = data
+        self.context = context  # a replayed trace's lengths fit this (prompt + output tokens)
+        self._workloads: dict[str, Workload] = {}  # replay points' requests, by point id
+        self._datasets: dict[str, Path] = {}
         self.cpus = cpus  # the worker's CPU affinity (load.client_cpus), None: any
         self.processes = processes or worker_processes(cpus)
         self.spec_dir = spec_dir
@@ -174,7 +220,59 @@ class GuideLLMDriver:
         """Start the worker now so that it imports GuideLLM while the server starts."""
         self._points = list(points)
         self._work_dir = work_dir
+        self._prepare_traces(self._points, work_dir)
         self._start_worker(self._points, first_index=0, attempt=0)
+
+    def _prepare_traces(self, points: list[LoadPoint], work_dir: Path) -> None:
+        """Each replay point's workload (load/trace.py) as a dataset file of its own, and
+        its summary beside it (`trace/<point>.json`)."""
+        replays = [p for p in points if p.kind == "replay" and p.point_id not in self._workloads]
+        if not replays:
+            return
+        builder = PromptBuilder(self.tokenizer)
+        slices: dict[TraceData, list[TraceRequest]] = {}
+        for point in replays:
+            trace = point.trace
+            assert trace is not None and point.target is not None
+            if trace not in slices:
+                try:
+                    slices[trace] = load_slice(
+                        (self.spec_dir / trace.path).resolve(),
+                        trace.format,
+                        trace.start,
+                        trace.requests,
+                        trace.seconds,
+                    )
+                except TraceFormatError as exc:
+                    raise LoadError(str(exc)) from None
+            context = trace.context or self.context
+            if context is None:
+                raise LoadError(
+                    f"{point.point_id}: a replayed trace needs the model's context: set "
+                    "max-model-len or load.data.context"
+                )
+            workload = build_workload(
+                slices[trace],
+                builder,
+                context,
+                trace.length_scale,
+                trace.block_tokens,
+                point.point_id,
+                point.target,
+                trace.seed,
+            )
+            directory = work_dir / "trace"
+            self._datasets[point.point_id] = workload.write_dataset(
+                directory / f"{point.point_id}.jsonl"
+            )
+            summary = {"tokenizer": self.tokenizer, "context": context, **workload.summary()}
+            write_atomic(directory / f"{point.point_id}.json", json.dumps(summary, indent=2))
+            self._workloads[point.point_id] = workload
+
+    def _budget(self, point: LoadPoint) -> float:
+        workload = self._workloads.get(point.point_id)
+        replay_s = workload.fitted.span_s / workload.speed if workload else None
+        return point_budget_s(point, self.stall_margin_s, replay_s=replay_s)
 
     def _start_worker(self, points: list[LoadPoint], first_index: int, attempt: int) -> None:
         self.close()
@@ -184,7 +282,7 @@ class GuideLLMDriver:
             "tokenizer": self.tokenizer,
             "request_format": self.request_format,
             "data": data_args(self.data, self.spec_dir),
-            "groups": build_groups(points),
+            "groups": build_groups(points, self._datasets),
             "out_dir": str(work_dir / "benchmarks"),
             "first_index": first_index,
             # load.data.seed: the same prompts in every run of the sweep file
@@ -286,9 +384,7 @@ class GuideLLMDriver:
         pipe = self._process
         slots = self._slots()
         # the first point also pays for backend validation and data preparation
-        first_budget = (
-            point_budget_s(slots[done][0], self.stall_margin_s) if done < len(slots) else 0
-        )
+        first_budget = self._budget(slots[done][0]) if done < len(slots) else 0
         deadline = time.monotonic() + first_budget + 2 * self.stall_margin_s
         finished = False
         while True:
@@ -305,14 +401,14 @@ class GuideLLMDriver:
             kind = event.get("event")
             if kind == "start" and event["index"] < len(slots):
                 point, j = slots[event["index"]]
-                deadline = time.monotonic() + point_budget_s(point, self.stall_margin_s)
+                deadline = time.monotonic() + self._budget(point)
                 if j == 0 and on_start:
                     on_start(point)
             elif kind == "benchmark":
                 deadline = min(deadline, time.monotonic() + self.first_request_s)
             elif kind == "sending":
                 current = slots[min(done, len(slots) - 1)][0]
-                deadline = time.monotonic() + point_budget_s(current, self.stall_margin_s)
+                deadline = time.monotonic() + self._budget(current)
             elif kind == "done":
                 point, j = slots[event["index"]]
                 on_result(self._result(point, j, Path(event["path"])))
@@ -326,7 +422,7 @@ class GuideLLMDriver:
                 self._points += more
                 slots = self._slots()
                 self._send({"groups": build_groups(more)})
-                deadline = time.monotonic() + point_budget_s(more[0], self.stall_margin_s)
+                deadline = time.monotonic() + self._budget(more[0])
                 if on_start:
                     on_start(more[0])
             elif kind == "finished":
@@ -349,6 +445,38 @@ class GuideLLMDriver:
         columns["target"] = target if point.kind == "sweep" else point.target
         columns["strategy"] = kind
         columns["load_driver"] = "guidellm"
-        return ClientResult(
-            point, point_id, columns, start, end, path, warnings, request_samples(benchmark)
-        )
+        samples = request_samples(benchmark)
+        workload = self._workloads.get(point.point_id)
+        if workload is not None:
+            columns.update(replay_evidence(workload, benchmark, samples))
+        return ClientResult(point, point_id, columns, start, end, path, warnings, samples)
+
+
+def replay_evidence(
+    workload: Workload, benchmark: dict[str, Any], samples: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A replay point's columns from its own workload, not GuideLLM's targets: each request
+    found by the trace time it carried, its lag against its due time, and its samples given
+    what was asked of it (points/trace.py judges them)."""
+    lags = []
+    for trace_time, clock_start, sent in replay_requests(benchmark):
+        index = workload.index_of(trace_time)
+        if index is not None and clock_start is not None and sent is not None:
+            lags.append(sent - workload.scheduled(index, clock_start))
+    for sample in samples:
+        index = workload.index_of(sample.pop("trace_time", None))
+        clock_start = sample.pop("clock_start", None)
+        if index is None:
+            continue
+        request = workload.fitted.requests[index]
+        if clock_start is not None:
+            sample["scheduled_time"] = workload.scheduled(index, clock_start)
+        sample["trace_prompt_tokens"] = request.prompt_tokens
+        sample["trace_output_tokens"] = request.output_tokens
+        sample["reuse_tokens"] = workload.reuse[index]
+    return {
+        "trace_requests": len(workload.fitted.requests),
+        "trace_length_scale": round(workload.fitted.scale, 6),
+        "trace_clamped": workload.fitted.clamped,
+        **arrival_fidelity(lags),
+    }

@@ -125,18 +125,20 @@ def request_samples(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for request in (benchmark.get("requests") or {}).get("successful") or []:
         start, end = _request_times(request)
-        out.append(
-            {
-                "ttft_ms": request.get("time_to_first_token_ms"),
-                "itl_ms": request.get("inter_token_latency_ms"),
-                "tpot_ms": request.get("time_per_output_token_ms"),
-                "e2e_s": request.get("request_latency"),
-                "prompt_tokens": request.get("prompt_tokens"),
-                "output_tokens": request.get("output_tokens"),
-                "start_time": start,
-                "end_time": end,
-            }
-        )
+        sample = {
+            "ttft_ms": request.get("time_to_first_token_ms"),
+            "itl_ms": request.get("inter_token_latency_ms"),
+            "tpot_ms": request.get("time_per_output_token_ms"),
+            "e2e_s": request.get("request_latency"),
+            "prompt_tokens": request.get("prompt_tokens"),
+            "output_tokens": request.get("output_tokens"),
+            "start_time": start,
+            "end_time": end,
+        }
+        trace_time, clock_start, _ = replay_timing(request)
+        if trace_time is not None:  # a replayed trace: which of its requests this was
+            sample["trace_time"], sample["clock_start"] = trace_time, clock_start
+        out.append(sample)
     if all(s["start_time"] is not None for s in out):
         out.sort(key=lambda s: s["start_time"])
     return out
@@ -161,3 +163,32 @@ def _request_times(request: dict[str, Any]) -> tuple[float | None, float | None]
     if start is not None and end is None and request.get("request_latency") is not None:
         end = float(start) + float(request["request_latency"])
     return (float(start) if start is not None else None, float(end) if end is not None else None)
+
+
+def replay_timing(request: dict[str, Any]) -> "Timing":
+    """(trace time, replay clock start, send time) of one request of a GuideLLM replay: the
+    dataset's `relative_timestamp` it carried, the scheduler's start (epoch s) and when it
+    was sent; None where the report has none (not a replay, or never sent)."""
+    info = request.get("info") or {}
+    settings = info.get("settings") or {}
+    timings = info.get("timings") or {}
+    values = (
+        settings.get("relative_timestamp"),
+        info.get("scheduler_start_time"),
+        timings.get("request_start"),
+    )
+    trace_time, clock_start, sent = (float(v) if v is not None else None for v in values)
+    return trace_time, clock_start, sent
+
+
+Timing = tuple[float | None, float | None, float | None]
+
+
+def replay_requests(benchmark: dict[str, Any]) -> list[Timing]:
+    """`replay_timing` of every request of a benchmark: successful, failed and cut off."""
+    requests = benchmark.get("requests") or {}
+    return [
+        replay_timing(request)
+        for status in ("successful", "errored", "incomplete")
+        for request in requests.get(status) or []
+    ]

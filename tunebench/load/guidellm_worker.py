@@ -66,7 +66,8 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
                 "backend": backend,
                 "profile": group["profile"],
                 "constraints": group["constraints"],
-                "data": [job["data"]],
+                # a replay point brings its own dataset (its trace workload)
+                "data": [group.get("data") or job["data"]],
                 "tokenizer": {"kind": "huggingface_auto", "model": job["tokenizer"]},
                 "outputs": [],
                 **(

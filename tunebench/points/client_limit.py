@@ -13,6 +13,8 @@ A point is `client_limited` when the load it got is not the load it names:
 - either of the above is *above* its target by more than `tolerance` (over-driven: the
   point measured a heavier load than its label, so its numbers cannot be credited to it), or
 - GuideLLM itself warned that it fell behind (`root_late`: requests sent late), or
+- a replayed trace's requests went out late: more than 5% sent over 50 ms after their trace
+  time (points/trace.py), or
 - the load generator was short of CPU (load/client_usage.py): its busiest thread used
   `SATURATED_PCT`% of a core or more (an event loop that cannot keep up), or that thread
   waited in a run queue for `STARVED_PCT`% or more of the time it had work (it got the CPU
@@ -28,6 +30,7 @@ import math
 from typing import Any
 
 from tunebench.numbers import to_float
+from tunebench.points import trace
 from tunebench.points.columns import LIMIT_COLUMNS  # noqa: F401
 
 DEFAULT_TOLERANCE = 0.10
@@ -56,6 +59,9 @@ def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[s
             # Poisson start race sent up to 10x): crediting the nominal rate overstates
             # what the server sustains
             reasons.append(f"over-driven: sent {sent:.2f} req/s for a target of {target:g}")
+    late_arrivals = trace.late_reason(row)
+    if late_arrivals:
+        reasons.append(late_arrivals)
     warnings = str(row.get("client_warnings") or "").split(";")
     late = [w for w in warnings if w in CLIENT_WARNINGS]
     if late:

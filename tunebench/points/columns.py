@@ -98,6 +98,23 @@ ENERGY_COLUMNS = (
 # the point's batch, and the measured output tok/s as a share of it.
 ROOFLINE_COLUMNS = ("roofline_decode_tok_s", "roofline_pct")
 
+# A replayed trace (`kind: replay`, points/trace.py): the slice and its fit to the context,
+# how late requests were sent against the trace's times, the lengths the server counted
+# against those asked for, and the prefix-cache hit rate the workload predicts (beside the
+# measured `prefix_hit_rate`).
+TRACE_COLUMNS = (
+    "trace_requests",
+    "trace_length_scale",
+    "trace_clamped",
+    "arrival_lag_p50_ms",
+    "arrival_lag_p95_ms",
+    "arrival_late_share",
+    "prompt_tokens_ratio",
+    "output_tokens_ratio",
+    "length_mismatch_share",
+    "prefix_hit_rate_predicted",
+)
+
 SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
 # Percentile columns that rest on fewer requests than that percentile needs (points/samples.py)
@@ -126,6 +143,12 @@ REQUEST_COLUMNS = (
     "output_tokens",
     "start_time",
     "end_time",
+    # a replayed trace: when the request was due, the lengths asked for, and the prefix it
+    # shares with the prompts sent before it (points/trace.py)
+    "scheduled_time",
+    "trace_prompt_tokens",
+    "trace_output_tokens",
+    "reuse_tokens",
 )
 
 # Text columns (everything else in points.csv is a number or a boolean).
@@ -159,6 +182,7 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *(c for c in CLIENT_COLUMNS if c != "client_warnings"),
         *CLIENT_LOAD_COLUMNS,
         *SERVER_COLUMNS,
+        *TRACE_COLUMNS,
         *SLO_COLUMNS,
         *COST_COLUMNS,
         *ENERGY_COLUMNS,

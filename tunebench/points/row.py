@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tunebench.points import client_limit, slo, tokens
+from tunebench.points import client_limit, slo, tokens, trace
 from tunebench.points import samples as samples_rule
 from tunebench.points.cost import cost_columns
 from tunebench.points.energy import EnergyReading, energy_columns
@@ -65,6 +65,7 @@ def build_row(
     price_per_hour: float | None = None,
     energy: EnergyReading | str | None = None,
     roofline: Roofline | None = None,
+    block_size: int | None = None,
 ) -> dict[str, Any]:
     """The points.csv row of one measured point.
 
@@ -73,6 +74,8 @@ def build_row(
     `config_problems` the reasons the configuration is invalid (args not in effect),
     `config_unverified` what could not be checked of it (args the server gave no read-back
     of). A valid point with something unchecked is *unverified* (`unverified_reason`).
+    A replayed trace's point is checked against its trace (points/trace.py), its predicted
+    prefix reuse in whole blocks of the server's `block_size`.
     """
     row: dict[str, Any] = {
         "run_id": point.run_id,
@@ -87,6 +90,9 @@ def build_row(
         row[key] = format_value(value)
     row.update({k: v for k, v in client.items() if k not in ("target", "strategy")})
     row.update(server)
+    replayed = trace.is_replay(samples)
+    if replayed:
+        row.update(trace.trace_columns(samples, block_size))
     row["server_metrics"] = "present" if server.get("server_samples") else "absent"
     if not server.get("server_samples"):
         # The client's measurements stand; say why the server side is missing.
@@ -102,11 +108,16 @@ def build_row(
     else:
         problems += failed_requests(row)
     problems += tokens.reconcile(row, samples, expected_output_tokens)
+    if replayed:
+        problems += trace.length_problems(row)
     row["valid"] = not problems
     row["invalid_reason"] = "; ".join(problems)
     unchecked = list(config_unverified or [])
     if not server.get("server_samples"):
         unchecked.insert(0, "no server metrics")
+    prefix = trace.prefix_note(row) if replayed else None
+    if prefix:
+        unchecked.append(prefix)
     row["unverified_reason"] = "; ".join(unchecked)
     if raw_report is not None:
         row["raw_report"] = raw_report

@@ -369,6 +369,8 @@ class ConfigRunner:
             ),
             energy=self._energy(state.meter, result),
             roofline=state.roofline,
+            # a replayed trace's predicted prefix hits come in the server's cache blocks
+            block_size=state.effective.get("block_size"),
         )
 
     @staticmethod

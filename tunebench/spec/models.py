@@ -6,6 +6,8 @@ setting that silently does nothing. In-memory plans are built from these by `pla
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePath
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -100,7 +102,75 @@ class FileData(Strict):
         return value
 
 
-Data = Annotated[Union[SyntheticData, FileData], Field(discriminator="kind")]
+TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "jsonl")
+TRACE_SUFFIXES = (".csv", ".jsonl", ".json")
+
+
+class TraceData(Strict):
+    """A recorded request trace replayed by `kind: replay` profiles (tunebench/load/trace.py):
+    each request's arrival time and prompt and output lengths; prompts are built so that
+    requests with equal Mooncake `hash_ids` share those prefix blocks token for token."""
+
+    kind: Literal["trace"]
+    path: str = Field(description="relative to the sweep file; .csv .jsonl .json")
+    format: Literal["azure", "mooncake", "burstgpt", "jsonl"] | None = Field(
+        None, description="default: guessed from the file's header or first record"
+    )
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        max_length=32,
+        description="names its replay points replay-<name>-<speed> (default: the file's stem)",
+    )
+    start: float = Field(0, ge=0, description="seconds after the trace's first request")
+    requests: int | None = Field(None, gt=0, description="the slice: this many requests")
+    seconds: float | None = Field(None, gt=0, description="the slice: this many trace seconds")
+    length_scale: float | Literal["auto"] = Field(
+        "auto",
+        description="factor on every prompt and output length; auto: the largest factor <= 1 "
+        "at which every request of the slice fits the context",
+    )
+    context: int | None = Field(
+        None,
+        gt=1,
+        description="tokens one request may hold, prompt + output (default: the smallest "
+        "max-model-len of the configurations)",
+    )
+    block_tokens: int = Field(
+        512, gt=0, description="tokens per hash id in the trace (Mooncake: 512)"
+    )
+    seed: int = 42
+
+    @field_validator("path")
+    @classmethod
+    def _known_suffix(cls, value: str) -> str:
+        if not value.lower().endswith(TRACE_SUFFIXES):
+            raise ValueError(f"use a trace file ending in one of {', '.join(TRACE_SUFFIXES)}")
+        return value
+
+    @field_validator("length_scale")
+    @classmethod
+    def _positive_scale(cls, value: float | str) -> float | str:
+        if not isinstance(value, str) and not 0 < value <= 1000:
+            raise ValueError("length_scale must be above 0 (e.g. 0.05), or auto")
+        return value
+
+    @model_validator(mode="after")
+    def _one_slice_end(self) -> "TraceData":
+        if self.requests is not None and self.seconds is not None:
+            raise ValueError("give the slice as requests or as seconds, not both")
+        return self
+
+    @property
+    def label(self) -> str:
+        """The name its replay points carry."""
+        if self.name:
+            return self.name
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", PurePath(self.path).stem).strip("-.")
+        return stem[:32] or "trace"
+
+
+Data = Annotated[Union[SyntheticData, FileData, TraceData], Field(discriminator="kind")]
 
 Number = Annotated[float, Field(gt=0)]
 Streams = Annotated[int, Field(gt=0)]
@@ -110,10 +180,26 @@ class Profile(Strict):
     """One load shape; a list of `streams` or `rate` gives one load point per value."""
 
     kind: Literal[
-        "synchronous", "concurrent", "poisson", "constant", "throughput", "sweep", "capacity"
+        "synchronous",
+        "concurrent",
+        "poisson",
+        "constant",
+        "throughput",
+        "sweep",
+        "capacity",
+        "replay",
     ]
     streams: Streams | list[Streams] | None = None
     rate: Number | list[Number] | None = None
+    # kind: replay -- the trace's arrivals at `speed` x real time (tunebench/load/trace.py)
+    speed: Number | list[Number] | None = Field(
+        None,
+        description="kind replay: 1 = the trace's own pace, 2 = twice as fast; a list: "
+        "one point per speed (default 1)",
+    )
+    data: TraceData | None = Field(
+        None, description="kind replay: the trace this profile plays (default: load.data)"
+    )
     max_seconds: float | None = Field(None, gt=0)
     max_requests: int | None = Field(None, gt=0)
     warmup: float | None = Field(
@@ -153,6 +239,10 @@ class Profile(Strict):
     @model_validator(mode="after")
     def _fits_kind(self) -> "Profile":
         streams, rate, kind = self.streams, self.rate, self.kind
+        if kind == "replay":
+            return self._fits_replay()
+        if self.speed is not None or self.data is not None:
+            raise ValueError("speed and data only apply to kind replay")
         if kind == "concurrent" and streams is None:
             raise ValueError("kind concurrent needs streams: a number or a list, e.g. [1, 4, 8]")
         if kind in ("poisson", "constant") and rate is None:
@@ -180,7 +270,30 @@ class Profile(Strict):
             raise ValueError(f"kind {kind} needs max_seconds (request limits distort rates)")
         return self
 
+    def _fits_replay(self) -> "Profile":
+        # The trace sets the arrivals and the slice its end; max_seconds may cut it short.
+        if self.streams is not None or self.rate is not None:
+            raise ValueError("kind replay takes speed (x the trace's pace), not streams or rate")
+        if any(getattr(self, f) is not None for f in SEARCH_FIELDS):
+            raise ValueError(f"{', '.join(SEARCH_FIELDS)} only apply to kind capacity")
+        if self.sweep_points is not None:
+            raise ValueError("sweep_points only applies to kind sweep")
+        if self.max_requests is not None:
+            raise ValueError(
+                "kind replay plays its slice (load.data requests or seconds); use "
+                "max_seconds to cut it short, not max_requests"
+            )
+        if self.warmup or self.cooldown:
+            raise ValueError(
+                "kind replay measures every request of its slice (no warmup/cooldown); "
+                "choose the slice with load.data start and seconds"
+            )
+        return self
+
     def targets(self) -> list[float | None]:
+        if self.kind == "replay":
+            speed = self.speed if self.speed is not None else 1.0
+            return list(speed) if isinstance(speed, list) else [speed]
         value = self.streams if self.streams is not None else self.rate
         if value is None:
             return [None]
@@ -211,6 +324,23 @@ class Load(Strict):
     )
 
     @model_validator(mode="after")
+    def _trace_is_replayed(self) -> "Load":
+        trace = self.data.kind == "trace"
+        for number, profile in enumerate(self.profiles):
+            where = f"load.profiles[{number}] (kind {profile.kind})"
+            if trace and profile.kind != "replay":
+                raise ValueError(
+                    f"{where}: load.data kind trace is played by kind replay profiles; "
+                    "use {kind: replay, speed: 1}, or synthetic data for this profile"
+                )
+            if profile.kind == "replay" and not trace and profile.data is None:
+                raise ValueError(
+                    f"{where}: kind replay plays a trace: set load.data (or this profile's "
+                    "data) to {kind: trace, path: ...}"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _driver_fits(self) -> "Load":
         if self.driver == "guidellm":
             return self
@@ -218,10 +348,16 @@ class Load(Strict):
         driver = "vllm-bench" if self.driver == "vllm-bench" else "cross-check (vllm bench serve)"
         if self.data.kind != "synthetic":
             raise ValueError(
-                f"load.driver {driver} runs synthetic data only; use driver guidellm for a file"
+                f"load.driver {driver} runs synthetic data only; use driver guidellm for a "
+                f"{'trace' if self.data.kind == 'trace' else 'file'}"
             )
         for number, profile in enumerate(self.profiles):
             where = f"load.profiles[{number}] (kind {profile.kind})"
+            if profile.kind == "replay":
+                raise ValueError(
+                    f"{where}: load.driver {driver} does not replay traces here; "
+                    "use load.driver guidellm"
+                )
             if self.driver == "cross-check" and profile.kind == "capacity":
                 raise ValueError(
                     f"{where}: load.driver cross-check measures fixed points, not a capacity "

@@ -14,7 +14,7 @@ from typing import Any
 
 from tunebench.errors import SpecError
 from tunebench.spec.engine_args import token_count
-from tunebench.spec.models import NON_ARG_KEYS, SEARCH_FIELDS, SweepSpec
+from tunebench.spec.models import NON_ARG_KEYS, SEARCH_FIELDS, SweepSpec, TraceData
 
 BUILTIN_PREFIX = "builtin:"
 # A capacity search's default sd of one probe's log SLO ratio (points/capacity.py): chosen on
@@ -69,6 +69,7 @@ class LoadPoint:
     sweep_points: int | None = None
     search: SearchSettings | None = None  # kind capacity only
     cooldown: float | None = None  # as warmup, cropped from the end of the window
+    trace: TraceData | None = None  # kind replay: the trace it plays (target: its speed)
 
     def probe(self, number: int, rate: float, seconds: float | None = None) -> "LoadPoint":
         """Probe `number` of a capacity search, at `rate` req/s, over `seconds` (default:
@@ -226,8 +227,15 @@ def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> li
     points: list[LoadPoint] = []
     seen: set[str] = set()
     for number, profile in enumerate(spec.load.profiles):
+        trace: TraceData | None = None
+        if profile.kind == "replay":
+            played = profile.data or spec.load.data
+            assert isinstance(played, TraceData)  # models.Load: a replay profile plays a trace
+            trace = played
         for target in profile.targets():
             point_id = profile.kind if target is None else f"{profile.kind}-{_scalar(target)}"
+            if trace is not None:
+                point_id = f"replay-{trace.label}-{_scalar(target)}"
             if point_id in seen:
                 raise SpecError(
                     f"{spec_path}: load.profiles[{number}]: point {point_id} is listed twice; "
@@ -249,6 +257,7 @@ def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> li
                         if profile.kind == "capacity"
                         else None
                     ),
+                    trace=trace,
                 )
             )
     return points
@@ -259,6 +268,28 @@ def _search_settings(profile, default_noise: float) -> SearchSettings:
     if given["noise"] is None:
         given["noise"] = default_noise
     return SearchSettings(**{k: v for k, v in given.items() if v is not None})
+
+
+def smallest_context(configs: list[ServerConfig]) -> int | None:
+    """The smallest max-model-len of the configurations; None when one leaves it to vLLM."""
+    limits = [token_count(c.args.get("max-model-len")) for c in configs]
+    if not limits or any(limit is None for limit in limits):
+        return None
+    return min(limit for limit in limits if limit is not None)
+
+
+def trace_context(trace: TraceData, configs: list[ServerConfig], spec_path: Path) -> int:
+    """The tokens one replayed request may hold (prompt + output): the trace's `context`, else
+    the smallest max-model-len of the configurations, so that every configuration serves the
+    same scaled requests."""
+    context = trace.context if trace.context is not None else smallest_context(configs)
+    if context is None:
+        raise SpecError(
+            f"{spec_path}: load.data.context: a trace's lengths are fitted to the model's "
+            "context, and max-model-len is not set for every configuration; set "
+            "server.args.max-model-len or load.data.context (tokens, prompt + output)"
+        )
+    return context
 
 
 def _check_context_fits(spec: SweepSpec, configs: list[ServerConfig], spec_path: Path) -> None:

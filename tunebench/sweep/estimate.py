@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tunebench import kinds
 from tunebench.deploy.local import gpu_visible
 from tunebench.load.guidellm import expected_benchmarks
@@ -50,6 +52,9 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
             if point.search and repeat > 1:
                 continue
             seconds = point.max_seconds or (point.max_requests or 100) * 0.5
+            if point.trace is not None and point.trace.seconds and point.target:
+                # a replay plays its slice at its speed (a requests slice: the default)
+                seconds = min(point.max_seconds or math.inf, point.trace.seconds / point.target)
             count = (
                 min(point.search.max_probes, TYPICAL_PROBES)
                 if point.search
