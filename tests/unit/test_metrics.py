@@ -113,7 +113,20 @@ def test_window_gauges_counters_histograms():
     assert out["prefix_hit_rate"] == pytest.approx(10 / 40)
     assert out["spec_acceptance_rate"] == pytest.approx(0.5)
     assert out["spec_mean_acceptance_length"] == pytest.approx(1 + 30 / 20)
+    assert out["spec_drafts"] == 20  # 20 - 0 between the scrapes around the window
     assert out["server_samples"] == 2
+
+
+def test_speculation_that_proposed_nothing_says_zero_drafts_not_nothing():
+    """n-gram lookup on text that never repeats: the counters exist and stand still."""
+    series = [
+        _snap(t, spec_drafts=7, spec_draft_tokens=21, spec_accepted_tokens=9) for t in (0, 10, 20)
+    ]
+    out = summarize_window(series, start=5, end=15)
+    assert out["spec_drafts"] == 0
+    assert out["spec_acceptance_rate"] is None and out["spec_mean_acceptance_length"] is None
+    without = summarize_window([_snap(t, running=1) for t in (0, 10, 20)], start=5, end=15)
+    assert without["spec_drafts"] is None
 
 
 def test_window_without_data_is_all_none():

@@ -66,6 +66,10 @@ def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dic
     out["server_output_tokens"] = delta("generation_tokens")
     out["server_requests_ok"] = delta("requests_finished")
     out["server_window_extra_s"] = round((start - first.time) + (last.time - end), 3)
+    # drafts proposed in the window: 0 tells "speculation proposed nothing" (n-gram lookup on
+    # text that never repeats) apart from "no speculative counters" (None), where the
+    # acceptance rate is empty either way
+    out["spec_drafts"] = delta("spec_drafts")
     out["spec_acceptance_rate"] = ratio("spec_accepted_tokens", "spec_draft_tokens")
     per_draft = ratio("spec_accepted_tokens", "spec_drafts")
     out["spec_mean_acceptance_length"] = 1 + per_draft if per_draft is not None else None

@@ -67,6 +67,7 @@ SERVER_COLUMNS = (
     "decode_time_mean_s",
     "preemptions",
     "prefix_hit_rate",
+    "spec_drafts",
     "spec_acceptance_rate",
     "spec_mean_acceptance_length",
     # counter deltas between the scrapes around the window (points/tokens.py reconciles
