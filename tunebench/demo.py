@@ -40,6 +40,9 @@ class TinyModelRecipe:
     # that vLLM loads (tunebench/quantize_builtin.py says how and which layers)
     quantized_of: str | None = None
     scheme: str | None = None
+    # an EAGLE draft head for the builtin model `eagle_of` (vLLM's EagleLlamaForCausalLM):
+    # `_build_eagle_into` says what it holds
+    eagle_of: str | None = None
 
 
 BUILTIN_MODELS = {
@@ -77,6 +80,16 @@ for _scheme in ("w8a8", "w4a16", "fp8"):
         quantized_of="tiny-llama",
         scheme=_scheme,
     )
+BUILTIN_MODELS["tiny-llama-eagle"] = TinyModelRecipe(
+    name="tiny-llama-eagle-v1",
+    vocab_size=4096,
+    hidden_size=256,
+    intermediate_size=688,
+    layers=1,
+    heads=4,
+    max_positions=4096,
+    eagle_of="tiny-llama",
+)
 DEFAULT_BUILTIN = "tiny-llama"
 
 # A chat template so that chat-completions requests work with the demo model too.
@@ -170,9 +183,44 @@ def _build_draft_into(directory: Path, recipe: TinyModelRecipe) -> None:
     model.save_pretrained(directory, safe_serialization=True)
 
 
+def _build_eagle_into(directory: Path, recipe: TinyModelRecipe) -> None:
+    """An EAGLE (v1) draft head for the builtin model `recipe.eagle_of`, in the layout vLLM's
+    `EagleLlamaForCausalLM` loads: `fc` (2 x hidden -> hidden) over the next token's embedding
+    and the model's last hidden state, then one decoder layer (no input norm), the model's
+    embeddings and head shared. Nobody trained it: `fc` passes the hidden state through and
+    the layer adds nothing (its output projections are zero), so the head proposes the
+    token the model just chose again, and the model accepts it where its greedy answer
+    repeats a token. It shows the EAGLE path, its verification and its cost."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import PreTrainedTokenizerFast
+
+    target = build_demo_model(name=str(recipe.eagle_of))
+    config = json.loads((target / "config.json").read_text())
+    hidden, last = config["hidden_size"], config["num_hidden_layers"] - 1
+    weights = {}
+    for key, tensor in load_file(target / "model.safetensors").items():
+        prefix = f"model.layers.{last}."
+        if not key.startswith(prefix) or ".input_layernorm." in key:
+            continue
+        name = "layers.0." + key.removeprefix(prefix)
+        silent = name.endswith(("o_proj.weight", "down_proj.weight"))
+        weights[name] = torch.zeros_like(tensor) if silent else tensor.clone()
+    weights["fc.weight"] = torch.cat([torch.zeros(hidden, hidden), torch.eye(hidden)], dim=1)
+    save_file(weights, directory / "model.safetensors")
+    config["num_hidden_layers"] = recipe.layers
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    PreTrainedTokenizerFast.from_pretrained(target).save_pretrained(directory)
+
+
 def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
     if recipe.draft_of:
         _build_draft_into(directory, recipe)
+        return
+    if recipe.eagle_of:
+        _build_eagle_into(directory, recipe)
         return
     if recipe.quantized_of and recipe.scheme:
         from tunebench.quantize_builtin import write_quantized

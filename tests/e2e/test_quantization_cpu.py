@@ -1,12 +1,12 @@
 """The shipped quantization and speculative sweep for real (sweeps/cpu-quantization.yaml):
 vLLM-CPU serves the tiny model's INT8, INT4 and FP8 checkpoints, FP8 at load, an FP8 KV
-cache, ngram and draft-model speculation; each configuration's quantization and speculative
+cache, ngram, draft-model and EAGLE speculation; each configuration's quantization and speculative
 method is read back from the server; one the CPU cannot run fails at start with vLLM's own
 reason. The quality check runs before each configuration's load (with lm-eval offline), and
 a planted fault added to the shipped file (a generation-config override that changes every
 answer) fails the gate and is never best.
 
-One sweep serves every test of the file: ten server starts (one refused), the
+One sweep serves every test of the file: eleven server starts (one refused), the
 quality-check servers of the former quality e2e among them.
 """
 
@@ -79,7 +79,7 @@ def test_the_cpu_refuses_per_tensor_fp8_at_start_with_vllms_reason_on_one_line(s
     assert refused.status == "failed"
     assert "static_scaled_fp8_quant" in refused.error and "\n" not in refused.error
     others = [c for label, c in swept["configs"].items() if label != "fp8-tensor-at-load"]
-    assert len(others) == 9 and all(c.status == "complete" for c in others)
+    assert len(others) == 10 and all(c.status == "complete" for c in others)
     assert swept["points"]["valid"].all()
 
 
@@ -104,7 +104,7 @@ def test_the_base_model_runs_unquantized_and_fp8_at_load_runs_fp8(swept):
 
 def test_both_speculative_methods_are_verified_and_their_acceptance_measured(swept):
     points = swept["points"].set_index("config_id")
-    for label, method in (("ngram", "ngram"), ("draft", "draft_model")):
+    for label, method in (("ngram", "ngram"), ("draft", "draft_model"), ("eagle", "eagle")):
         config = swept["configs"][label]
         check = _checks(config)["speculative-config"]
         assert check["state"] == "verified" and method in check["running"]
@@ -118,7 +118,7 @@ def test_both_speculative_methods_are_verified_and_their_acceptance_measured(swe
 
 def test_speculation_is_lossless_and_quantization_moves_the_distributions(swept):
     table = swept["table"]
-    for label in ("ngram", "draft"):
+    for label in ("ngram", "draft", "eagle"):
         row = table.loc[label]
         assert row["compared_with"] == "c1" and row["prompts"] == 16
         assert row["exact_match"] == 1.0 and row["verdict"] == "pass", row["reasons"]

@@ -154,3 +154,33 @@ def test_a_quantized_builtin_holds_the_models_weights_quantized(
         error = (weight.float() - truth).abs().max().item()
         scale = truth.abs().max().item()
         assert error <= max_error * scale * 1.01, (key, error, scale)
+
+
+def test_the_eagle_head_passes_the_models_last_hidden_state_through(tmp_path, cli):
+    """fc = [0 | I] over (next token's embedding, hidden state), the model's last decoder
+    layer with its output projections silenced and no input norm: the layout vLLM's
+    EagleLlamaForCausalLM loads (truth: the model's own weights)."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from tunebench import demo
+
+    head = tmp_path / "eagle"
+    out = cli("demo-model", "--name", "tiny-llama-eagle", "--output", str(head))
+    assert out.returncode == 0, out.stderr
+    target = demo.build_demo_model()
+    mine, theirs = load_file(head / "model.safetensors"), load_file(target / "model.safetensors")
+    hidden = json.loads((target / "config.json").read_text())["hidden_size"]
+    assert json.loads((head / "config.json").read_text())["num_hidden_layers"] == 1
+    fc = mine.pop("fc.weight")
+    assert fc.shape == (hidden, 2 * hidden)
+    state = torch.randn(hidden)
+    assert torch.equal(fc @ torch.cat([torch.randn(hidden), state]), state)
+    assert not any("embed_tokens" in k or "lm_head" in k or "input_layernorm" in k for k in mine)
+    for key, tensor in mine.items():
+        source = theirs[key.replace("layers.0.", "model.layers.3.")]
+        silent = key.endswith(("o_proj.weight", "down_proj.weight"))
+        assert torch.equal(tensor, torch.zeros_like(source) if silent else source), key
+    assert _digest(head / "tokenizer.json") == _digest(target / "tokenizer.json")
