@@ -5,7 +5,11 @@ Tests assert on the data; rendering only turns a frame into pixels.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -112,14 +116,137 @@ def timeseries_data(run_path: Path, points: pd.DataFrame, config_id: str) -> pd.
 # -- rendering ----------------------------------------------------------------------------
 
 
+# The PNG text chunk that carries where a figure put its panels, legends and series, in
+# the image's own pixels: a test of the report reads what a person sees from the report's
+# own images instead of trusting the code that placed them (tunebench/testing/plot_layout.py).
+LAYOUT_KEY = "tunebench-layout"
+
+
 def _figure_bytes(fig) -> bytes:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
+    recorded: dict[str, Any] = {}
+    # recorded while the PNG is drawn: the positions the constrained layout settled on, at
+    # the saved image's dpi (after savefig the figure is back at its own dpi)
+    hook = fig.canvas.mpl_connect(
+        "draw_event", lambda event: recorded.update(_layout(fig, event.renderer))
+    )
     # A constrained layout instead of bbox_inches="tight": the latter draws every figure twice.
     fig.savefig(buffer, format="png", dpi=80)
+    fig.canvas.mpl_disconnect(hook)
     plt.close(fig)
-    return buffer.getvalue()
+    png = buffer.getvalue()
+    return _with_text_chunk(png, LAYOUT_KEY, json.dumps(recorded, separators=(",", ":")))
+
+
+def _with_text_chunk(png: bytes, key: str, text: str) -> bytes:
+    """`png` with a tEXt chunk before its IEND (the last 12 bytes of every PNG)."""
+    data = key.encode("latin-1") + b"\0" + text.encode("latin-1")
+    chunk = b"tEXt" + data
+    crc = struct.pack(">I", zlib.crc32(chunk) & 0xFFFFFFFF)
+    return png[:-12] + struct.pack(">I", len(data)) + chunk + crc + png[-12:]
+
+
+def _radius(fig, size_pt: float, marker: Any) -> float:
+    """Half a marker's width in the image's pixels (0 for a line without markers)."""
+    if marker in (None, "None", "none", "", " "):
+        return 0.0
+    return round(size_pt * fig.dpi / 72 / 2, 1)
+
+
+def _layout(fig, renderer) -> dict[str, Any]:
+    """Panels, legends and labelled series of `fig` as drawn: boxes [left, top, right,
+    bottom] and points [x, y] in image pixels from the top left; each series with its data
+    values, colour and marker (a series is what a legend names: a line or a scatter whose
+    label does not start with "_")."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_hex
+
+    height = fig.bbox.height
+
+    def box(extent) -> list[float]:
+        return [
+            round(extent.x0, 1),
+            round(height - extent.y1, 1),
+            round(extent.x1, 1),
+            round(height - extent.y0, 1),
+        ]
+
+    def pixels(ax, xy: np.ndarray) -> list[list[float]]:
+        at = ax.transData.transform(xy)
+        return [[round(x, 1), round(height - y, 1)] for x, y in at]
+
+    axes, series = [], []
+    for index, ax in enumerate(a for a in fig.axes if a.get_visible()):
+        axes.append(
+            {
+                "box": box(ax.get_window_extent(renderer)),
+                "title": ax.get_title(),
+                "xlabel": ax.get_xlabel(),
+                "ylabel": ax.get_ylabel(),
+            }
+        )
+        for line in ax.get_lines():
+            if line.get_label().startswith("_") or not line.get_visible():
+                continue
+            xy = np.asarray(line.get_xydata(), dtype=float)
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            face = line.get_markerfacecolor()
+            series.append(
+                {
+                    "axes": index,
+                    "label": line.get_label(),
+                    "colour": to_hex(line.get_color()),
+                    "marker": str(line.get_marker()),
+                    "filled": not (isinstance(face, str) and face == "none"),
+                    "size": float(line.get_markersize()),
+                    "radius": _radius(fig, line.get_markersize(), line.get_marker()),
+                    "clipped": bool(line.get_clip_on()),
+                    "data": np.round(xy, 4).tolist(),
+                    "pixels": pixels(ax, xy),
+                }
+            )
+        for collection in ax.collections:
+            if not isinstance(collection, PathCollection) or not collection.get_visible():
+                continue
+            if collection.get_label().startswith("_"):
+                continue
+            xy = np.asarray(collection.get_offsets(), dtype=float)
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            paths = collection.get_paths()
+            shape = paths[0].vertices.round(3).tobytes() if paths else b""
+            faces = collection.get_facecolor()
+            sizes = collection.get_sizes()
+            size = float(np.sqrt(sizes[0])) if len(sizes) else 0.0  # s is the area in pt²
+            series.append(
+                {
+                    "axes": index,
+                    "label": collection.get_label(),
+                    "colour": to_hex(faces[0]) if len(faces) else "none",
+                    # a scatter's marker is a path: its vertices tell two shapes apart
+                    "marker": hashlib.sha1(shape).hexdigest()[:8],
+                    "filled": bool(len(faces)),
+                    "size": size,
+                    "radius": _radius(fig, size, "o"),
+                    "clipped": bool(collection.get_clip_on()),
+                    "data": np.round(xy, 4).tolist(),
+                    "pixels": pixels(ax, xy),
+                }
+            )
+    legends = [*fig.legends, *(a.get_legend() for a in fig.axes if a.get_legend() is not None)]
+    return {
+        "size": [round(fig.bbox.width, 1), round(height, 1)],
+        "axes": axes,
+        "legends": [
+            {
+                "box": box(legend.get_window_extent(renderer)),
+                "labels": [t.get_text() for t in legend.get_texts()],
+            }
+            for legend in legends
+        ],
+        "series": series,
+    }
 
 
 def _setup():
@@ -181,7 +308,12 @@ def draw_pareto(data: pd.DataFrame):
             colour, marker = style[str(label)]
             handles.append(
                 ax.scatter(
-                    part["output_tok_s"], part["ttft_p95_ms"], color=colour, marker=marker, s=40
+                    part["output_tok_s"],
+                    part["ttft_p95_ms"],
+                    color=colour,
+                    marker=marker,
+                    s=40,
+                    label=str(label),  # names the series in the layout the PNG records
                 )
             )
             labels.append(str(label))
@@ -344,6 +476,9 @@ def draw_curves(
                 ms=max(4.0, 11 - 1.5 * index),
                 mfc="none" if hollow else colour,
                 label=str(label),
+                # whole markers at the panel's edge: a short TTFT at 1 stream sits on the
+                # axis at 0, and clipped there half a marker reads as none or another shape
+                clip_on=False,
             )
             handles.setdefault(str(label), handle)
             if band and band in line and line[band].notna().any():
@@ -375,6 +510,10 @@ def draw_curves(
         ax.set_xlabel(xlabel or LOAD_AXES.get(kind, ""))
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
+        # headroom over the highest point: autoscaling pads by the data's spread, which at
+        # a single rate (one point per configuration) is almost none, leaving the top
+        # marker on the frame and no room for a verdict mark above it
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
     fig.suptitle(title, x=0.01, ha="left")
     if handles:
         labels = list(handles)

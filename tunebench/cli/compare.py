@@ -205,7 +205,8 @@ def register(app: typer.Typer) -> None:
         elif format is Format.markdown:
             typer.echo(compare_markdown(result))
         else:
-            wide_console().print(compare_table(result))
+            console = wide_console()
+            console.print(compare_table(result, width=console.width))
             if quality:
                 wide_console().print(quality_change_table(quality))
         for option, target in (("--plot", plot), ("--html", html_file)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from rich.console import Group
@@ -10,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tunebench.report.formats import number
+from tunebench.report.points_table import Column, _fit, short_arg, short_value
 
 VERDICT_STYLE = {"better": "green", "worse": "bold red", "no significant change": "dim"}
 HEADERS = ["candidate", "point", "metric", "A", "B", "change", "95% CI", "verdict"]
@@ -100,20 +102,160 @@ def crossover_text(x: dict[str, Any]) -> str:
     )
 
 
-def compare_table(result: Any) -> Group:
+# A run id is "<date>-<time>-<name>": the console names a run by its name alone
+RUN_ID = re.compile(r"^(?P<date>\d{8})-(?P<time>\d{6})-(?P<name>.+)$")
+# "concurrent 8" is the widest word of most points; the legend says what "conc" is
+LOAD_WORDS = {"concurrent": "conc", "throughput": "thru", "constant": "const"}
+SHORT_VERDICTS = {"no significant change": "n.s."}
+
+
+def _short_label(text: str, legend: dict[str, str]) -> str:
+    """A configuration label ("max-num-seqs=2, max-num-batched-tokens=32", a --by side
+    "variant=mns1-mnbt32") with show's short arg names: "mns=2,mnbt=32", "mns1-mnbt32"."""
+    parts = text.split(", ")
+    if not all(re.fullmatch(r"[A-Za-z0-9_.-]+=.+", p) for p in parts):
+        return short_value(text)
+    out = []
+    for part in parts:
+        name, value = part.split("=", 1)
+        if name == "variant":  # a variant is its name, as in show
+            out.append(short_value(value))
+            continue
+        short = short_arg(name)
+        if short != name:
+            legend[short] = name
+        out.append(f"{short}={short_value(value)}")
+    return ",".join(out)
+
+
+def _unique(full: list[str], short: dict[str, str]) -> dict[str, str]:
+    """`short` where it tells every name apart; the full names where two would read alike."""
+    shown = [short[name] for name in full]
+    return short if len(set(shown)) == len(set(full)) else {name: name for name in full}
+
+
+def side_names(result: Any, legend: dict[str, str]) -> dict[str, str]:
+    """Each side (run id, or --by value) -> the short name the console table prints.
+
+    A run is its name without the date and time, or with the time where two runs share a
+    name ("cpu-demo@162305"); a --by side is its value with short arg names."""
+    candidates = result.rows["candidate"] if "candidate" in result.rows else []
+    names = list(dict.fromkeys([result.baseline, *candidates]))
+    matches = {n: RUN_ID.match(n) for n in names}
+    if all(matches.values()):
+        plain = {n: m["name"] for n, m in matches.items()}
+        if len(set(plain.values())) < len(names):
+            plain = {n: f"{m['name']}@{m['time']}" for n, m in matches.items()}
+        return _unique(names, plain)
+    return _unique(names, {n: _short_label(n, legend) for n in names})
+
+
+def _point_short(row: dict, key: list[str], labels: dict[str, str]) -> str:
+    point = str(row.get("point") or row["load_kind"])
+    word, _, rest = point.partition(" ")
+    parts = [f"{LOAD_WORDS[word]} {rest}" if word in LOAD_WORDS and rest else point]
+    for k in key:
+        if k in ("load_kind", "target"):
+            continue
+        value = row.get(k)
+        if k == "config_label":
+            parts.append(labels.get(str(value), str(value)))
+        else:  # another varied arg, joined to the alignment by --by
+            parts.append(f"{short_arg(k)}={short_value(value)}")
+    return " · ".join(parts)
+
+
+def compare_table(result: Any, width: int = 100) -> Group:
+    """The console table: one line per row within `width` columns, like `tunebench show`.
+
+    Runs and configurations go by short names spelled out in a legend under the table;
+    with one candidate its column gives way to the title; columns that do not fit are
+    dropped by priority (the interval first) and named; a reason for a missing verdict
+    goes to the notes below, never into a cell."""
+    rows = result.to_dict()["rows"]
+    key = list(result.key)
+    legend: dict[str, str] = {}
+    sides = side_names(result, legend)
+    configs = sorted({str(r.get("config_label")) for r in rows if "config_label" in key})
+    labels = _unique(configs, {c: _short_label(c, legend) for c in configs})
+    for k in key:
+        if k not in ("load_kind", "target", "config_label") and short_arg(k) != k:
+            legend[short_arg(k)] = k
+    candidates = list(dict.fromkeys(r["candidate"] for r in rows))
+    verdicts = [_verdict(r) for r in rows]
+    for verdict in verdicts:
+        short = SHORT_VERDICTS.get(verdict.rstrip(" *"))
+        if short:
+            legend[short] = verdict.rstrip(" *")
+    columns = [
+        *([Column("candidate", 0, None)] if len(candidates) > 1 else []),
+        Column("point", 0, None),
+        Column("metric", 0, None),
+        Column("A", 1, None),
+        Column("B", 0, None),
+        Column("change", 0, None),
+        Column("95% CI", 2, None),
+        Column("verdict", 0, None),
+    ]
+    cells: dict[str, list[str]] = {
+        "candidate": [sides.get(r["candidate"], r["candidate"]) for r in rows],
+        "point": [_point_short(r, key, labels) for r in rows],
+        "metric": [str(r["label"]) for r in rows],
+        "A": [number(r["a"], 2) for r in rows],
+        "B": [number(r["b"], 2) for r in rows],
+        "change": [_change(r) for r in rows],
+        "95% CI": [_ci(r) for r in rows],
+        "verdict": [
+            SHORT_VERDICTS.get(v.rstrip(" *"), v.rstrip(" *")) + (" *" if v.endswith(" *") else "")
+            for v in verdicts
+        ],
+    }
+    widths = _fit(columns, cells, width)
+    shown = [c for c in columns if c.header in widths]
+    base = sides.get(result.baseline, result.baseline)
+    if len(candidates) == 1:
+        title = f"A: {base} (baseline)   B: {sides.get(candidates[0], candidates[0])}"
+    else:
+        title = f"A: {base} (baseline)   B: the row's candidate"
     parts: list[Any] = []
     if result.args_differ:
         parts.append(
             Text("args that differ (baseline first): ", style="bold")
             + Text(_args_line(result.args_differ))
         )
-    table = Table(title=f"baseline: {result.baseline}", header_style="bold")
-    for header in HEADERS:
-        table.add_column(header, justify="right" if header in ("A", "B", "change") else "left")
-    for line in lines(result):
-        style = VERDICT_STYLE.get(line[-1].rstrip(" *"), "dim")
-        table.add_row(*line[:-1], Text(line[-1], style=style))
+    table = Table(title=title, header_style="bold")
+    for column in shown:
+        right = column.header in ("A", "B", "change")
+        table.add_column(
+            column.header,
+            justify="right" if right else "left",
+            width=widths[column.header],
+            no_wrap=True,  # one line per row: a point split over lines misreads
+        )
+    for index, verdict in enumerate(verdicts):
+        style = VERDICT_STYLE.get(verdict.rstrip(" *"), "dim")
+        values = [cells[c.header][index] for c in shown]
+        table.add_row(*values[:-1], Text(values[-1], style=style))
     parts.append(table)
+    named = {f: s for f, s in sides.items() if f != s and RUN_ID.match(f)}
+    if named:  # a --by side's short name is spelled out by the arg legend instead
+        parts.append(
+            Text("runs: " + "; ".join(f"{s} = {f}" for f, s in named.items()), style="dim")
+        )
+    shorts = [f"{k} = {v}" for k, v in legend.items()]
+    points = {str(r.get("point") or "").partition(" ")[0] for r in rows}
+    shorts += [f"{short} = {word}" for word, short in LOAD_WORDS.items() if word in points]
+    if shorts:
+        parts.append(Text("legend: " + "; ".join(shorts), style="dim"))
+    hidden = [c.header for c in columns if c not in shown]
+    if hidden:
+        parts.append(
+            Text(
+                f"not shown at this width: {', '.join(hidden)} "
+                "(--format json, csv or markdown has every column)",
+                style="dim",
+            )
+        )
     for x in result.crossovers:
         parts.append(Text(f"crossover: {crossover_text(x)}"))
     for text in notes(result):
