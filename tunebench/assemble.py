@@ -29,7 +29,7 @@ from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.kserve_chart import tokenizer_for
-from tunebench.spec.models import SweepSpec, SyntheticData
+from tunebench.spec.models import SessionsData, SweepSpec, SyntheticData
 from tunebench.spec.plan import Plan, ServerConfig, build_plan, gpus_per_server, trace_context
 from tunebench.store.run import RunStore
 
@@ -58,8 +58,17 @@ def plan(spec: SweepSpec, spec_path: Path) -> Plan:
 def check_traces(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) -> None:
     """Every replayed trace read, sliced and fitted to the context before anything starts:
     a bad file, an empty slice or a context too small is one line naming the key."""
+    data = spec.load.data
+    shaped = data.kind == "sessions" or (data.kind == "synthetic" and data.prefix is not None)
+    if shaped and kind_of(spec).name == "replay":
+        # a recorded run models a server's latency by load, not by history or shared prefixes
+        what = "multi-turn sessions" if data.kind == "sessions" else "shared prefixes"
+        raise SpecError(
+            f"{spec_path}: load.data: a recorded run (deployment kind replay) cannot answer "
+            f"{what}; use deployment kind local, endpoint or helm"
+        )
     for number, profile in enumerate(spec.load.profiles):
-        if profile.kind != "replay":
+        if not profile.plays_trace:
             continue
         if kind_of(spec).name == "replay":
             raise SpecError(
@@ -255,6 +264,6 @@ def fixed_output_tokens(spec: SweepSpec) -> int | None:
     """The output length every request asks for, when the data fixes one (synthetic data
     without spread: GuideLLM sends it as max_tokens with ignore_eos)."""
     data = spec.load.data
-    if isinstance(data, SyntheticData) and not data.output_tokens_stdev:
+    if isinstance(data, (SyntheticData, SessionsData)) and not data.output_tokens_stdev:
         return data.output_tokens
     return None

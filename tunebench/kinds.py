@@ -99,7 +99,7 @@ def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
         return VllmBenchDriver(spec.load.data, demo.resolve_builtin(tokenizer), cpus=cpus)
 
     def guidellm() -> LoadDriver:
-        replays = any(p.kind == "replay" for p in spec.load.profiles)
+        replays = any(p.plays_trace for p in spec.load.profiles)
         return GuideLLMDriver(
             spec.load.data,
             spec_path.parent,

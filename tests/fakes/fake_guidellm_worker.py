@@ -39,7 +39,10 @@ def main():
     # benchmark "done" and the "start" of the next one; "idle" when the groups are done.
     index, groups = first, job["groups"]
     emit("start", index=index)
-    while groups:
+    while True:  # as the real worker: a job without groups goes straight to "idle"
+        # what it was asked to run, for tests of what the driver sends (datasets, profiles)
+        with open(out / "groups.jsonl", "a") as log:
+            log.write(json.dumps(groups) + "\n")
         total = sum(
             len(g["profile"].get("streams") or g["profile"].get("rate") or [None]) for g in groups
         )
@@ -62,6 +65,8 @@ def main():
         emit("idle", index=index)
         line = sys.stdin.readline()
         groups = json.loads(line).get("groups") if line.strip() else None
+        if not groups:
+            break
     emit("finished", index=index)
 
 

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
+from tests.unit.test_trace import tokenizer_dir  # noqa: F401  (a fixture: the demo tokenizer)
 from tunebench.errors import LoadError
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.seams.deployment import ServerHandle
@@ -62,3 +63,54 @@ def test_a_benchmark_that_never_sends_is_stopped_at_the_first_request_deadline(
         {"point": "concurrent-2", "reason": "GuideLLM made no progress on concurrent-2; stopped it"}
     ]
     assert time.monotonic() - started < 30  # not the 30 s + 2 x 0.5 s + 30 s point budget
+
+
+def test_capacity_probes_over_replay_speed_get_workloads_of_their_own(
+    tmp_path,
+    monkeypatch,
+    tokenizer_dir,  # noqa: F811  (the fixture imported above)
+):
+    """Probes chosen at run time (a capacity search over replay speed) are replays: each is
+    sent with a dataset built for it, as the prepared replay points are."""
+    import json
+
+    from tunebench.spec.models import TraceData
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "\n".join(
+            json.dumps({"timestamp": t, "prompt_tokens": 20, "output_tokens": 2})
+            for t in (0.0, 1.0, 3.0)
+        )
+    )
+    data = TraceData(kind="trace", path=str(trace))
+    driver = GuideLLMDriver(data, tmp_path, str(tokenizer_dir), context=512)
+    driver.worker_module = "tests.fakes.fake_guidellm_worker"
+    probes = [
+        LoadPoint(f"capacity-{n}", "replay", s, None, None, None, trace=data)
+        for n, s in ((1, 1.0), (2, 2.0))
+    ]
+    asked = []
+
+    def next_points():
+        asked.append(1)
+        return [probes[len(asked) - 1]] if len(asked) <= len(probes) else []
+
+    results = []
+    driver.prepare([], tmp_path / "work")
+    try:
+        driver.run(HANDLE, results.append, None, next_points)
+    finally:
+        driver.close()
+    assert [r.point_id for r in results] == ["capacity-1", "capacity-2"]
+    sent = [
+        json.loads(line)
+        for line in (tmp_path / "work" / "benchmarks" / "groups.jsonl").read_text().splitlines()
+    ][1:]  # the job's own groups first: none were prepared
+    assert [g[0]["profile"]["time_scale"] for g in sent] == [1.0, 0.5]
+    for group, probe in zip(sent, probes):
+        dataset = tmp_path / "work" / "trace" / f"{probe.point_id}.jsonl"
+        assert group[0]["data"] == {"kind": "json_file", "path": str(dataset)}
+        assert len(dataset.read_text().splitlines()) == 3  # the whole slice
+    assert all(r.columns["trace_requests"] == 3 for r in results)

@@ -299,6 +299,44 @@ def test_dataset_file_is_what_guidellm_reads(builder, tmp_path):
     assert workload.scheduled(1, start=100.0) == 101.0
 
 
+def test_a_lead_delays_every_request_alike_and_the_requests_are_found_again(builder, tmp_path):
+    rows = _requests((0.0, 30, 4, None), (2.0, 20, 2, None), (2.0, 20, 2, None))
+    workload = tr.build_workload(rows, builder, 512, 1.0, 512, "replay-t-2", 2.0, lead_s=1.5)
+    records = [
+        json.loads(line)
+        for line in workload.write_dataset(tmp_path / "w.jsonl").read_text().splitlines()
+    ]
+    # 1.5 wall seconds at speed 2 are 3 trace seconds: written 3, 5 and 5 + 1e-6
+    assert [r["relative_timestamp"] for r in records] == [3.0, 5.0, 5.000001]
+    # GuideLLM sends at clock + stamp / 2: the first 1.5 s after the clock, then 1 s later
+    assert workload.scheduled(0, start=100.0) == 101.5
+    assert workload.scheduled(1, start=100.0) == 102.5
+    assert workload.index_of(5.000001) == 2 and workload.index_of(2.0) is None
+    assert workload.summary()["lead_s"] == 1.5
+
+
+def test_the_driver_gives_every_replay_a_lead_and_budgets_for_it(tokenizer_dir, tmp_path):
+    from tunebench.load.guidellm import REPLAY_LEAD_S, GuideLLMDriver
+    from tunebench.spec.models import TraceData
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "\n".join(
+            json.dumps({"timestamp": t, "prompt_tokens": 20, "output_tokens": 2})
+            for t in (0.0, 4.0)
+        )
+    )
+    data = TraceData(kind="trace", path=str(trace))
+    driver = GuideLLMDriver(data, tmp_path, str(tokenizer_dir), context=512)
+    point = LoadPoint("replay-t-2", "replay", 2.0, None, None, None, trace=data)
+    driver._prepare_traces([point], tmp_path / "work")
+    summary = json.loads((tmp_path / "work" / "trace" / "replay-t-2.json").read_text())
+    assert REPLAY_LEAD_S > 0 and summary["lead_s"] == REPLAY_LEAD_S
+    # 4 trace seconds at speed 2 plus the lead, twice, and the margin twice (point_budget_s)
+    expected = 2 * (4 / 2 + REPLAY_LEAD_S) + 2 * driver.stall_margin_s
+    assert driver._budget(point) == pytest.approx(expected)
+
+
 def test_replay_point_is_its_own_guidellm_group(tmp_path):
     point = LoadPoint("replay-t-2", "replay", 2.0, None, None, None)
     capped = LoadPoint("replay-t-4", "replay", 4.0, 10.0, None, None)

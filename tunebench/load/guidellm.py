@@ -33,14 +33,26 @@ from tunebench.load.trace import (
     load_slice,
 )
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
+from tunebench.points.sessions import session_columns, turn_columns
 from tunebench.points.trace import arrival_fidelity
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
-from tunebench.spec.models import FileData, SyntheticData, TraceData
+from tunebench.spec.models import (
+    FileData,
+    SessionsData,
+    SharedPrefix,
+    SyntheticData,
+    TraceData,
+)
 from tunebench.spec.plan import LoadPoint
 from tunebench.store.files import write_atomic
 
 DEFAULT_SWEEP_POINTS = 10
+# A replay's first request is due this long after GuideLLM's replay clock starts, the rest
+# keep the trace's gaps. Without it GuideLLM 0.8.1's worker sent the first request of every
+# replay ~0.8 s after its clock started (its own start, not the trace); with it, 2-5 ms after
+# it was due. Measured on 2 cores, docs/sweep-files.md "Trace replay".
+REPLAY_LEAD_S = 1.0
 _PROFILE_TARGET_FIELD = {
     "concurrent": "streams",
     "throughput": "max_concurrency",
@@ -49,10 +61,30 @@ _PROFILE_TARGET_FIELD = {
 }
 
 
-def data_args(data: SyntheticData | FileData | TraceData, spec_dir: Path) -> dict[str, Any] | None:
+LoadData = SyntheticData | SessionsData | FileData | TraceData
+CHAT = "/v1/chat/completions"
+
+
+def data_args(data: LoadData, spec_dir: Path) -> dict[str, Any] | None:
     """GuideLLM's data settings; None for a trace (each replay point has a dataset of its own)."""
     if isinstance(data, TraceData):
         return None
+    if isinstance(data, SessionsData):
+        # GuideLLM's synthetic multi-turn data: each turn `prompt_tokens` new tokens, sent
+        # with the earlier turns and their answers as history; `delay`: the think time
+        sessions: dict[str, Any] = {
+            "kind": "synthetic_text",
+            "prompt_tokens": data.prompt_tokens,
+            "output_tokens": data.output_tokens,
+            "turns": data.turns,
+        }
+        if data.think_time_s:
+            sessions["delay"] = data.think_time_s  # GuideLLM takes only a delay above 0
+        if data.prompt_tokens_stdev:
+            sessions["prompt_tokens_stdev"] = data.prompt_tokens_stdev
+        if data.output_tokens_stdev:
+            sessions["output_tokens_stdev"] = data.output_tokens_stdev
+        return sessions
     if isinstance(data, SyntheticData):
         out: dict[str, Any] = {
             "kind": "synthetic_text",
@@ -63,11 +95,34 @@ def data_args(data: SyntheticData | FileData | TraceData, spec_dir: Path) -> dic
             out["prompt_tokens_stdev"] = data.prompt_tokens_stdev
         if data.output_tokens_stdev:
             out["output_tokens_stdev"] = data.output_tokens_stdev
+        if data.prefix is not None:
+            out["prefix_buckets"] = prefix_buckets(data.prefix)
         return out
     path = (spec_dir / data.path).resolve()
     suffix = path.suffix.lower().lstrip(".")
     kind = {"jsonl": "json", "txt": "text"}.get(suffix, suffix)
     return {"kind": f"{kind}_file", "path": str(path)}
+
+
+# GuideLLM's bucket weights are whole numbers: group k weighs round(this / k^zipf), at least 1.
+# It draws from a list holding each prefix weight / gcd(weights) times, so the scale keeps
+# that list short (about 7,500 entries for 1,000 groups at zipf 1) while the popular groups'
+# weights stay within 1% of Zipf's (rounding matters only where a weight falls under 50).
+PREFIX_WEIGHT_SCALE = 1000
+
+
+def prefix_buckets(prefix: SharedPrefix) -> list[dict[str, int]]:
+    """GuideLLM's synthetic prefix buckets for shared prefixes: one bucket per group (one
+    prefix of `tokens` tokens each), weighted by Zipf popularity; GuideLLM picks a bucket's
+    prefix for each request with that weight."""
+    return [
+        {
+            "bucket_weight": max(1, round(PREFIX_WEIGHT_SCALE / rank**prefix.zipf)),
+            "prefix_count": 1,
+            "prefix_tokens": prefix.tokens,
+        }
+        for rank in range(1, prefix.groups + 1)
+    ]
 
 
 def expected_benchmarks(point: LoadPoint) -> int:
@@ -184,7 +239,7 @@ class GuideLLMDriver:
 
     def __init__(
         self,
-        data: SyntheticData | FileData | TraceData,
+        data: LoadData,
         spec_dir: Path,
         tokenizer: str,
         python: str | None = None,
@@ -203,7 +258,9 @@ class GuideLLMDriver:
         self.spec_dir = spec_dir
         self.tokenizer = tokenizer
         self.python = python or sys.executable
-        self.request_format = request_format
+        # sessions go through the chat API: the history is a list of user and assistant
+        # messages, which the server's chat template turns into one prompt
+        self.request_format = CHAT if isinstance(data, SessionsData) else request_format
         self.retries = retries
         self._process: WorkerPipe | None = None
         self._points: list[LoadPoint] = []
@@ -260,6 +317,7 @@ class GuideLLMDriver:
                 point.point_id,
                 point.target,
                 trace.seed,
+                lead_s=REPLAY_LEAD_S,
             )
             directory = work_dir / "trace"
             self._datasets[point.point_id] = workload.write_dataset(
@@ -271,7 +329,7 @@ class GuideLLMDriver:
 
     def _budget(self, point: LoadPoint) -> float:
         workload = self._workloads.get(point.point_id)
-        replay_s = workload.fitted.span_s / workload.speed if workload else None
+        replay_s = workload.fitted.span_s / workload.speed + workload.lead_s if workload else None
         return point_budget_s(point, self.stall_margin_s, replay_s=replay_s)
 
     def _start_worker(self, points: list[LoadPoint], first_index: int, attempt: int) -> None:
@@ -421,7 +479,9 @@ class GuideLLMDriver:
                     continue
                 self._points += more
                 slots = self._slots()
-                self._send({"groups": build_groups(more)})
+                # a capacity search over replay speed: each probe replays its own workload
+                self._prepare_traces(more, self._work_dir)
+                self._send({"groups": build_groups(more, self._datasets)})
                 deadline = time.monotonic() + self._budget(more[0])
                 if on_start:
                     on_start(more[0])
@@ -445,7 +505,11 @@ class GuideLLMDriver:
         columns["target"] = target if point.kind == "sweep" else point.target
         columns["strategy"] = kind
         columns["load_driver"] = "guidellm"
-        samples = request_samples(benchmark)
+        sessions = self.data if isinstance(self.data, SessionsData) else None
+        samples = request_samples(benchmark, sessions=sessions is not None)
+        if sessions is not None:
+            columns.update(session_columns(samples, sessions.turns))
+            columns.update(turn_columns(samples))
         workload = self._workloads.get(point.point_id)
         if workload is not None:
             columns.update(replay_evidence(workload, benchmark, samples))

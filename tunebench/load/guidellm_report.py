@@ -119,9 +119,12 @@ def dispatch_lag(benchmark: dict[str, Any]) -> dict[str, Any]:
     return {"dispatch_lag_p50_ms": at(0.50), "dispatch_lag_p95_ms": at(0.95)}
 
 
-def request_samples(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+def request_samples(benchmark: dict[str, Any], sessions: bool = False) -> list[dict[str, Any]]:
     """Per-request samples of the successful requests, in order of their start (the compare
-    statistics resample them in time order and bin their completions over the window)."""
+    statistics resample them in time order and bin their completions over the window).
+    `sessions`: multi-turn data, each sample names its session, its turn (from 1) and the
+    prompt tokens the server found cached (its usage answer; None unless the server reports
+    it)."""
     out = []
     for request in (benchmark.get("requests") or {}).get("successful") or []:
         start, end = _request_times(request)
@@ -135,6 +138,11 @@ def request_samples(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
             "start_time": start,
             "end_time": end,
         }
+        info = request.get("info") or {}
+        if sessions:  # every request has a conversation id in GuideLLM 0.8; only these count
+            sample["session"] = info["conversation_id"]
+            sample["turn"] = int(info.get("turn_index") or 0) + 1
+            sample["cached_tokens"] = request.get("cached_tokens")
         trace_time, clock_start, _ = replay_timing(request)
         if trace_time is not None:  # a replayed trace: which of its requests this was
             sample["trace_time"], sample["clock_start"] = trace_time, clock_start

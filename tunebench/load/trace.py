@@ -502,13 +502,17 @@ class Workload:
     texts: list[str]
     reuse: list[int]  # per request: tokens an unbounded prefix cache could hold
     inexact: int  # prompts whose text does not re-encode to their ids
+    # wall seconds between the replay clock's start and the slice's start (see
+    # `build_workload`): every trace time is written shifted by lead_s x speed
+    lead_s: float = 0.0
     times: list[float] = field(default_factory=list)  # unique trace seconds, as written
 
     def __post_init__(self) -> None:
         # GuideLLM reports each request's trace time: unique times name the request
         times, last = [], -math.inf
+        shift = self.lead_s * self.speed
         for request in self.fitted.requests:
-            stamp = round(max(request.time, last + 1e-6), 6)
+            stamp = round(max(request.time + shift, last + 1e-6), 6)
             times.append(stamp)
             last = stamp
         self.times = times
@@ -546,6 +550,7 @@ class Workload:
             "speed": self.speed,
             "requests": len(requests),
             "span_s": round(self.fitted.span_s, 3),
+            "lead_s": self.lead_s,
             "length_scale": self.fitted.scale,
             "block_tokens": self.fitted.block_tokens,
             "clamped": self.fitted.clamped,
@@ -575,10 +580,14 @@ def build_workload(
     point_id: str,
     speed: float,
     seed: int = 42,
+    lead_s: float = 0.0,
 ) -> Workload:
+    """One replay point's workload; its first request is due `lead_s` wall seconds after the
+    replay clock starts (a load generator that needs a moment to send its first request),
+    the rest keep the trace's gaps."""
     fitted = fit_lengths(requests, context, scale, block_tokens, builder.specials + 1)
     contents = builder.contents(fitted, salt=point_id, seed=seed)
     texts = [builder.text(content) for content in contents]
     inexact = sum(not builder.exact(content) for content in contents)
     full = [[*builder.prefix, *content, *builder.suffix] for content in contents]
-    return Workload(point_id, speed, fitted, texts, reuse_tokens(full), inexact)
+    return Workload(point_id, speed, fitted, texts, reuse_tokens(full), inexact, lead_s)

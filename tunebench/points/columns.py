@@ -116,6 +116,18 @@ TRACE_COLUMNS = (
     "prefix_hit_rate_predicted",
 )
 
+# Multi-turn sessions (`load.data kind: sessions`, points/sessions.py): turns asked per session,
+# sessions seen and complete, a complete session's first start to last answer. Each turn k
+# adds turn<k>_requests, _ttft_p50_ms, _ttft_p95_ms, _prompt_tokens_mean and _cached_share
+# after the columns below (as many as the sessions have turns).
+SESSION_COLUMNS = (
+    "session_turns",
+    "sessions",
+    "sessions_complete",
+    "session_e2e_p50_s",
+    "session_e2e_p95_s",
+)
+
 SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
 # Percentile columns that rest on fewer requests than that percentile needs (points/samples.py)
@@ -150,6 +162,11 @@ REQUEST_COLUMNS = (
     "trace_prompt_tokens",
     "trace_output_tokens",
     "reuse_tokens",
+    # a multi-turn session: which session and turn (from 1), and the prompt tokens the server
+    # found in its prefix cache (usage cached_tokens; empty unless the server reports them)
+    "session",
+    "turn",
+    "cached_tokens",
 )
 
 # Text columns (everything else in points.csv is a number or a boolean).
@@ -184,6 +201,7 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *CLIENT_LOAD_COLUMNS,
         *SERVER_COLUMNS,
         *TRACE_COLUMNS,
+        *SESSION_COLUMNS,
         *SLO_COLUMNS,
         *COST_COLUMNS,
         *ENERGY_COLUMNS,

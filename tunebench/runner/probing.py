@@ -40,8 +40,13 @@ class CapacityProbing:
         if rate is None:
             return []
         rate = float(f"{rate:.3g}")
-        margin = self.search.window_margin(self.sample_margin)
-        seconds = probe_seconds(rate, self.point.max_seconds or 0.0, self.quantile, margin)
+        if self.point.trace is not None:
+            # a replay probe plays the whole slice at this speed: its requests are the
+            # slice's, however fast it goes, so there is no window to size
+            seconds = self.point.max_seconds
+        else:
+            margin = self.search.window_margin(self.sample_margin)
+            seconds = probe_seconds(rate, self.point.max_seconds or 0.0, self.quantile, margin)
         probe = self.point.probe(len(self.search.probes) + 1, rate, seconds)
         assert probe.target is not None
         self._pending[probe.point_id] = probe.target
@@ -79,7 +84,8 @@ class CapacityProbing:
             "upper": search.bound.rate if search.bound else None,
             "interval": list(search.interval) if search.interval else None,
             "noise": search.noise,
-            "sample_margin": self.sample_margin,
+            # a replay probe's window is its slice: no margin sized it
+            "sample_margin": self.sample_margin if self.point.trace is None else None,
             "tolerance": search.tolerance,
             "converged": search.converged,
             "done": search.done,  # the search stopped by its own rule (resume: not again)

@@ -400,8 +400,8 @@ def _key_path(loc: tuple, root: type[BaseModel]) -> tuple[str, type[BaseModel] |
             owner = model
             annotation = _dict_value_type(annotation)
             model = _as_model(annotation)
-        elif annotation is not None and len(_members(annotation)) > 1:
-            continue  # a plain union's member tag
+        elif annotation is not None and len(_non_null(annotation)) > 1:
+            continue  # a plain union's member tag (an optional model has none: its keys follow)
         else:
             owner = model
             annotation, model = None, None
@@ -432,6 +432,10 @@ def _members(annotation: Any) -> tuple:
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return tuple(_strip(a) for a in typing.get_args(annotation))
     return (annotation,)
+
+
+def _non_null(annotation: Any) -> tuple:
+    return tuple(m for m in _members(annotation) if m is not type(None))
 
 
 def _as_model(annotation: Any) -> type[BaseModel] | None:

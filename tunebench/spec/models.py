@@ -76,10 +76,43 @@ class Server(Strict):
         return self
 
 
+class SharedPrefix(Strict):
+    """A system prompt per group, shared by the requests of that group (GuideLLM's synthetic
+    prefix buckets): `groups` prompts of `tokens` tokens, group k chosen with weight
+    1 / k^zipf (0: every group alike)."""
+
+    groups: int = Field(ge=1, le=1000, description="distinct shared prefixes")
+    tokens: int = Field(gt=0, description="tokens of each shared prefix")
+    zipf: float = Field(
+        0, ge=0, le=4, description="popularity skew: group k weighs 1 / k^zipf (0: uniform)"
+    )
+
+
 class SyntheticData(Strict):
     kind: Literal["synthetic"]
     prompt_tokens: int = Field(gt=0)
     output_tokens: int = Field(gt=0)
+    prompt_tokens_stdev: int = Field(0, ge=0)
+    output_tokens_stdev: int = Field(0, ge=0)
+    prefix: SharedPrefix | None = Field(
+        None, description="a shared prefix before every prompt (its tokens come on top)"
+    )
+    seed: int = 42
+
+
+class SessionsData(Strict):
+    """Multi-turn conversations (GuideLLM's synthetic multi-turn data, docs/sweep-files.md
+    "Sessions"): each session sends `turns` user turns through the chat API, every turn
+    after the first with the earlier turns and their answers as history, `think_time_s`
+    after the previous answer."""
+
+    kind: Literal["sessions"]
+    turns: int = Field(ge=1, le=64, description="user turns per session")
+    think_time_s: float = Field(
+        0, ge=0, description="seconds between an answer and the next turn (0: at once)"
+    )
+    prompt_tokens: int = Field(gt=0, description="new tokens each turn adds")
+    output_tokens: int = Field(gt=0, description="tokens each answer holds")
     prompt_tokens_stdev: int = Field(0, ge=0)
     output_tokens_stdev: int = Field(0, ge=0)
     seed: int = 42
@@ -170,7 +203,9 @@ class TraceData(Strict):
         return stem[:32] or "trace"
 
 
-Data = Annotated[Union[SyntheticData, FileData, TraceData], Field(discriminator="kind")]
+Data = Annotated[
+    Union[SyntheticData, FileData, TraceData, SessionsData], Field(discriminator="kind")
+]
 
 Number = Annotated[float, Field(gt=0)]
 Streams = Annotated[int, Field(gt=0)]
@@ -198,7 +233,9 @@ class Profile(Strict):
         "one point per speed (default 1)",
     )
     data: TraceData | None = Field(
-        None, description="kind replay: the trace this profile plays (default: load.data)"
+        None,
+        description="kind replay (or capacity with arrival replay): the trace this profile "
+        "plays (default: load.data)",
     )
     max_seconds: float | None = Field(None, gt=0)
     max_requests: int | None = Field(None, gt=0)
@@ -210,11 +247,15 @@ class Profile(Strict):
     )
     sweep_points: int | None = Field(None, ge=3, description="kind: sweep; GuideLLM default 10")
     # kind: capacity -- the highest rate meeting the spec's slo, see tunebench/points/capacity.py
-    arrival: Literal["poisson", "constant"] | None = None
+    arrival: Literal["poisson", "constant", "replay"] | None = Field(
+        None,
+        description="the probes' arrivals (default poisson); replay: the probes replay a "
+        "trace and the search is over its speed (rates below are speeds)",
+    )
     start_rate: float | None = Field(
         None,
         gt=0,
-        description="req/s of the first "
+        description="req/s (arrival replay: the speed) of the first "
         "configuration's first probe (default 1); later "
         "configurations start from the previous capacity",
     )
@@ -241,8 +282,13 @@ class Profile(Strict):
         streams, rate, kind = self.streams, self.rate, self.kind
         if kind == "replay":
             return self._fits_replay()
+        if kind == "capacity" and self.arrival == "replay":
+            return self._fits_replay_search()
         if self.speed is not None or self.data is not None:
-            raise ValueError("speed and data only apply to kind replay")
+            raise ValueError(
+                "speed and data only apply to kind replay (data: also to kind capacity with "
+                "arrival replay)"
+            )
         if kind == "concurrent" and streams is None:
             raise ValueError("kind concurrent needs streams: a number or a list, e.g. [1, 4, 8]")
         if kind in ("poisson", "constant") and rate is None:
@@ -290,6 +336,32 @@ class Profile(Strict):
             )
         return self
 
+    def _fits_replay_search(self) -> "Profile":
+        # every probe replays the whole slice (max_seconds may cut it short), at a speed
+        if self.speed is not None or self.streams is not None or self.rate is not None:
+            raise ValueError(
+                "kind capacity chooses its own speeds; use start_rate and max_rate (speeds "
+                "with arrival replay)"
+            )
+        if self.sweep_points is not None:
+            raise ValueError("sweep_points only applies to kind sweep")
+        if self.sample_margin is not None:
+            raise ValueError(
+                "sample_margin sizes poisson/constant probes; a replay probe plays its whole "
+                "slice: choose its size with load.data requests or seconds"
+            )
+        if self.max_requests is not None or self.warmup or self.cooldown:
+            raise ValueError(
+                "arrival replay probes play their slice (load.data requests or seconds); "
+                "max_requests, warmup and cooldown do not apply"
+            )
+        return self
+
+    @property
+    def plays_trace(self) -> bool:
+        """Does this profile replay a trace (kind replay, or a capacity search over speed)?"""
+        return self.kind == "replay" or (self.kind == "capacity" and self.arrival == "replay")
+
     def targets(self) -> list[float | None]:
         if self.kind == "replay":
             speed = self.speed if self.speed is not None else 1.0
@@ -328,15 +400,17 @@ class Load(Strict):
         trace = self.data.kind == "trace"
         for number, profile in enumerate(self.profiles):
             where = f"load.profiles[{number}] (kind {profile.kind})"
-            if trace and profile.kind != "replay":
+            if trace and not profile.plays_trace:
                 raise ValueError(
                     f"{where}: load.data kind trace is played by kind replay profiles; "
-                    "use {kind: replay, speed: 1}, or synthetic data for this profile"
+                    "use {kind: replay, speed: 1} (or {kind: capacity, arrival: replay}), "
+                    "or synthetic data for this profile"
                 )
-            if profile.kind == "replay" and not trace and profile.data is None:
+            if profile.plays_trace and not trace and profile.data is None:
+                player = "replay" if profile.kind == "replay" else "capacity with arrival replay"
                 raise ValueError(
-                    f"{where}: kind replay plays a trace: set load.data (or this profile's "
-                    "data) to {kind: trace, path: ...}"
+                    f"{where}: kind {player} plays a trace: set load.data (or this "
+                    "profile's data) to {kind: trace, path: ...}"
                 )
         return self
 
@@ -346,14 +420,19 @@ class Load(Strict):
             return self
         # a cross-check runs every point with vllm bench serve too: the same limits apply
         driver = "vllm-bench" if self.driver == "vllm-bench" else "cross-check (vllm bench serve)"
-        if self.data.kind != "synthetic":
+        if self.data.kind == "synthetic" and self.data.prefix is not None:
             raise ValueError(
-                f"load.driver {driver} runs synthetic data only; use driver guidellm for a "
-                f"{'trace' if self.data.kind == 'trace' else 'file'}"
+                f"load.driver {driver} does not send load.data.prefix here (shared prefixes "
+                "are GuideLLM's); use load.driver guidellm or drop the prefix"
+            )
+        if self.data.kind != "synthetic":
+            what = {"trace": "trace", "sessions": "multi-turn session"}.get(self.data.kind, "file")
+            raise ValueError(
+                f"load.driver {driver} runs synthetic data only; use driver guidellm for a {what}"
             )
         for number, profile in enumerate(self.profiles):
             where = f"load.profiles[{number}] (kind {profile.kind})"
-            if profile.kind == "replay":
+            if profile.plays_trace:
                 raise ValueError(
                     f"{where}: load.driver {driver} does not replay traces here; "
                     "use load.driver guidellm"

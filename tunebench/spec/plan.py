@@ -47,7 +47,8 @@ def gpus_per_server(args: dict[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """A `kind: capacity` profile: its probes are `arrival` points at rates chosen at run time."""
+    """A `kind: capacity` profile: its probes are `arrival` points at rates chosen at run time
+    (arrival replay: replay points of the profile's trace, at speeds chosen at run time)."""
 
     arrival: str = "poisson"
     start_rate: float | None = None  # first configuration (None: 1 req/s); later: previous capacity
@@ -73,8 +74,20 @@ class LoadPoint:
 
     def probe(self, number: int, rate: float, seconds: float | None = None) -> "LoadPoint":
         """Probe `number` of a capacity search, at `rate` req/s, over `seconds` (default:
-        the profile's max_seconds)."""
+        the profile's max_seconds). A search over replay speed: a replay of the trace at
+        speed `rate`, cut at max_seconds if the profile sets one."""
         assert self.search is not None, "only a capacity point is probed"
+        if self.search.arrival == "replay":
+            assert self.trace is not None, "a search over replay speed carries its trace"
+            return LoadPoint(
+                point_id=f"capacity-{number}",
+                kind="replay",
+                target=rate,
+                max_seconds=self.max_seconds,
+                max_requests=None,
+                warmup=None,
+                trace=self.trace,
+            )
         return LoadPoint(
             point_id=f"capacity-{number}",
             kind=self.search.arrival,
@@ -228,13 +241,13 @@ def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> li
     seen: set[str] = set()
     for number, profile in enumerate(spec.load.profiles):
         trace: TraceData | None = None
-        if profile.kind == "replay":
+        if profile.plays_trace:
             played = profile.data or spec.load.data
             assert isinstance(played, TraceData)  # models.Load: a replay profile plays a trace
             trace = played
         for target in profile.targets():
             point_id = profile.kind if target is None else f"{profile.kind}-{_scalar(target)}"
-            if trace is not None:
+            if trace is not None and profile.kind == "replay":
                 point_id = f"replay-{trace.label}-{_scalar(target)}"
             if point_id in seen:
                 raise SpecError(
@@ -294,9 +307,17 @@ def trace_context(trace: TraceData, configs: list[ServerConfig], spec_path: Path
 
 def _check_context_fits(spec: SweepSpec, configs: list[ServerConfig], spec_path: Path) -> None:
     data = spec.load.data
-    if data.kind != "synthetic":
+    if data.kind not in ("synthetic", "sessions"):
         return
     needed = data.prompt_tokens + 2 * data.prompt_tokens_stdev + data.output_tokens
+    what = "prompt+output tokens"
+    if data.kind == "synthetic" and data.prefix is not None:
+        needed += data.prefix.tokens  # the shared prefix comes before the prompt
+        what = "prefix+prompt+output tokens"
+    if data.kind == "sessions":
+        # the last turn carries every earlier turn and answer as its history
+        needed *= data.turns
+        what = f"prompt+output tokens x {data.turns} turns"
     for config in configs:
         limit = token_count(config.args.get("max-model-len"))  # None: -1/auto, vLLM fits it
         if limit is not None and limit < needed:
@@ -304,7 +325,7 @@ def _check_context_fits(spec: SweepSpec, configs: list[ServerConfig], spec_path:
                 f"{spec_path}: {_arg_origin(spec, config, 'max-model-len')}: "
                 f"max-model-len {format_value(config.args['max-model-len'])} "
                 f"({config.label}) is smaller than "
-                f"load.data prompt+output tokens ({needed}); raise max-model-len or shorten data"
+                f"load.data {what} ({needed}); raise max-model-len or shorten data"
             )
 
 

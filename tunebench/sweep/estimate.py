@@ -52,9 +52,11 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
             if point.search and repeat > 1:
                 continue
             seconds = point.max_seconds or (point.max_requests or 100) * 0.5
-            if point.trace is not None and point.trace.seconds and point.target:
-                # a replay plays its slice at its speed (a requests slice: the default)
-                seconds = min(point.max_seconds or math.inf, point.trace.seconds / point.target)
+            # a replay plays its slice at its speed (a requests slice: the default); a search
+            # over replay speed, at its start speed
+            speed = point.target or (point.search.start_rate or 1.0 if point.search else None)
+            if point.trace is not None and point.trace.seconds and speed:
+                seconds = min(point.max_seconds or math.inf, point.trace.seconds / speed)
             count = (
                 min(point.search.max_probes, TYPICAL_PROBES)
                 if point.search
