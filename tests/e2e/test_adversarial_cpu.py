@@ -121,8 +121,8 @@ def test_a_load_generator_sending_twice_its_rate_is_flagged(tmp_path, guarded_se
 
     honest = guidellm.build_groups
 
-    def doubled(points):
-        groups = honest(points)
+    def doubled(points, *rest):  # rest: the replay datasets, passed on untouched
+        groups = honest(points, *rest)
         for group in groups:
             group["profile"]["rate"] = [2 * rate for rate in group["profile"]["rate"]]
         return groups

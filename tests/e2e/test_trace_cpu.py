@@ -25,11 +25,11 @@ from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.store.layout import RunLayout
 from tunebench.store.manifest import Manifest
 
-# Not in the `speed` tier although it checks the client's timing (Azure arrival lag p95 under
-# 50 ms): measured beside another sweep (load average 6.5) the lag p95 was 14 ms, so the
-# bound holds with room while the suite runs two files at once, and the file's 6 minutes
-# run in parallel with others instead of alone.
-pytestmark = [pytest.mark.server, NEEDS_SERVER]
+# speed: it checks the client's timing (Azure arrival lag p95 under 50 ms, every request of
+# the slice answered within its window), which another file's server beside it disturbs: in
+# the two-worker tier one request of the 2x point missed its window (58 of 59), so `make
+# test` runs it alone
+pytestmark = [pytest.mark.server, pytest.mark.speed, NEEDS_SERVER]
 
 SHIPPED = REPO / "sweeps" / "cpu-trace.yaml"
 TRACES = REPO / "sweeps" / "data" / "traces"
