@@ -168,3 +168,19 @@ def test_it_finds_the_peak_more_often_than_random_search_on_the_same_budget():
             found[sampler] += peak in _tune(sampler, _unimodal, trials=7, seed=seed, defaults=1.0)
     # 6 of 28 cells at random: the peak in about 21% of seeds
     assert found["local"] >= found["random"] + 9, found
+
+
+def test_a_neighbour_another_worker_is_measuring_is_not_proposed_again():
+    """Two workers of one study: the second asks while the first still measures the
+    neighbour it was given; it must get another one (truth: the grid's neighbours)."""
+    import optuna
+
+    from tunebench.tune.local_search import LocalSearchSampler
+
+    study = optuna.create_study(direction="maximize", sampler=LocalSearchSampler(startup=1, seed=0))
+    space = {"x": optuna.distributions.IntDistribution(0, 4)}
+    study.add_trial(optuna.trial.create_trial(params={"x": 2}, distributions=space, values=[1.0]))
+    first = study.ask(space)  # a neighbour of x=2, left RUNNING
+    second = study.ask(space)
+    assert first.params["x"] in (1, 3) and second.params["x"] in (1, 3)
+    assert first.params["x"] != second.params["x"]

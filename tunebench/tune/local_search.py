@@ -116,7 +116,12 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         finished = study.get_trials(
             deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
         )
-        tried = {_key(t.params) for t in finished if t.params}
+        # what another worker measures right now counts as tried: workers sharing a study
+        # (PostgreSQL) would otherwise propose the same neighbour of the same best at once
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        tried = {_key(t.params) for t in finished if t.params} | {
+            _key(t.params) for t in running if t.params and t.number != trial.number
+        }
         measured = [
             t
             for t in finished
