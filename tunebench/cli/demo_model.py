@@ -18,8 +18,9 @@ def register(app: typer.Typer) -> None:
             "tiny-llama",
             "--name",
             metavar="NAME",
-            help="Which builtin model: tiny-llama, or tiny-llama-draft (its 1-layer draft for "
-            "speculative decoding, `builtin:tiny-llama-draft` in a spec).",
+            help="Which builtin model: tiny-llama; tiny-llama-draft or tiny-llama-eagle (a draft "
+            "or an EAGLE head for speculative decoding); tiny-llama-w8a8, tiny-llama-w4a16 or "
+            "tiny-llama-fp8 (its quantized checkpoints). In a spec: `builtin:NAME`.",
         ),
     ) -> None:
         """Build the tiny random-weight Llama and its tokenizer that the demo sweep serves.
@@ -27,7 +28,8 @@ def register(app: typer.Typer) -> None:
         Deterministic, offline, ~5 s; skipped when a finished build is already there.
 
         Examples: tunebench demo-model --output /tmp/tiny-llama;
-        tunebench demo-model --name tiny-llama-draft
+        tunebench demo-model --name tiny-llama-draft;
+        tunebench demo-model --name tiny-llama-w4a16
         """
         from tunebench import demo
         from tunebench.errors import UsageError
