@@ -92,7 +92,11 @@ def manifest_of(run: Path) -> dict:
 def in_second_point(runs: Path, process, budget: Budget, server_starts: int = 0):
     """Wait until the first point is stored and the second has run for a second."""
     run = wait_for(
-        lambda: next(iter(runs.iterdir())), budget.run_directory(), "the run directory", process
+        # The sweep makes `runs` before the run inside it: an empty folder is "not yet".
+        lambda: next((d for d in runs.iterdir() if d.is_dir()), None),
+        budget.run_directory(),
+        "the run directory",
+        process,
     )
     wait_for(
         lambda: len(read_points(run)) >= 1,
