@@ -22,9 +22,9 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     It runs in its own process group. At `timeout` it is stopped as a user's Ctrl-C would
     (SIGINT: its teardown stops the servers and load generators it started), then by force
     with every process it started, and subprocess.TimeoutExpired is raised."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    full_env.setdefault("COLUMNS", "200")
+    # tables at full width unless the caller asks for a width: pytest-xdist's workers
+    # export COLUMNS=80, which would wrap every line a test looks for
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return run_in_own_session(
         [sys.executable, "-m", "tunebench.cli.main", *args], cwd or REPO, full_env, timeout
     )

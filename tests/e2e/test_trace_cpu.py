@@ -19,6 +19,7 @@ import json
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.conftest import REPO, run_cli
 from tests.e2e.conftest import NEEDS_SERVER
@@ -37,6 +38,7 @@ CONTEXT = 512  # the shipped file's max-model-len, which every trace length is f
 ON, OFF = "enable-prefix-caching=true", "enable-prefix-caching=false"
 AZURE_POINTS = ("replay-azure-1", "replay-azure-2")
 MOONCAKE = "replay-mooncake-2"
+AZURE_SECONDS, MOONCAKE_START, MOONCAKE_SECONDS = 15, 120, 30
 
 
 def _azure_slice(seconds: float) -> list[tuple[int, int]]:
@@ -69,7 +71,16 @@ def _mooncake_slice(start_s: float, seconds: float) -> list[dict]:
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("trace")
-    result = run_cli("sweep", str(SHIPPED), "--output", str(root), timeout=900)
+    # half the shipped slices (Azure 15 s, Mooncake 30 s): the same checks on half the
+    # replay time; the traces' paths made absolute for the copy of the file
+    spec = yaml.safe_load(SHIPPED.read_text())
+    azure, mooncake = spec["load"]["data"], spec["load"]["profiles"][1]["data"]
+    azure["seconds"], mooncake["seconds"] = AZURE_SECONDS, MOONCAKE_SECONDS
+    for data in (azure, mooncake):
+        data["path"] = str(SHIPPED.parent / data["path"])
+    path = root / SHIPPED.name
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = run_cli("sweep", str(path), "--output", str(root), timeout=900)
     runs = sorted(p for p in root.iterdir() if p.is_dir())
     assert len(runs) == 1, (result.stdout[-3000:], result.stderr)
     run = runs[0]
@@ -93,7 +104,7 @@ def test_the_sweep_completes_with_six_valid_replayed_points(swept):
 
 
 def test_the_azure_points_send_every_request_of_the_slice_on_time(swept):
-    asked = len(_azure_slice(30))
+    asked = len(_azure_slice(AZURE_SECONDS))
     for label in (ON, OFF):
         for point in AZURE_POINTS:
             row = swept["points"].loc[(label, point)]
@@ -107,11 +118,11 @@ def test_the_azure_points_send_every_request_of_the_slice_on_time(swept):
 
 
 def test_the_server_counted_the_traces_lengths_within_five_percent(swept):
-    azure = _azure_slice(30)
+    azure = _azure_slice(AZURE_SECONDS)
     scale = min(1.0, CONTEXT / max(p + o for p, o in azure))  # length_scale auto
     prompt = sum(max(2, round(p * scale)) for p, _ in azure)
     output = sum(max(1, round(o * scale)) for _, o in azure)
-    mooncake = _mooncake_slice(120, 60)
+    mooncake = _mooncake_slice(MOONCAKE_START, MOONCAKE_SECONDS)
     for label in (ON, OFF):
         for point in (*AZURE_POINTS, MOONCAKE):
             row = swept["points"].loc[(label, point)]
@@ -130,7 +141,7 @@ def test_the_mooncake_prefix_reuse_is_reproduced_with_caching_on(swept):
     on = swept["points"].loc[(ON, MOONCAKE)]
     # blocks seen before exist in the cut: the trace itself says reuse is there
     seen, repeated = set(), 0
-    for record in _mooncake_slice(120, 60):
+    for record in _mooncake_slice(MOONCAKE_START, MOONCAKE_SECONDS):
         repeated += any(h in seen for h in record["hash_ids"][:1])
         seen.update(record["hash_ids"])
     assert repeated > 0

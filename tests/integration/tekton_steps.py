@@ -104,7 +104,7 @@ def run_step(
         out.write(step(task, step_name)["script"])
     full = dict(os.environ)
     full["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full.get('PATH', '')}"
-    full.setdefault("COLUMNS", "200")
+    full["COLUMNS"] = "200"  # xdist's workers export 80 (tests/conftest.py run_cli)
     full.update(env)
     try:  # stopped with everything it started at its timeout (tests/conftest.py)
         return run_in_own_session(["bash", str(script)], cwd, full, timeout)
