@@ -60,6 +60,7 @@ from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.cost import at_rate, replica_price
+from tunebench.points.offered import REPLAY, is_replay, rate_text, replay_key, speed_text
 
 RATE_KINDS = ("poisson", "constant")
 
@@ -124,6 +125,7 @@ class Standing:
     low: float
     high: float | None
     lower_bound: str | None = None  # why `value` is only "at least" (None: it was reached)
+    arrival: str | None = None  # a capacity search's arrival: replay makes its rates speeds
 
 
 def capacity_bound(capacity: dict[str, Any]) -> str | None:
@@ -150,12 +152,16 @@ def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
         low = float(interval[0]) if interval[0] is not None else rate
         why = capacity_bound(capacity)
         high = None if why else to_float(interval[1] if len(interval) > 1 else None)
-        standings.append(Standing(config["config_id"], rate, min(low, rate), high, why))
+        standings.append(
+            Standing(config["config_id"], rate, min(low, rate), high, why, capacity.get("arrival"))
+        )
     if not standings:
         return None
     ranked = sorted(standings, key=lambda s: -s.value)
     best = next(c for c in manifest["configs"] if c["config_id"] == ranked[0].config_id)
     out = _describe(best, "capacity", "capacity_rps", best["capacity"]["rate"])
+    if is_replay(best["capacity"].get("arrival")):
+        out["arrival"] = REPLAY  # the value is a speed of the trace, not req/s
     if best["capacity"].get("client_bound"):
         out["client_bound"] = True
     if best["capacity"].get("converged") is False:
@@ -223,7 +229,12 @@ def capacities(points: pd.DataFrame, manifest: dict) -> dict[str, Standing]:
             rate = float(capacity["rate"])
             why = capacity_bound(capacity)
             found[config["config_id"]] = Standing(
-                config["config_id"], rate, rate, None if why else capacity.get("upper"), why
+                config["config_id"],
+                rate,
+                rate,
+                None if why else capacity.get("upper"),
+                why,
+                capacity.get("arrival"),
             )
     return found
 
@@ -272,18 +283,20 @@ def _standing_out(
 def _tie_on(best: Standing, others: list[Standing], names: dict[str, str]) -> str:
     between = _joined([names.get(s.config_id, s.config_id) for s in (best, *others)])
     same = {s.value for s in (best, *others)} == {best.value}
+    arrival = best.arrival
     if best.lower_bound and same and all(s.lower_bound == best.lower_bound for s in others):
         if best.lower_bound == HIGHEST_RATE:
             return (
-                f"tie at >= {_rate(best.value)} req/s, the highest rate tested, between {between}"
+                f"tie at >= {rate_text(best.value, arrival)}, the highest rate tested, "
+                f"between {between}"
             )
-        return f"tie at >= {_rate(best.value)} req/s ({best.lower_bound}) between {between}"
+        return f"tie at >= {rate_text(best.value, arrival)} ({best.lower_bound}) between {between}"
     each = ", ".join(
-        f"{s.config_id} {capacity_text(s.value, s.lower_bound)}" for s in (best, *others)
+        f"{s.config_id} {capacity_text(s.value, s.lower_bound, arrival)}" for s in (best, *others)
     )
     return (
-        f"tie on capacity between {between} ({each}): each held {_rate(best.low)} req/s and "
-        "no rate measured separates them"
+        f"tie on capacity between {between} ({each}): each held {rate_text(best.low, arrival)} "
+        "and no rate measured separates them"
     )
 
 
@@ -306,10 +319,6 @@ def _names(manifest: dict) -> dict[str, str]:
         c["config_id"]: f"{c['config_id']} {c.get('label') or ''}".strip()
         for c in manifest.get("configs", [])
     }
-
-
-def _rate(value: float) -> str:
-    return f"{value:.3g}"
 
 
 def _below_first_miss(points: pd.DataFrame) -> pd.DataFrame:
@@ -484,6 +493,9 @@ def _where(kind: Any, target: Any, point: str) -> str:
         return f"{number:g} stream{'' if number == 1 else 's'}"
     if kind in RATE_KINDS:
         return f"{number:g} req/s"
+    if is_replay(kind):
+        # compare's aligned point already names trace and speed; a point id does not
+        return point if point.endswith(speed_text(number)) else replay_key(point, number)
     return str(point)
 
 
@@ -546,7 +558,7 @@ def _decide(path: Path, manifest: dict, best: dict[str, Any]) -> dict[str, Any]:
     if confirmed and winner != best["config_id"] and winner in standings:
         standing = standings[winner]
         config = _config(manifest, winner) or {"config_id": winner, "label": winner_name}
-        keep = {k: best[k] for k in ("tie", "slo_met", "client_limited") if k in best}
+        keep = {k: best[k] for k in ("tie", "slo_met", "client_limited", "arrival") if k in best}
         best = {**_describe(config, best["rule"], best["metric"], standing.value), **keep}
         if standing.lower_bound:
             best["lower_bound"] = standing.lower_bound
@@ -558,15 +570,16 @@ def _decide(path: Path, manifest: dict, best: dict[str, Any]) -> dict[str, Any]:
     return best
 
 
-def capacity_text(value: Any, lower_bound: str | None = None) -> str:
+def capacity_text(value: Any, lower_bound: str | None = None, arrival: Any = None) -> str:
     """A capacity as a person reads it: "5.09 req/s", or ">= 4 req/s (not reached)" when
-    the evidence only shows it is at least that."""
+    the evidence only shows it is at least that; a search over replay speed (`arrival`
+    replay) found a speed: "13.1x trace"."""
     number = to_float(value)
     if number is None:
         return "not measured"
     if lower_bound:
-        return f">= {number:.3g} req/s (not reached)"
-    return f"{number:.3g} req/s"
+        return f">= {rate_text(number, arrival)} (not reached)"
+    return rate_text(number, arrival)
 
 
 def headline(best: dict[str, Any] | None) -> str:
@@ -577,7 +590,9 @@ def headline(best: dict[str, Any] | None) -> str:
     name = f"{best.get('config_id')} {best.get('label') or ''}".strip()
     metric = str(best.get("metric") or "")
     if metric.startswith("capacity"):
-        figure = f"capacity at the SLO {capacity_text(best.get('value'), best.get('lower_bound'))}"
+        figure = "capacity at the SLO " + capacity_text(
+            best.get("value"), best.get("lower_bound"), best.get("arrival")
+        )
         if best.get("lower_bound"):
             figure += f": {best['lower_bound']}"
     else:
@@ -634,6 +649,8 @@ def _cost_of(best: dict[str, Any], manifest: dict, path: Path) -> dict[str, Any]
         if best.get("metric") == "capacity_rps"
         else (config.get("capacity") or {}).get("rate")
     )
+    if is_replay((config.get("capacity") or {}).get("arrival")):
+        rate = None  # a capacity over replay speed is no request rate to price
     if rate:
         out = at_rate(price, float(rate), None if pd.isna(tokens) else float(tokens))
         out["at"] = "capacity"

@@ -45,6 +45,7 @@ from tunebench.analysis.crossovers import crossovers_between
 from tunebench.analysis.sides import LOAD_KEY, Side, args_differ, hardware_warnings
 from tunebench.errors import TunebenchError
 from tunebench.points import trust
+from tunebench.points.offered import is_replay, replay_key
 from tunebench.points.row import FAILED_REQUESTS
 
 SIGNIFICANT_WORSE = "worse"
@@ -101,6 +102,9 @@ def align_key(row: pd.Series) -> str:
     target = row.get("target")
     if target is None or (isinstance(target, float) and math.isnan(target)):
         return str(row.get("point_id") or row.get("load_kind"))
+    if is_replay(row.get("load_kind")):
+        # a speed, and of one trace: two traces replayed at 2x are two loads, not one
+        return replay_key(row.get("point_id"), target)
     return f"{row['load_kind']} {float(target):g}"
 
 

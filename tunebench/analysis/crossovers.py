@@ -9,8 +9,11 @@ import numpy as np
 import pandas as pd
 
 from tunebench.analysis.sides import LOAD_KEY, Side
+from tunebench.points.offered import is_replay, trace_name
 
 CROSSOVER_COLUMNS = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "e2e_p95_s")
+# the trace a replay point plays: replays of two traces are two curves, not one
+TRACE = "_trace"
 
 
 def crossover_points(xs, a_values, b_values) -> list[float]:
@@ -36,10 +39,12 @@ def crossovers_between(
     base = _mean_of_repeats(sides[0].points, key)
     for candidate in sides[1:]:
         other = _mean_of_repeats(candidate.points, key)
-        merged = base.merge(other, on=list(key), suffixes=("_a", "_b"))
+        merged = base.merge(other, on=[*key, TRACE], suffixes=("_a", "_b"))
         if merged.empty:
             continue
-        for group_key, group in merged.groupby(["load_kind", *extra], sort=False):
+        for group_key, group in merged.groupby(["load_kind", *extra, TRACE], sort=False):
+            trace = group_key[-1]
+            group_key = group_key[:-1] if len(group_key) > 2 else group_key[0]
             group = group.dropna(subset=["target"]).sort_values("target")
             if len(group) < 2:
                 continue
@@ -57,6 +62,7 @@ def crossovers_between(
                         {
                             "metric": column,
                             "load_kind": kind,
+                            **({"trace": trace} if trace else {}),
                             # the configuration both curves belong to, when sides hold several
                             **dict(
                                 zip(extra, group_key[1:] if isinstance(group_key, tuple) else ())
@@ -74,5 +80,13 @@ def crossovers_between(
 def _mean_of_repeats(points: pd.DataFrame, key: tuple[str, ...]) -> pd.DataFrame:
     present = [c for c in CROSSOVER_COLUMNS if c in points]
     if points.empty or not present:
-        return points
-    return points.groupby(list(key), sort=False, dropna=False)[present].mean().reset_index()
+        return points.assign(**{TRACE: pd.Series(dtype=str)})
+    points = points.assign(**{TRACE: [_trace_of(r) for r in points.to_dict(orient="records")]})
+    grouped = points.groupby([*key, TRACE], sort=False, dropna=False)
+    return grouped[present].mean().reset_index()
+
+
+def _trace_of(row: dict[str, Any]) -> str:
+    if not is_replay(row.get("load_kind")):
+        return ""
+    return trace_name(row.get("point_id")) or ""

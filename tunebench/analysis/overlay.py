@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from tunebench.analysis.compare import ALL_POINTS, Comparison
-from tunebench.analysis.plots import HUE, _figure_bytes, comparing_figures
+from tunebench.analysis.plots import HUE, PANEL, _figure_bytes, comparing_figures
+from tunebench.points.offered import panel_of_key
 from tunebench.store.files import write_atomic
 
 # What a candidate point's verdict looks like beside it on a plot.
@@ -44,8 +45,9 @@ def _series_of(result: Comparison, row: dict[str, Any]) -> str:
 
 
 def verdict_marks(result: Comparison, gate: dict[str, Any] | None) -> dict[str, pd.DataFrame]:
-    """column -> [hue, load_kind, target, text, colour]: the verdict of each candidate point
-    for the plotted metric; a row that failed the gate is marked REGRESSION."""
+    """column -> [hue, load_kind, target, panel, text, colour]: the verdict of each
+    candidate point for the plotted metric; a row that failed the gate is marked
+    REGRESSION."""
     failing = {
         (f["candidate"], f["point"], f["metric"], f.get("config_label"))
         for f in (gate or {}).get("failing_rows", [])
@@ -63,6 +65,8 @@ def verdict_marks(result: Comparison, gate: dict[str, Any] | None) -> dict[str, 
                 HUE: _series_of(result, row),
                 "load_kind": row["load_kind"],
                 "target": float(row["target"]),
+                # a replay's verdict belongs on its trace's panel
+                PANEL: panel_of_key(row["point"], row["load_kind"], row["target"]),
                 "text": text,
                 "colour": colour,
             }

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tunebench.points.offered import REPLAY, SPEED_AXIS, load_panel
+
 HUE = "config_label"
 # One drawn line of a `versus_data` frame: one configuration under one kind of load. A
 # concurrent sweep and a poisson sweep of one configuration are two curves; joined into
@@ -370,13 +372,16 @@ def render_timeseries(data: pd.DataFrame, title: str) -> bytes:
 # -- plots that compare: curves against the offered load ----------------------------------
 
 # The offered load of each kind, as its x axis names it. A point without a numeric target
-# (synchronous, a sweep's steps) has no place on these axes.
+# (synchronous, a sweep's steps) has no place on these axes. A replay's target is a speed of
+# its trace: a panel of its own per trace (`PANEL`), never on a req/s axis.
 LOAD_AXES = {
     "concurrent": "concurrent streams (offered)",
     "throughput": "concurrent streams (offered)",
     "poisson": "request rate offered (req/s)",
     "constant": "request rate offered (req/s)",
+    REPLAY: SPEED_AXIS,
 }
+PANEL = "panel"  # the load kind, or "replay <trace>": one panel each
 CURVE_COLUMNS = (
     "output_tok_s",
     "achieved_rps",
@@ -406,11 +411,12 @@ def styles(labels: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def load_curves(points: pd.DataFrame, hue: str = HUE) -> pd.DataFrame:
-    """[hue, load_kind, target, order, *CURVE_COLUMNS]: each configuration's valid points
-    of each load kind in the order of the load offered (repeats averaged), so a curve is
-    drawn from light load to heavy load even where the achieved throughput falls back."""
+    """[hue, load_kind, target, order, *CURVE_COLUMNS, panel]: each configuration's valid
+    points of each load kind in the order of the load offered (repeats averaged), so a curve
+    is drawn from light load to heavy load even where the achieved throughput falls back.
+    Replays of different traces are different loads: a panel (and curve) per trace."""
     columns = [c for c in CURVE_COLUMNS if c in points]
-    out_columns = [hue, "load_kind", "target", "order", *columns]
+    out_columns = [hue, "load_kind", "target", "order", *columns, PANEL]
     if points.empty or "target" not in points:
         return pd.DataFrame(columns=out_columns)
     frame = points[points["load_kind"].isin(LOAD_AXES) & points["target"].notna()]
@@ -418,14 +424,28 @@ def load_curves(points: pd.DataFrame, hue: str = HUE) -> pd.DataFrame:
         frame = frame[frame["valid"] == True]  # noqa: E712 - pandas mask
     if frame.empty:
         return pd.DataFrame(columns=out_columns)
-    frame = frame.assign(target=pd.to_numeric(frame["target"], errors="coerce"))
-    numbers = frame[[hue, "load_kind", "target"]].join(
+    frame = frame.assign(
+        target=pd.to_numeric(frame["target"], errors="coerce"),
+        **{PANEL: [load_panel(k, p) for k, p in zip(frame["load_kind"], _point_ids(frame))]},
+    )
+    numbers = frame[[hue, "load_kind", PANEL, "target"]].join(
         frame[columns].apply(pd.to_numeric, errors="coerce")
     )
-    mean = numbers.groupby([hue, "load_kind", "target"], sort=False).mean().reset_index()
-    mean = mean.sort_values(["load_kind", hue, "target"], kind="stable")
-    mean["order"] = mean.groupby([hue, "load_kind"]).cumcount()
+    mean = numbers.groupby([hue, "load_kind", PANEL, "target"], sort=False).mean().reset_index()
+    mean = mean.sort_values(["load_kind", PANEL, hue, "target"], kind="stable")
+    mean["order"] = mean.groupby([hue, "load_kind", PANEL]).cumcount()
     return mean[out_columns].reset_index(drop=True)
+
+
+def _point_ids(frame: pd.DataFrame) -> list[Any]:
+    return list(frame["point_id"]) if "point_id" in frame else [None] * len(frame)
+
+
+def _panels(data: pd.DataFrame) -> list[tuple[str, str]]:
+    """(load kind, panel) of every panel to draw, in LOAD_AXES order, a replay's per trace."""
+    panels = data[PANEL] if PANEL in data else data["load_kind"]
+    present = list(dict.fromkeys(zip(data["load_kind"], panels)))
+    return [(kind, panel) for kind in LOAD_AXES for k, panel in present if k == kind]
 
 
 def _legend_outside(fig, handles, labels) -> None:
@@ -453,14 +473,14 @@ def draw_curves(
     the same numbers still shows. Returns the Figure."""
     plt, _sns = _setup()
     data = curves.dropna(subset=[y, x]) if y in curves and x in curves else curves.iloc[0:0]
-    kinds = [k for k in LOAD_AXES if k in set(data["load_kind"])] or ["none"]
+    panels = _panels(data) or [("none", "none")]
     fig, axes = plt.subplots(
-        1, len(kinds), figsize=(4.2 * len(kinds) + 2.2, 4), layout="constrained", squeeze=False
+        1, len(panels), figsize=(4.2 * len(panels) + 2.2, 4), layout="constrained", squeeze=False
     )
     style = styles(list(curves[hue].astype(str)))
     handles: dict[str, Any] = {}
-    for ax, kind in zip(axes[0], kinds):
-        part = data[data["load_kind"] == kind]
+    for ax, (kind, panel) in zip(axes[0], panels):
+        part = data[data[PANEL] == panel] if PANEL in data else data[data["load_kind"] == kind]
         for label, line in part.groupby(hue, sort=False):
             line = line.sort_values("order")
             colour, marker = style[str(label)]
@@ -492,7 +512,8 @@ def draw_curves(
                     lw=0,
                 )
         if marks is not None and not marks.empty:
-            for mark in marks[marks["load_kind"] == kind].itertuples():
+            mine = marks[PANEL] == panel if PANEL in marks else marks["load_kind"] == kind
+            for mark in marks[mine].itertuples():
                 spot = part[(part[hue] == getattr(mark, hue)) & (part["target"] == mark.target)]
                 if spot.empty:
                     continue
@@ -506,7 +527,7 @@ def draw_curves(
                     fontsize=7,
                     color=mark.colour,
                 )
-        ax.set_title(f"{kind} load" if kind != "none" else "no point with an offered load")
+        ax.set_title(f"{panel} load" if kind != "none" else "no point with an offered load")
         ax.set_xlabel(xlabel or LOAD_AXES.get(kind, ""))
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)

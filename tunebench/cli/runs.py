@@ -72,6 +72,7 @@ def register(app: typer.Typer) -> None:
         from tunebench.analysis.cross_check import run_cross_check
         from tunebench.analysis.quality import quality_table
         from tunebench.report.points_table import points_table
+        from tunebench.report.replayed_points import stored_replay_view
         from tunebench.report.tables import (
             arg_check_lines,
             capacity_lines,
@@ -101,6 +102,9 @@ def register(app: typer.Typer) -> None:
                 width=width,
             )
         )
+        replayed = stored_replay_view(store, width)
+        if replayed is not None:
+            console.print(replayed)
         for line in capacity_lines(manifest.configs):
             console.print(line)
         if store.rows and manifest.kind.value != "batch":

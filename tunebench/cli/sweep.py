@@ -174,6 +174,7 @@ def _resume(out, ref: str, root: Optional[Path], report: bool, keep: bool) -> No
 
 def _finish(out, result, report: bool) -> None:
     from tunebench.report.points_table import points_table
+    from tunebench.report.replayed_points import stored_replay_view
     from tunebench.report.tables import capacity_lines, cross_check_view, failure_lines
 
     store = result.store
@@ -189,6 +190,9 @@ def _finish(out, result, report: bool) -> None:
             width=out.width,
         )
     )
+    replayed = stored_replay_view(store, out.width)
+    if replayed is not None:
+        out.print(replayed)
     for line in capacity_lines(manifest.configs):
         out.print(line)
     failed = {o.config_id for o in result.failed}

@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from tunebench.points.offered import is_replay, speed_text
 from tunebench.report.formats import number
 from tunebench.report.points_table import Column, _fit, short_arg, short_value
 
@@ -96,10 +97,22 @@ def crossover_text(x: dict[str, Any]) -> str:
     """One crossover, naming both sides (and the configuration, when sides hold several)."""
     where = f" of {x['config_label']}" if isinstance(x.get("config_label"), str) else ""
     return (
-        f"{x['metric']} ({x['load_kind']}{where}): {x['baseline']} vs {x['candidate']} cross "
-        f"at target ≈ {x['target']:.2f}; lower below: {x['better_below']}, above: "
+        f"{x['metric']} ({crossover_load(x)}{where}): {x['baseline']} vs {x['candidate']} cross "
+        f"at {crossover_at(x)}; lower below: {x['better_below']}, above: "
         f"{x['better_above']}"
     )
+
+
+def crossover_load(x: dict[str, Any]) -> str:
+    """The load kind a crossover lies on, with the trace of a replay ("replay azure")."""
+    return f"{x['load_kind']} {x['trace']}" if x.get("trace") else str(x["load_kind"])
+
+
+def crossover_at(x: dict[str, Any]) -> str:
+    """Where it lies: "target ≈ 4.20", or a replay's speed "≈ 1.5x trace"."""
+    if is_replay(x.get("load_kind")):
+        return f"≈ {speed_text(x['target'])}"
+    return f"target ≈ {x['target']:.2f}"
 
 
 # A run id is "<date>-<time>-<name>": the console names a run by its name alone

@@ -27,9 +27,12 @@ from tunebench.analysis.sides import LOAD_KEY, Side
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
+from tunebench.points.offered import is_replay, rate_text, speed_text
+from tunebench.report.compare import crossover_at, crossover_load
 from tunebench.report.formats import cell as format_cell
 from tunebench.report.formats import sig, signed_pct
 from tunebench.report.points_table import OPTIONAL_COLUMNS
+from tunebench.report.replayed_points import replay_section
 from tunebench.report.tables import CROSS_CHECK_SHOWN, quality_vs
 from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.store.files import write_atomic
@@ -65,14 +68,25 @@ _TEMPLATES = jinja2.Environment(
 
 def _capacity_row(config: dict) -> dict:
     capacity = config["capacity"]
+    arrival = capacity.get("arrival")
     return {
         "config_id": config["config_id"],
         "label": config.get("label", ""),
-        "rate": capacity_text(capacity.get("rate"), capacity_bound(capacity)),
-        "upper": sig(capacity.get("upper")),
+        "rate": capacity_text(capacity.get("rate"), capacity_bound(capacity), arrival),
+        # a search over replay speed missed at a speed, which says so
+        "upper": rate_text(capacity.get("upper"), arrival)
+        if is_replay(arrival)
+        else sig(capacity.get("upper")),
         "probes": capacity.get("probes"),
         "note": describe_capacity(capacity),
     }
+
+
+def _summary_cell(row: dict, column: str, digits: int | None) -> str:
+    """A cell of the points table: a replay point's target is a speed ("2x trace")."""
+    if column == "target" and is_replay(row.get("load_kind")):
+        return speed_text(row.get("target"))
+    return format_cell(row.get(column), digits)
 
 
 def _quality_rows(run_path: Path) -> list[dict]:
@@ -191,7 +205,7 @@ def report_context(run_path: Path) -> dict:
     ]
     rows = [
         {
-            "cells": [format_cell(r.get(col), d) for _, col, d in summary],
+            "cells": [_summary_cell(r, col, d) for _, col, d in summary],
             "valid": bool(r.get("valid")),
             "reason": r.get("invalid_reason") or "",
             "client_limited": r.get("client_limited") is True or r.get("client_limited") == 1,
@@ -271,7 +285,8 @@ def report_context(run_path: Path) -> dict:
         "summary_notes": summary_notes(raw, manifest),
         "configs": configs,
         "failures": [c for c in configs if c.get("error")],
-        "crossovers": crossovers,
+        "crossovers": [{**x, "load": crossover_load(x), "at": crossover_at(x)} for x in crossovers],
+        "replay": replay_section(raw, run_path) if not raw.empty else None,
         "figures": [(title, base64.b64encode(png).decode()) for title, png in figures],
     }
 
@@ -286,8 +301,9 @@ def _capacity_cell(standing: Standing | None, config: dict, has_slo: bool) -> st
     if standing is None:
         return "not probed: no fixed-rate or capacity point"
     if standing.value <= 0:
-        return f"not reached: missed at {sig(standing.high)} req/s, the lowest rate tested"
-    return capacity_text(standing.value, standing.lower_bound)
+        missed = rate_text(standing.high, standing.arrival)
+        return f"not reached: missed at {missed}, the lowest rate tested"
+    return capacity_text(standing.value, standing.lower_bound, standing.arrival)
 
 
 def _best_point_cell(rows: pd.DataFrame, has_slo: bool) -> str:

@@ -11,9 +11,30 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from tunebench.points.offered import is_replay, speed_text
 from tunebench.redact import redact_text
 from tunebench.report.formats import number
 from tunebench.report.text import describe_capacity
+
+
+def load_target(point) -> str:
+    """The target in a point's progress line: " target 4", or a replay's speed of its
+    trace, " at 2x trace" (not req/s)."""
+    if point.target is None:
+        return ""
+    if is_replay(point.kind):
+        return f" at {speed_text(point.target)}"
+    return f" target {point.target:g}"
+
+
+def load_limit(point) -> str:
+    """What ends the point: its seconds or requests; a replay without either plays its
+    whole slice."""
+    if point.max_seconds:
+        return f"{point.max_seconds:g} s"
+    if point.max_requests or not is_replay(point.kind):
+        return f"{point.max_requests} requests"
+    return "the whole slice"
 
 
 class ConsoleReporter:
@@ -51,17 +72,15 @@ class ConsoleReporter:
 
     def point_starting(self, config, point):
         self._point_started = time.monotonic()
-        target = "" if point.target is None else f" target {point.target:g}"
-        limit = (
-            f"{point.max_seconds:g} s" if point.max_seconds else f"{point.max_requests} requests"
-        )
-        self._spin(f"  load {point.point_id}{target} ({limit}) …")
+        self._spin(f"  load {point.point_id}{load_target(point)} ({load_limit(point)}) …")
 
     def point_done(self, config, row):
         self._stop_spin()
         flag = "" if str(row.get("valid")) in ("True", "true", "1") else " [yellow](invalid)[/]"
+        # a replay's speed beside its id: a capacity probe's id (capacity-3) names none
+        speed = f" {speed_text(row.get('target'))}" if is_replay(row.get("load_kind")) else ""
         self.console.print(
-            f"  {row['point_id']:<16} achieved {number(row.get('achieved_rps'), 2)} req/s, "
+            f"  {row['point_id']:<16}{speed} achieved {number(row.get('achieved_rps'), 2)} req/s, "
             f"conc {number(row.get('achieved_concurrency'))}, "
             f"TTFT p50 {number(row.get('ttft_p50_ms'))} ms, "
             f"{number(row.get('output_tok_s'), 0)} tok/s, "

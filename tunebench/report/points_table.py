@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tunebench.points import trust
-from tunebench.report.formats import as_number, cell, sig
+from tunebench.points.offered import offered_load
+from tunebench.report.formats import as_number, cell
 
 # Short names of the args sweeps vary most; any other arg gets the initials of its words.
 SHORT_ARGS = {
@@ -76,15 +77,7 @@ class Column:
 
 
 def _load(row: dict[str, Any]) -> str:
-    target = as_number(row.get("target"))
-    if target is None:
-        return "-"
-    kind = row.get("load_kind")
-    if kind in ("concurrent", "throughput"):
-        unit = "stream" if target == 1 else "streams"
-    else:
-        unit = "records" if kind == "batch" else "req/s"
-    return f"{sig(target, 3)} {unit}"
+    return offered_load(row.get("load_kind"), row.get("target"))
 
 
 def _valid(row: dict[str, Any]) -> str:

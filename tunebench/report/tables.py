@@ -9,6 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from tunebench.points.offered import is_replay, speed_text
 from tunebench.report.formats import cell, sig, signed_pct
 from tunebench.report.text import describe_capacity, describe_trial_value
 
@@ -96,10 +97,12 @@ def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
             f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args())
         )
     points = Table(title="load points (each configuration)")
+    replays = any(is_replay(point.kind) for point in plan.points)
     for header in (
         "point",
         "kind",
-        "target (streams or req/s)",
+        # a replay's target is a speed of its trace
+        "target (streams, req/s or speed)" if replays else "target (streams or req/s)",
         "limit",
         "warmup / cooldown (s or share)",
     ):
@@ -114,7 +117,8 @@ def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
             if x
         )
         crop = " / ".join(sig(x) if x is not None else "-" for x in (point.warmup, point.cooldown))
-        points.add_row(point.point_id, point.kind, sig(point.target), limit, crop)
+        target = speed_text(point.target) if is_replay(point.kind) else sig(point.target)
+        points.add_row(point.point_id, point.kind, target, limit, crop)
     lines = [configs, points]
     quality = getattr(spec, "quality", None)
     if quality is not None:
