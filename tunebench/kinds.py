@@ -94,12 +94,22 @@ def local_driver(
 def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
     """The spec's load generator (load.driver) with a tokenizer it can load here."""
     cpus = parse_cpus(spec.load.client_cpus) if spec.load.client_cpus else None
+    replays = any(p.plays_trace for p in spec.load.profiles)
+    # a replayed trace fits every configuration's context alike: the smallest
+    context = (
+        smallest_context(expand_configs(spec, spec_path.parent, spec_path)) if replays else None
+    )
 
     def vllm_bench() -> LoadDriver:
-        return VllmBenchDriver(spec.load.data, demo.resolve_builtin(tokenizer), cpus=cpus)
+        return VllmBenchDriver(
+            spec.load.data,
+            demo.resolve_builtin(tokenizer),
+            cpus=cpus,
+            spec_dir=spec_path.parent,
+            context=context,
+        )
 
     def guidellm() -> LoadDriver:
-        replays = any(p.plays_trace for p in spec.load.profiles)
         return GuideLLMDriver(
             spec.load.data,
             spec_path.parent,
@@ -107,12 +117,7 @@ def load_driver(spec: SweepSpec, spec_path: Path, tokenizer: str) -> LoadDriver:
             python=sys.executable,
             cpus=cpus,
             processes=spec.load.client_processes,
-            # a replayed trace fits every configuration's context alike: the smallest
-            context=(
-                smallest_context(expand_configs(spec, spec_path.parent, spec_path))
-                if replays
-                else None
-            ),
+            context=context,
         )
 
     if spec.load.driver == "vllm-bench":

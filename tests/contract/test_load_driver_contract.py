@@ -163,3 +163,49 @@ def test_abort_ends_the_run_with_the_reason(made):
 def test_close_is_idempotent_and_leaves_no_process(made):
     driver, _, tmp_path = made
     check_close_is_idempotent_and_leaves_no_process(driver, tmp_path / "w", POINTS)
+
+
+def test_the_vllm_bench_driver_replays_a_trace_point_through_its_worker(tmp_path, monkeypatch):
+    """A replay point goes to the worker as a timed_trace run and comes back with the trace
+    evidence: the stand-in answers with the recorded 40-request result, so the trace holds
+    40 requests (line i of the file is request i of the result)."""
+    import json
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    from tunebench.spec.models import TraceData
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    made = Tokenizer(models.WordLevel({"<s>": 0, "<unk>": 1, "hello": 2}, unk_token="<unk>"))
+    made.pre_tokenizer = pre_tokenizers.Whitespace()
+    made.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", 0)]
+    )
+    made.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "t.jsonl").write_text(
+        "".join(
+            json.dumps({"timestamp": i * 0.01, "prompt_tokens": 64, "output_tokens": 32}) + "\n"
+            for i in range(40)
+        )
+    )
+    trace = TraceData(kind="trace", path="t.jsonl", name="t")
+    driver = VllmBenchDriver(trace, str(tmp_path), spec_dir=tmp_path, context=512)
+    driver.worker_module = "tests.fakes.fake_vllm_bench_worker"
+    point = LoadPoint("replay-t-2", "replay", 2.0, None, None, None, trace=trace)
+    results = []
+    try:
+        driver.prepare([point], tmp_path / "w")
+        driver.run(FAKE_HANDLE, results.append)
+    finally:
+        driver.close()
+    job = json.loads((tmp_path / "w" / "vllm-bench-job.json").read_text())
+    argv = job["points"][0]["argv"]
+    assert argv[argv.index("--dataset-name") + 1] == "timed_trace"
+    assert argv[argv.index("--dataset-path") + 1] == str(tmp_path / "w/trace/replay-t-2.jsonl")
+    [found] = results
+    # the recorded result was no replay: its lags are figures, not meaningful ones
+    assert found.columns["trace_requests"] == 40
+    assert found.columns["arrival_lag_p95_ms"] is not None
+    assert found.columns["load_driver"] == "vllm-bench" and found.columns["strategy"] == "replay"
+    assert len(found.samples) == 40
+    assert all(s["trace_prompt_tokens"] == 64 and "scheduled_time" in s for s in found.samples)

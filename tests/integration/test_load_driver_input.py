@@ -49,7 +49,7 @@ load:
             "cross-check",
             "{kind: file, path: data.jsonl}",
             "{kind: poisson, rate: 2, max_seconds: 5}",
-            "synthetic data only; use driver guidellm",
+            "synthetic data and traces only; use driver guidellm",
         ),
     ],
 )

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tunebench.analysis.compare import align_key
 from tunebench.analysis.cross_check import AGREE, UNDECIDED, cross_check, judge
 from tunebench.errors import LoadError
 from tunebench.load.cross_check import CrossCheckDriver, alternated, split_point_id
@@ -266,6 +267,41 @@ def test_different_requests_are_said_in_the_evidence():
     row_b["output_tokens_mean"] = 20.0
     found = cross_check(pd.DataFrame([row_a, row_b]), pd.concat([req_a, req_b]), seed=0)
     assert "different requests (output tokens 32 vs 20)" in found.verdicts.iloc[0]["evidence"]
+
+
+def test_replayed_trace_points_are_compared_with_each_sides_arrival_lag():
+    """Both drivers replay one trace point (`replay-azure-2@<driver>`, load kind replay at
+    speed 2): they align as one point and the verdict quotes how late each side sent."""
+    rng = np.random.default_rng(0)
+    sides = []
+    for driver, lag in (("guidellm", 3.25), ("vllm-bench", None)):
+        row, requests = _side(rng, driver, 5.0, 50.0, point="replay-azure-2")
+        row.update(load_kind="replay", target=2.0, arrival_lag_p95_ms=lag)
+        sides.append((row, requests))
+    found = cross_check(
+        pd.DataFrame([row for row, _ in sides]),
+        pd.concat([requests for _, requests in sides], ignore_index=True),
+        seed=0,
+    )
+    # one point, named as compare names a replay of that trace (no driver in it)
+    point = align_key(pd.Series({"point_id": "replay-azure-2", "load_kind": "replay", "target": 2}))
+    assert found is not None and list(found.verdicts["point"]) == [point]
+    throughput = found.table[found.table["metric"] == "output_tok_s"].iloc[0]
+    assert throughput["point"] == point and throughput["a"] > 0 and throughput["b"] > 0
+    evidence = found.verdicts.iloc[0]["evidence"]
+    assert "arrival lag p95 3.25 ms vs not checked" in evidence, evidence
+
+
+def test_replay_points_keep_their_trace_on_both_sides():
+    from tunebench.spec.models import TraceData
+
+    trace = TraceData(kind="trace", path="t.csv")
+    point = LoadPoint("replay-t-2", "replay", 2.0, None, None, None, trace=trace)
+    turns = alternated([point], ["guidellm", "vllm-bench"])
+    assert [(name, p.point_id, p.kind, p.target, p.trace) for name, p in turns] == [
+        ("guidellm", "replay-t-2@guidellm", "replay", 2.0, trace),
+        ("vllm-bench", "replay-t-2@vllm-bench", "replay", 2.0, trace),
+    ]
 
 
 def test_no_cross_checked_points_no_table():

@@ -603,9 +603,10 @@ def test_shipped_trace_sweep_plans(tmp_path):
         ("speed: [1, 2]}", "speed: [1, 2], max_requests: 5}", "use max_seconds to cut it short"),
         ("speed: [1, 2]}", "streams: 2}", "kind replay takes speed (x the trace's pace)"),
         (
-            "load:\n",
-            "load:\n  driver: vllm-bench\n",
-            "load.driver vllm-bench runs synthetic data only; use driver guidellm for a trace",
+            "- {kind: replay, speed: [1, 2]}",
+            "- {kind: capacity, arrival: replay}\n  driver: cross-check",
+            "load.profiles[0] (kind capacity): load.driver cross-check measures fixed points, "
+            "not a capacity search",
         ),
     ],
 )

@@ -14,7 +14,8 @@ neither differs significantly, that is not yet agreement (absence of evidence): 
 agree only when an equivalence test passes, i.e. the intervals of output tok/s and TTFT p50
 both lie inside +-`EQUIVALENCE_MARGIN_PCT`; otherwise the point is undecided, with about how
 many requests a point would settle it. A side's own client check (dispatch lag, CPU) is
-quoted as corroboration, never as the verdict.
+quoted as corroboration, never as the verdict. On a replayed trace both sides played the
+same schedule, and each one's arrival lag p95 is quoted beside it.
 """
 
 from __future__ import annotations
@@ -85,8 +86,11 @@ def cross_check(
     drivers = drivers_of(points)
     if drivers is None:
         return None
-    crossed = crossed_points(points)
-    sides = [Side(name, crossed[crossed["load_driver"] == name], requests) for name in drivers]
+    crossed = _one_point_id(crossed_points(points))
+    sides = [
+        Side(name, crossed[crossed["load_driver"] == name], _requests_of(requests, name))
+        for name in drivers
+    ]
     comparison = compare_sides(
         sides,
         resolve_metrics(list(metrics)),
@@ -97,7 +101,27 @@ def cross_check(
         run_cv=0.0,
     )
     table = comparison.rows
-    return CrossCheck(drivers, table, judge(table, drivers, _request_mismatch(crossed, drivers)))
+    cautions = _request_mismatch(crossed, drivers)
+    for key, said in _replay_arrivals(crossed, drivers).items():
+        cautions[key] = cautions.get(key, "") + said
+    return CrossCheck(drivers, table, judge(table, drivers, cautions))
+
+
+def _one_point_id(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their point ids without the driver (`replay-azure-2@vllm-bench` ->
+    `replay-azure-2`): a replay point aligns by its id (the trace it names), so both sides'
+    rows of one point must carry the same one."""
+    if frame.empty or "point_id" not in frame:
+        return frame
+    return frame.assign(point_id=frame["point_id"].astype(str).map(lambda p: split_point_id(p)[0]))
+
+
+def _requests_of(requests: pd.DataFrame, driver: str) -> pd.DataFrame:
+    """One side's per-request samples, under the point ids its rows now carry."""
+    if requests.empty or "point_id" not in requests:
+        return requests
+    mine = requests["point_id"].astype(str).map(lambda p: split_point_id(p)[1] == driver)
+    return _one_point_id(requests[mine])
 
 
 def run_cross_check(run: str | Path, root: str | Path = "reports") -> CrossCheck | None:
@@ -130,6 +154,30 @@ def _request_mismatch(
                     f"{means[0]:.4g} vs {means[1]:.4g})"
                 )
                 break
+    return out
+
+
+def _replay_arrivals(crossed: pd.DataFrame, drivers: tuple[str, str]) -> dict[tuple[str, str], str]:
+    """(label, point) -> each side's arrival lag p95 on a replayed trace: both sides played
+    the same schedule, so how late each one sent is its client's own account (quoted, as
+    the client checks are; a side without send times says so)."""
+    if crossed.empty or "load_kind" not in crossed:
+        return {}
+    replays = crossed[crossed["load_kind"].astype(str) == "replay"]
+    if replays.empty:
+        return {}
+    frame = replays.assign(_point=replays.apply(align_key, axis=1))
+    out: dict[tuple[str, str], str] = {}
+    for (label, point), group in frame.groupby(["config_label", "_point"], sort=False):
+        lags = []
+        for driver in drivers:
+            mine = group[group["load_driver"] == driver]
+            column = mine.get("arrival_lag_p95_ms")
+            value = pd.to_numeric(column, errors="coerce").mean() if column is not None else None
+            lags.append(
+                f"{value:.4g} ms" if value is not None and pd.notna(value) else "not checked"
+            )
+        out[(str(label), str(point))] = f"; arrival lag p95 {lags[0]} vs {lags[1]}"
     return out
 
 

@@ -13,6 +13,12 @@ configuration's life (warming caches, a growing prefix cache) does not favour on
 
 A point `concurrent-8` becomes `concurrent-8@guidellm` and `concurrent-8@vllm-bench`; its
 rows carry `load_driver`.
+
+A replayed trace point is played by both sides from the same slice: the same lengths fitted
+to the context, the same times and lead (GuideLLM through its replay profile, vLLM through
+its timed_trace dataset). Each side's prompt blocks are its own (salted by the point id,
+which names the driver), so the side that goes second finds none of the first side's
+prompts in the server's prefix cache.
 """
 
 from __future__ import annotations

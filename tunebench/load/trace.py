@@ -20,7 +20,9 @@ Each replayed point gets its own blocks (a salt per point), so a server that alr
 served one point's prompts does not find the next point's in its cache.
 
 The builder knows neither load generator: `guidellm.py` writes a workload as a dataset
-file GuideLLM's replay profile plays, and reads the per-request evidence back against it.
+file GuideLLM's replay profile plays, and reads the per-request evidence back against it;
+`timed_trace.py` writes the same slice, fitted alike, as vLLM's `timed_trace` dataset, whose
+prompts vLLM builds itself.
 """
 
 from __future__ import annotations
@@ -364,13 +366,8 @@ class PromptBuilder:
     def __init__(self, tokenizer: str):
         self.name = tokenizer
         self._encode, self._decode, vocab = _load_tokenizer(tokenizer)
-        empty = self._encode("", True)
-        probe = self._encode(" hello", False)
-        with_specials = self._encode(" hello", True)
         # specials the server adds around every prompt (a BOS here): counted in its lengths
-        at = _find(with_specials, probe)
-        self.prefix = tuple(with_specials[:at]) if at >= 0 else tuple(empty)
-        self.suffix = tuple(with_specials[at + len(probe) :]) if at >= 0 else ()
+        self.prefix, self.suffix = _specials(self._encode)
         self.words = self._word_pool(vocab)
         if len(self.words) < _MIN_WORDS:
             raise LoadError(
@@ -432,6 +429,26 @@ class PromptBuilder:
             block[0] = rng.choice(self.words)
         siblings.add(block[0])
         return block
+
+
+def _specials(encode) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ids a tokenizer adds before and after every text it encodes with specials."""
+    empty = encode("", True)
+    probe = encode(" hello", False)
+    with_specials = encode(" hello", True)
+    at = _find(with_specials, probe)
+    if at < 0:
+        return tuple(empty), ()
+    return tuple(with_specials[:at]), tuple(with_specials[at + len(probe) :])
+
+
+def special_count(tokenizer: str) -> int:
+    """How many tokens a server adds to every text prompt in this tokenizer (a BOS): every
+    driver fits a trace with room for them (`fit_lengths` min_prompt), so that GuideLLM's
+    text prompts and vLLM's token-id prompts of one slice have the same lengths."""
+    encode, _, _ = _load_tokenizer(tokenizer)
+    prefix, suffix = _specials(encode)
+    return len(prefix) + len(suffix)
 
 
 def _find(haystack: list[int], needle: list[int]) -> int:

@@ -82,9 +82,10 @@ def client_columns(data: dict) -> dict[str, Any]:
     return row
 
 
-def request_samples(data: dict) -> list[dict[str, Any]]:
-    """Per-request samples of the successful requests (a failed request has ttft 0), in
-    order of their start when start times are known."""
+def indexed_samples(data: dict) -> list[tuple[int, dict[str, Any]]]:
+    """(position in vLLM's lists, sample) of each successful request (a failed request has
+    ttft 0), in the order vLLM sent them to its request functions: the order of its dataset,
+    which a replay's workload is matched against."""
     ttfts, itls = data.get("ttfts") or [], data.get("itls") or []
     latencies = data.get("latencies") or []
     outs, ins = data.get("output_lens") or [], data.get("input_lens") or []
@@ -100,25 +101,35 @@ def request_samples(data: dict) -> list[dict[str, Any]]:
         start = None
         if offset is not None and i < len(starts) and starts[i] is not None:
             start = float(starts[i]) + float(offset)
-        samples.append(
-            {
-                "ttft_ms": ttft * 1000,
-                "itl_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
-                "tpot_ms": (
-                    1000 * (latency - ttft) / (output_tokens - 1)
-                    if latency is not None and output_tokens and output_tokens > 1
-                    else None
-                ),
-                "e2e_s": latency,
-                "output_tokens": output_tokens,
-                "prompt_tokens": ins[i] if i < len(ins) else None,
-                "start_time": start,
-                "end_time": start + latency if start is not None and latency else None,
-            }
-        )
-    if samples and all(s["start_time"] is not None for s in samples):
-        samples.sort(key=lambda s: s["start_time"])
+        sample = {
+            "ttft_ms": ttft * 1000,
+            "itl_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
+            "tpot_ms": (
+                1000 * (latency - ttft) / (output_tokens - 1)
+                if latency is not None and output_tokens and output_tokens > 1
+                else None
+            ),
+            "e2e_s": latency,
+            "output_tokens": output_tokens,
+            "prompt_tokens": ins[i] if i < len(ins) else None,
+            "start_time": start,
+            "end_time": start + latency if start is not None and latency else None,
+        }
+        samples.append((i, sample))
     return samples
+
+
+def in_start_order(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The samples in order of their start, when every start is known."""
+    if samples and all(s["start_time"] is not None for s in samples):
+        return sorted(samples, key=lambda s: s["start_time"])
+    return samples
+
+
+def request_samples(data: dict) -> list[dict[str, Any]]:
+    """Per-request samples of the successful requests, in order of their start when start
+    times are known."""
+    return in_start_order([sample for _, sample in indexed_samples(data)])
 
 
 def measured_window(data: dict) -> tuple[float, float] | None:
