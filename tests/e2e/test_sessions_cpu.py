@@ -17,6 +17,7 @@ import yaml
 
 from tests.conftest import REPO, run_cli
 from tests.e2e.conftest import NEEDS_SERVER
+from tunebench.analysis.quality import quality_table
 from tunebench.store.layout import RunLayout
 from tunebench.store.manifest import Manifest
 
@@ -29,7 +30,13 @@ ON, OFF = "enable-prefix-caching=true", "enable-prefix-caching=false"
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("sessions")
-    result = run_cli("sweep", str(SHIPPED), "--output", str(root), timeout=600)
+    spec = yaml.safe_load(SHIPPED.read_text())
+    # lm-eval's real-server run lives here, on two servers, rather than on the twelve of the
+    # quantization sweep; prefix caching must not change a greedy answer either
+    spec["quality"] = {"lm_eval": {"limit": 10}}
+    path = root / "cpu-sessions.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = run_cli("sweep", str(path), "--output", str(root), timeout=600)
     runs = sorted(p for p in root.iterdir() if p.is_dir())
     assert len(runs) == 1, (result.stdout[-3000:], result.stderr)
     run = runs[0]
@@ -37,7 +44,9 @@ def swept(tmp_path_factory):
     points = pd.read_csv(run / "points.csv").set_index("config_label")
     return {
         "result": result,
-        "spec": yaml.safe_load(SHIPPED.read_text()),
+        "spec": spec,
+        "run": run,
+        "configs": configs,
         "points": {c.label: points.loc[c.label] for c in configs},
         "requests": {c.label: pd.read_csv(RunLayout(run).requests(c.config_id)) for c in configs},
     }
@@ -92,3 +101,33 @@ def test_the_prefix_cache_serves_the_history_from_turn_two_on(swept):
     assert point["turn1_cached_share"] < point["turn2_cached_share"]
     assert (first["cached_tokens"] < first["prompt_tokens"] / 2).all()
     assert point["prefix_hit_rate"] > 0  # the server's own counters agree
+
+
+def test_lm_eval_runs_offline_against_each_server_and_its_score_lands_in_the_run(swept):
+    for config in swept["configs"]:
+        found = (config.quality or {}).get("lm_eval") or {}
+        assert found.get("task") == "tunebench_arithmetic", (config.config_id, found)
+        assert found.get("metric") == "exact_match" and 0.0 <= found["score"] <= 1.0
+        assert found.get("samples") == 10
+        assert (RunLayout(swept["run"]).lm_eval_dir(config.config_id) / "lm-eval.log").is_file()
+        assert config.quality["seconds"] > 0
+
+
+def test_prefix_caching_leaves_every_greedy_answer_as_it_was(swept):
+    table = quality_table(swept["run"]).set_index("label")
+    row = table.loc[OFF]
+    assert row["compared_with"] == "c1" and row["prompts"] == 16
+    assert row["exact_match"] == 1.0 and row["verdict"] == "pass", row["reasons"]
+
+
+@pytest.mark.parametrize("label", [ON, OFF])
+def test_the_session_slo_is_judged_on_the_worst_turn_and_whole_sessions(swept, label):
+    point = swept["points"][label]
+    slo = swept["spec"]["slo"]
+    # the worst turn's TTFT p95, from the requests themselves (linear quantile per turn)
+    requests = swept["requests"][label]
+    worst = requests.groupby("turn")["ttft_ms"].quantile(0.95).max()
+    assert point["slo_met"] in (True, "True"), point["slo_violations"]
+    session_ratio = point["session_e2e_p95_s"] / slo["session_e2e_s"]["p95"]
+    expected = max(worst / slo["turn_ttft_ms"]["p95"], session_ratio)
+    assert abs(point["slo_ratio"] - expected) <= 0.01 * expected, (point["slo_ratio"], expected)

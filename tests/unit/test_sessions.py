@@ -166,8 +166,8 @@ def test_shipped_session_sweep_plans():
         (
             "load:\n",
             "load:\n  driver: vllm-bench\n",
-            "load.driver vllm-bench runs synthetic data only; use driver guidellm for a "
-            "multi-turn session",
+            "load.driver vllm-bench runs synthetic data and traces only; use driver guidellm "
+            "for a multi-turn session",
         ),
     ],
 )

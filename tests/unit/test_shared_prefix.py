@@ -122,7 +122,14 @@ def test_a_prefix_sweep_plans(tmp_path, capsys):
         (
             "load:\n",
             "load:\n  driver: vllm-bench\n",
-            "load.driver vllm-bench does not send load.data.prefix here",
+            "load.data.prefix.zipf 1: load.driver vllm-bench sends shared prefixes as vLLM's "
+            "prefix_repetition, which gives every group the same share; set zipf: 0",
+        ),
+        (
+            "load:\n",
+            "load:\n  driver: cross-check\n",
+            "load.data.prefix.zipf 1: load.driver cross-check (vllm bench serve) sends shared "
+            "prefixes",
         ),
     ],
 )

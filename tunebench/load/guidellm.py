@@ -33,6 +33,7 @@ from tunebench.load.trace import (
     load_slice,
 )
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
+from tunebench.points.prefix import requests_before_window, workload_columns, zipf_weights
 from tunebench.points.sessions import session_columns, turn_columns
 from tunebench.points.trace import arrival_fidelity
 from tunebench.seams.deployment import ServerHandle
@@ -104,25 +105,39 @@ def data_args(data: LoadData, spec_dir: Path) -> dict[str, Any] | None:
     return {"kind": f"{kind}_file", "path": str(path)}
 
 
-# GuideLLM's bucket weights are whole numbers: group k weighs round(this / k^zipf), at least 1.
-# It draws from a list holding each prefix weight / gcd(weights) times, so the scale keeps
-# that list short (about 7,500 entries for 1,000 groups at zipf 1) while the popular groups'
-# weights stay within 1% of Zipf's (rounding matters only where a weight falls under 50).
-PREFIX_WEIGHT_SCALE = 1000
-
-
 def prefix_buckets(prefix: SharedPrefix) -> list[dict[str, int]]:
     """GuideLLM's synthetic prefix buckets for shared prefixes: one bucket per group (one
-    prefix of `tokens` tokens each), weighted by Zipf popularity; GuideLLM picks a bucket's
+    prefix of `tokens` tokens each), weighted by Zipf popularity (points/prefix.py
+    `zipf_weights`, which the predicted hit rate draws by too); GuideLLM picks a bucket's
     prefix for each request with that weight."""
     return [
-        {
-            "bucket_weight": max(1, round(PREFIX_WEIGHT_SCALE / rank**prefix.zipf)),
-            "prefix_count": 1,
-            "prefix_tokens": prefix.tokens,
-        }
-        for rank in range(1, prefix.groups + 1)
+        {"bucket_weight": weight, "prefix_count": 1, "prefix_tokens": prefix.tokens}
+        for weight in zipf_weights(prefix.groups, prefix.zipf)
     ]
+
+
+def shared_prefix(data: LoadData) -> SharedPrefix | None:
+    return data.prefix if isinstance(data, SyntheticData) else None
+
+
+def prefix_evidence(
+    prefix: SharedPrefix, benchmark: dict[str, Any], primed: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A shared-prefix point's workload columns (points/prefix.py predicts its hit rate from
+    them): the groups, how many the prime got answered (None: not primed) and the requests a
+    warmup sent before the window."""
+    start, end = measured_window(benchmark)
+    totals = (benchmark.get("metrics") or {}).get("request_totals") or {}
+    first_sent = (benchmark.get("scheduler_metrics") or {}).get("request_start_time")
+    before = requests_before_window(
+        float(first_sent) if first_sent is not None else None,
+        start,
+        end,
+        int(totals.get("total") or 0),
+    )
+    # asked to prime but no word from the worker: as good as nothing primed, never "primed"
+    answered = int((primed or {}).get("answered") or 0) if prefix.prime else None
+    return workload_columns(prefix.groups, prefix.tokens, prefix.zipf, answered, before)
 
 
 def expected_benchmarks(point: LoadPoint) -> int:
@@ -267,6 +282,7 @@ class GuideLLMDriver:
         self._work_dir: Path | None = None
         self._abort_reason: str | None = None
         self.retried: list[dict[str, str]] = []  # points redone in a fresh worker, and why
+        self._primed: dict[int, dict[str, Any]] = {}  # shared prefixes primed, by benchmark slot
         self._usage = ProcessGroupUsage()  # the worker's CPU and run-queue wait per point
 
     @property
@@ -334,6 +350,7 @@ class GuideLLMDriver:
 
     def _start_worker(self, points: list[LoadPoint], first_index: int, attempt: int) -> None:
         self.close()
+        prefix = shared_prefix(self.data)
         work_dir = self._work_dir
         work_dir.mkdir(parents=True, exist_ok=True)
         job = {
@@ -345,6 +362,8 @@ class GuideLLMDriver:
             "first_index": first_index,
             # load.data.seed: the same prompts in every run of the sweep file
             "seed": getattr(self.data, "seed", None),
+            # load.data.prefix.prime: each group's prefix sent once before every benchmark
+            "prime": bool(prefix and prefix.prime),
         }
         suffix = f"-retry{attempt}" if attempt else ""
         job_path = work_dir / f"guidellm-job{suffix}.json"
@@ -467,9 +486,15 @@ class GuideLLMDriver:
             elif kind == "sending":
                 current = slots[min(done, len(slots) - 1)][0]
                 deadline = time.monotonic() + self._budget(current)
+            elif kind == "priming":
+                # the prime's requests go out a few at a time: each one done is progress
+                deadline = max(deadline, time.monotonic() + self.stall_margin_s)
+            elif kind == "primed":
+                self._primed[event["index"]] = event
             elif kind == "done":
                 point, j = slots[event["index"]]
-                on_result(self._result(point, j, Path(event["path"])))
+                primed = self._primed.pop(event["index"], None)
+                on_result(self._result(point, j, Path(event["path"]), primed))
                 done = event["index"] + 1
             elif kind == "idle":
                 more = list(next_points()) if next_points else []
@@ -491,7 +516,9 @@ class GuideLLMDriver:
         if problem:
             raise _WorkerLost(f"GuideLLM {problem}", done)
 
-    def _result(self, point: LoadPoint, index: int, path: Path) -> ClientResult:
+    def _result(
+        self, point: LoadPoint, index: int, path: Path, primed: dict[str, Any] | None = None
+    ) -> ClientResult:
         try:
             benchmark = json.loads(path.read_text())["benchmarks"][0]
         except (OSError, ValueError, KeyError, IndexError) as exc:
@@ -513,6 +540,9 @@ class GuideLLMDriver:
         workload = self._workloads.get(point.point_id)
         if workload is not None:
             columns.update(replay_evidence(workload, benchmark, samples))
+        prefix = shared_prefix(self.data)
+        if prefix is not None:
+            columns.update(prefix_evidence(prefix, benchmark, primed))
         return ClientResult(point, point_id, columns, start, end, path, warnings, samples)
 
 

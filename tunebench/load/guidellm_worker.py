@@ -32,6 +32,19 @@ def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, "time": time.time(), **fields}), flush=True)
 
 
+def data_seed(seed: int, index: int) -> int:
+    """The data loader's seed for a group whose first benchmark is slot `index`.
+
+    GuideLLM's synthetic data makes its prompts (and shared prefixes) from the loader's seed
+    plus the loader's iteration, which restarts at 0 with every loader: with one seed for
+    all groups, the first benchmark of every group (every capacity probe, every profile)
+    would send the very prompts of the first one, and a prefix cache would serve them from
+    the earlier point. Seeded with its first slot, group g's benchmark j gets the seed of
+    slot index + j: every benchmark on a server its own prompts, the same in every run.
+    """
+    return seed + index
+
+
 async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> int:
     from guidellm.benchmark.benchmarker import Benchmarker
     from guidellm.benchmark.entrypoints import (
@@ -88,8 +101,13 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
         column_mapper_config=args.data_column_mapper,
         preprocessors_config=args.data_preprocessors,
         finalizer_config=args.data_finalizer,
-        random_seed=args.seed.value,
+        random_seed=data_seed(args.seed.value, index),
     )
+    primer = None
+    if job.get("prime"):  # load.data.prefix.prime: each group's prefix before each benchmark
+        from tunebench.load.guidellm_prime import Primer
+
+        primer = Primer(loader, job, index, _emit)
     profile = await resolve_profile(
         profile=args.profile,
         constraints=resolve_constraints(args),
@@ -103,7 +121,7 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
         backend=backend_obj,
         profile=profile,
         environment=NonDistributedEnvironment(),
-        progress=CompositeBenchmarkerProgress([_first_request_progress()]),
+        progress=CompositeBenchmarkerProgress([_first_request_progress(primer)]),
         sample_size=metrics.sample_size,
         warmup=args.profile.warmup,
         cooldown=args.profile.cooldown,
@@ -123,11 +141,13 @@ async def _run_group(group: dict[str, Any], job: dict[str, Any], index: int) -> 
     return index
 
 
-def _first_request_progress() -> Any:
+def _first_request_progress(before_benchmark: Any = None) -> Any:
     """A GuideLLM progress hook that says {"event": "benchmark"} when a benchmark starts
     and {"event": "sending"} at its first request update. GuideLLM 0.8.1 rarely hangs
     between the two (its scheduler workers never start); the parent sees the missing
-    "sending" within seconds instead of waiting out the whole point's budget."""
+    "sending" within seconds instead of waiting out the whole point's budget.
+    `before_benchmark` (a prime) is awaited first: GuideLLM awaits this hook before it
+    starts the benchmark's scheduler, so nothing of the benchmark is sent meanwhile."""
     from guidellm.benchmark.progress import BenchmarkerProgress
 
     class FirstRequestProgress(BenchmarkerProgress):  # type: ignore[type-arg]
@@ -137,6 +157,8 @@ def _first_request_progress() -> Any:
             return None
 
         async def on_benchmark_start(self, strategy: Any) -> None:
+            if before_benchmark is not None:
+                await before_benchmark()
             self.sent = False
             _emit("benchmark")
 

@@ -116,6 +116,18 @@ TRACE_COLUMNS = (
     "prefix_hit_rate_predicted",
 )
 
+# Shared prefixes on synthetic data (`load.data.prefix`, points/prefix.py): the groups, their
+# prefix tokens and popularity skew, the groups primed before the window (empty: no prime)
+# and the requests a warmup sent ahead of it; with them and the server's block size the row
+# predicts `prefix_hit_rate_predicted` (above) for the measured `prefix_hit_rate`.
+PREFIX_COLUMNS = (
+    "prefix_groups",
+    "prefix_tokens",
+    "prefix_zipf",
+    "prefix_primed_groups",
+    "prefix_requests_before",
+)
+
 # Multi-turn sessions (`load.data kind: sessions`, points/sessions.py): turns asked per session,
 # sessions seen and complete, a complete session's first start to last answer. Each turn k
 # adds turn<k>_requests, _ttft_p50_ms, _ttft_p95_ms, _prompt_tokens_mean and _cached_share
@@ -201,6 +213,7 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *CLIENT_LOAD_COLUMNS,
         *SERVER_COLUMNS,
         *TRACE_COLUMNS,
+        *PREFIX_COLUMNS,
         *SESSION_COLUMNS,
         *SLO_COLUMNS,
         *COST_COLUMNS,

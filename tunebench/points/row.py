@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tunebench.points import client_limit, slo, tokens, trace
+from tunebench.points import client_limit, prefix, slo, tokens, trace
 from tunebench.points import samples as samples_rule
 from tunebench.points.cost import cost_columns
 from tunebench.points.energy import EnergyReading, energy_columns
@@ -75,7 +75,8 @@ def build_row(
     `config_unverified` what could not be checked of it (args the server gave no read-back
     of). A valid point with something unchecked is *unverified* (`unverified_reason`).
     A replayed trace's point is checked against its trace (points/trace.py), its predicted
-    prefix reuse in whole blocks of the server's `block_size`.
+    prefix reuse in whole blocks of the server's `block_size`; evidence its load generator
+    did not give (send times, per-request token counts) leaves the point unverified.
     """
     row: dict[str, Any] = {
         "run_id": point.run_id,
@@ -93,6 +94,10 @@ def build_row(
     replayed = trace.is_replay(samples)
     if replayed:
         row.update(trace.trace_columns(samples, block_size))
+    # synthetic shared prefixes: the reuse their groups predict (points/prefix.py)
+    prefixed = prefix.is_prefix_point(row)
+    if prefixed:
+        row["prefix_hit_rate_predicted"] = prefix.predicted_from_row(row, block_size)
     row["server_metrics"] = "present" if server.get("server_samples") else "absent"
     if not server.get("server_samples"):
         # The client's measurements stand; say why the server side is missing.
@@ -107,7 +112,9 @@ def build_row(
         problems.append("no successful requests")
     else:
         problems += failed_requests(row)
-    problems += tokens.reconcile(row, samples, expected_output_tokens)
+    # a replayed point asks each request for its trace's length (length fidelity checks
+    # them), not the fixed length of the run's synthetic data, which a sweep may also hold
+    problems += tokens.reconcile(row, samples, None if replayed else expected_output_tokens)
     if replayed:
         problems += trace.length_problems(row)
     row["valid"] = not problems
@@ -115,9 +122,14 @@ def build_row(
     unchecked = list(config_unverified or [])
     if not server.get("server_samples"):
         unchecked.insert(0, "no server metrics")
-    prefix = trace.prefix_note(row) if replayed else None
-    if prefix:
-        unchecked.append(prefix)
+    if replayed:
+        unchecked += trace.unchecked(row)
+    reuse = trace.prefix_note(row) if replayed or prefixed else None
+    if reuse:
+        unchecked.append(reuse)
+    prime = prefix.prime_note(row) if prefixed else None
+    if prime:
+        unchecked.append(prime)
     row["unverified_reason"] = "; ".join(unchecked)
     if raw_report is not None:
         row["raw_report"] = raw_report

@@ -13,10 +13,15 @@ The columns, from the per-request samples (each names its `session` and `turn`, 
   (with every turn measured), `session_turns` (turns asked per session) and
   `session_e2e_p50_s` / `session_e2e_p95_s`, from a complete session's first request's start
   to its last answer (think times included).
+
+A sweep's SLO may hold a point's sessions to limits too (`slo: {session_e2e_s: {p95: 10},
+turn_ttft_ms: {p95: 500}}`): `session_e2e` and `turn_ttft` give points/slo.py the values,
+or why there is none; a point without sessions is never passed on them.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tunebench.numbers import to_float
@@ -58,8 +63,8 @@ def turn_columns(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def session_columns(samples: list[dict[str, Any]], turns: int | None) -> dict[str, Any]:
-    """Per-session figures of a point; `turns`: the turns each session asks for."""
+def _sessions(samples: list[dict[str, Any]], turns: int | None) -> tuple[int, list[float]]:
+    """Sessions seen, and the first start to last answer (s) of each complete one."""
     spans: dict[Any, list[tuple[float, float]]] = {}
     counts: dict[Any, set[int]] = {}
     for sample in samples:
@@ -75,10 +80,70 @@ def session_columns(samples: list[dict[str, Any]], turns: int | None) -> dict[st
     durations = [
         max(e for _, e in spans[s]) - min(b for b, _ in spans[s]) for s in complete if s in spans
     ]
+    return len(counts), durations
+
+
+def session_columns(samples: list[dict[str, Any]], turns: int | None) -> dict[str, Any]:
+    """Per-session figures of a point; `turns`: the turns each session asks for."""
+    seen, durations = _sessions(samples, turns)
     return {
         "session_turns": turns,
-        "sessions": len(counts),
-        "sessions_complete": len(complete),
+        "sessions": seen,
+        "sessions_complete": len(durations),
         "session_e2e_p50_s": round(percentile(durations, 0.50), 3) if durations else None,
         "session_e2e_p95_s": round(percentile(durations, 0.95), 3) if durations else None,
     }
+
+
+# -- session SLOs (points/slo.py): a value, or why there is none --------------------------
+NO_SESSIONS = "not checked: no sessions in this point"
+
+
+def has_sessions(row: dict[str, Any], samples: list[dict[str, Any]]) -> bool:
+    """Did this point run sessions? Its samples say so, or (a stored row judged again
+    without its samples) its session columns do."""
+    return is_sessions(samples) or bool(to_float(row.get("session_turns")))
+
+
+def session_e2e(
+    row: dict[str, Any], samples: list[dict[str, Any]], q: float
+) -> tuple[float | None, str]:
+    """The q-quantile of complete sessions' wall time (s), or None and why."""
+    if not has_sessions(row, samples):
+        return None, NO_SESSIONS
+    turns = int(to_float(row.get("session_turns")) or 0)
+    if is_sessions(samples):
+        seen, durations = _sessions(samples, turns)
+        if durations:
+            return percentile(durations, q), ""
+        return None, (
+            f"not measured: no session ran all {turns} turns in the window ({seen} sessions "
+            "started)"
+        )
+    stored = to_float(row.get(f"session_e2e_p{round(q * 100)}_s"))
+    if stored is not None:
+        return stored, ""
+    return None, "not measured: no per-session value for this percentile in the stored point"
+
+
+def turn_ttft(
+    row: dict[str, Any], samples: list[dict[str, Any]], q: float
+) -> tuple[float | None, int | None, str]:
+    """The worst turn's q-quantile TTFT (ms) and that turn, or None and why."""
+    if not has_sessions(row, samples):
+        return None, None, NO_SESSIONS
+    by_turn: dict[int, list[float]] = {}
+    for sample in samples:
+        turn, ttft = to_float(sample.get("turn")), to_float(sample.get("ttft_ms"))
+        if turn is not None and ttft is not None:
+            by_turn.setdefault(int(turn), []).append(ttft)
+    if not by_turn:  # a stored row judged again: its per-turn columns
+        level = round(q * 100)
+        for column, value in row.items():
+            match = re.fullmatch(rf"turn(\d+)_ttft_p{level}_ms", str(column))
+            if match and to_float(value) is not None:
+                by_turn[int(match.group(1))] = [float(value)]
+        if not by_turn:
+            return None, None, f"not measured: no turn has a TTFT p{level} in this point"
+    worst = max(by_turn, key=lambda t: percentile(by_turn[t], q))
+    return percentile(by_turn[worst], q), worst, ""

@@ -7,6 +7,13 @@ its error rate is at most `max_error_rate`. Goodput counts the requests that met
 threshold individually (ttft <= 500 ms and itl <= 50 ms): that fraction of the point's
 achieved request rate. `slo_ratio` is the largest measured/limit over the thresholds (above
 1: missed), the margin a capacity search interpolates on.
+
+Multi-turn sessions (`load.data kind: sessions`) add two limits judged over the point:
+`session_e2e_s` (a complete conversation's wall time, first turn sent to last answer) and
+`turn_ttft_ms` (each turn's TTFT percentile on its own; the worst turn counts). A point
+without sessions fails them ("not checked: no sessions in this point") and gets no goodput:
+could not tell is never a pass. Goodput counts requests, so `session_e2e_s` does not enter
+it; `turn_ttft_ms` does, as a limit on each request's TTFT.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tunebench.points import sessions
 from tunebench.points.columns import SLO_COLUMNS
 
 # SLO metric -> (points.csv column prefix, unit suffix, per-request sample column)
@@ -26,11 +34,14 @@ SLO_METRICS = {
     "tpot_ms": ("tpot", "ms", "tpot_ms"),
     "e2e_s": ("e2e", "s", "e2e_s"),
 }
+# Limits on a point's sessions (points/sessions.py) -> the per-request sample a request's
+# goodput checks against the limit (None: the limit is on whole sessions, not requests)
+SESSION_SLO_METRICS = {"session_e2e_s": None, "turn_ttft_ms": "ttft_ms"}
 
 
 @dataclass(frozen=True)
 class Threshold:
-    metric: str  # ttft_ms | itl_ms | tpot_ms | e2e_s
+    metric: str  # ttft_ms | itl_ms | tpot_ms | e2e_s | session_e2e_s | turn_ttft_ms
     percentile: int  # 50, 90, 95, 99
     limit: float
 
@@ -42,7 +53,7 @@ class Threshold:
 def thresholds_of(slo: dict[str, Any] | None) -> list[Threshold]:
     out = []
     for metric, levels in (slo or {}).items():
-        if metric in SLO_METRICS:
+        if metric in SLO_METRICS or metric in SESSION_SLO_METRICS:
             for level, limit in levels.items():
                 out.append(Threshold(metric, int(level.lstrip("p")), float(limit)))
     return out
@@ -62,8 +73,9 @@ def _point_value(
 
 def highest_quantile(slo: dict[str, Any] | None) -> float | None:
     """The highest percentile the SLO names, as a quantile (it sets how many requests a
-    window needs: points/samples.py); None without latency thresholds."""
-    levels = [t.percentile / 100 for t in thresholds_of(slo)]
+    window needs: points/samples.py); None without latency thresholds. Session limits are
+    left out: their percentiles count sessions or one turn's requests, not the window's."""
+    levels = [t.percentile / 100 for t in thresholds_of(slo) if t.metric in SLO_METRICS]
     return max(levels) if levels else None
 
 
@@ -89,28 +101,28 @@ def evaluate(
         return {c: None for c in SLO_COLUMNS}
     violations = []
     ratios = []  # measured / limit per threshold: the capacity search interpolates on it
+    unchecked = False  # a session limit on a point without sessions
     for threshold in thresholds:
-        value = _point_value(row, samples, threshold)
+        value, why, where = _measured(row, samples, threshold)
         if value is None:
-            violations.append(f"{threshold.label}: {_why_unmeasured(row)}")
+            violations.append(f"{threshold.label}: {why}")
+            unchecked = unchecked or why == sessions.NO_SESSIONS
             continue
         ratios.append(value / threshold.limit)
         if value > threshold.limit:
-            violations.append(f"{threshold.label}: {value:.4g}")
+            violations.append(f"{threshold.label}: {value:.4g}{where}")
     ok, failed = int(row.get("requests_ok") or 0), int(row.get("requests_failed") or 0)
     if max_error_rate is not None:
         rate = failed / (ok + failed) if ok + failed else 1.0
         if rate > max_error_rate:
             violations.append(f"error rate {rate:.3g} > {max_error_rate:g}")
+    per_request = [(key, t.limit) for t in thresholds if (key := _sample_key(t)) is not None]
     good = [
         s
         for s in samples
-        if all(
-            s.get(SLO_METRICS[t.metric][2]) is not None and s[SLO_METRICS[t.metric][2]] <= t.limit
-            for t in thresholds
-        )
+        if all(s.get(key) is not None and s[key] <= limit for key, limit in per_request)
     ]
-    fraction = len(good) / len(samples) if samples else None
+    fraction = len(good) / len(samples) if samples and not unchecked else None
     # GuideLLM's request list and its success count can differ by a request or two at the
     # window's edges; scale its achieved rate rather than recounting records.
     achieved = row.get("achieved_rps")
@@ -128,6 +140,28 @@ def evaluate(
         "goodput_rps": goodput,
         "goodput_fraction": fraction,
     }
+
+
+def _measured(
+    row: dict[str, Any], samples: list[dict[str, Any]], threshold: Threshold
+) -> tuple[float | None, str, str]:
+    """(value, why there is none, where it was found) of one threshold at a point."""
+    q = threshold.percentile / 100
+    if threshold.metric == "session_e2e_s":
+        value, why = sessions.session_e2e(row, samples, q)
+        return value, why, ""
+    if threshold.metric == "turn_ttft_ms":
+        value, turn, why = sessions.turn_ttft(row, samples, q)
+        return value, why, f" (turn {turn})" if turn is not None else ""
+    value = _point_value(row, samples, threshold)
+    return value, "" if value is not None else _why_unmeasured(row), ""
+
+
+def _sample_key(threshold: Threshold) -> str | None:
+    """The per-request sample a request's goodput checks against this threshold."""
+    if threshold.metric in SESSION_SLO_METRICS:
+        return SESSION_SLO_METRICS[threshold.metric]
+    return SLO_METRICS[threshold.metric][2]
 
 
 def _why_unmeasured(row: dict[str, Any]) -> str:

@@ -17,6 +17,10 @@ requests at the trace's times with the trace's lengths. Three figures check the 
   token, over all prompt tokens: vLLM's `prefix_cache_hits` / `prefix_cache_queries`) beside
   the hit rate the server measured (`prefix_hit_rate`). Far apart, the point is unverified:
   the cache evicted, or the prompts did not share what the trace shares.
+
+A figure the load generator's result could not give (no send times, no per-request token
+counts) is not taken as passed: the point is unverified and says what was not checked
+(`unchecked`).
 """
 
 from __future__ import annotations
@@ -145,6 +149,17 @@ def length_problems(row: dict[str, Any]) -> list[str]:
         f"{LENGTH_TOLERANCE:.0%} (server counted x{prompt:.2f} the prompt and x{output:.2f} "
         "the output tokens asked for)"
     ]
+
+
+def unchecked(row: dict[str, Any]) -> list[str]:
+    """What a replayed point's evidence could not check (its load generator's result lacked
+    it): said, never taken as passed."""
+    out = []
+    if to_float(row.get("arrival_late_share")) is None:
+        out.append("arrival timing not checked (no send times against the trace's schedule)")
+    if to_float(row.get("length_mismatch_share")) is None:
+        out.append("trace lengths not checked (no server token counts per request)")
+    return out
 
 
 def prefix_note(row: dict[str, Any]) -> str | None:

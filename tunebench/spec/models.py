@@ -79,12 +79,19 @@ class Server(Strict):
 class SharedPrefix(Strict):
     """A system prompt per group, shared by the requests of that group (GuideLLM's synthetic
     prefix buckets): `groups` prompts of `tokens` tokens, group k chosen with weight
-    1 / k^zipf (0: every group alike)."""
+    1 / k^zipf (0: every group alike). `prime`: every group's prefix sent once before each
+    point's window, as a long-running server would have them cached
+    (tunebench/load/guidellm_prime.py)."""
 
     groups: int = Field(ge=1, le=1000, description="distinct shared prefixes")
     tokens: int = Field(gt=0, description="tokens of each shared prefix")
     zipf: float = Field(
         0, ge=0, le=4, description="popularity skew: group k weighs 1 / k^zipf (0: uniform)"
+    )
+    prime: bool = Field(
+        False,
+        description="send each group's prefix once before every point's window (not "
+        "measured), so the window starts with the prefixes cached",
     )
 
 
@@ -415,27 +422,54 @@ class Load(Strict):
         return self
 
     @model_validator(mode="after")
+    def _prime_is_guidellm(self) -> "Load":
+        prefix = self.data.prefix if self.data.kind == "synthetic" else None
+        if prefix is not None and prefix.prime and self.driver != "guidellm":
+            raise ValueError(
+                f"load.data.prefix.prime: load.driver {self.driver} does not prime prefixes "
+                "(the GuideLLM worker does); use load.driver guidellm or drop prime"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _driver_fits(self) -> "Load":
         if self.driver == "guidellm":
             return self
         # a cross-check runs every point with vllm bench serve too: the same limits apply
         driver = "vllm-bench" if self.driver == "vllm-bench" else "cross-check (vllm bench serve)"
-        if self.data.kind == "synthetic" and self.data.prefix is not None:
+        # shared prefixes go out as vLLM's prefix_repetition: equal groups, fixed lengths
+        synthetic = self.data if isinstance(self.data, SyntheticData) else None
+        prefix = synthetic.prefix if synthetic is not None else None
+        if prefix is not None and prefix.zipf:
             raise ValueError(
-                f"load.driver {driver} does not send load.data.prefix here (shared prefixes "
-                "are GuideLLM's); use load.driver guidellm or drop the prefix"
+                f"load.data.prefix.zipf {prefix.zipf:g}: load.driver {driver} sends shared "
+                "prefixes as vLLM's prefix_repetition, which gives every group the same share; "
+                "set zipf: 0 or use load.driver guidellm"
             )
-        if self.data.kind != "synthetic":
-            what = {"trace": "trace", "sessions": "multi-turn session"}.get(self.data.kind, "file")
+        if (
+            synthetic is not None
+            and prefix is not None
+            and (synthetic.prompt_tokens_stdev or synthetic.output_tokens_stdev)
+        ):
             raise ValueError(
-                f"load.driver {driver} runs synthetic data only; use driver guidellm for a {what}"
+                "load.data.prompt_tokens_stdev/output_tokens_stdev: load.driver "
+                f"{driver} sends shared prefixes as vLLM's prefix_repetition, which has fixed "
+                "lengths; set them to 0 or use load.driver guidellm"
+            )
+        if self.data.kind not in ("synthetic", "trace"):
+            what = {"sessions": "multi-turn session"}.get(self.data.kind, "file")
+            raise ValueError(
+                f"load.driver {driver} runs synthetic data and traces only; use driver guidellm "
+                f"for a {what}"
             )
         for number, profile in enumerate(self.profiles):
             where = f"load.profiles[{number}] (kind {profile.kind})"
-            if profile.plays_trace:
+            if prefix is not None and profile.max_requests and profile.max_requests % prefix.groups:
+                fits = prefix.groups * max(1, round(profile.max_requests / prefix.groups))
                 raise ValueError(
-                    f"{where}: load.driver {driver} does not replay traces here; "
-                    "use load.driver guidellm"
+                    f"{where}: max_requests {profile.max_requests} is not a multiple of "
+                    f"load.data.prefix.groups {prefix.groups} (vLLM's prefix_repetition sends "
+                    f"max_requests // groups per group); use e.g. {fits}"
                 )
             if self.driver == "cross-check" and profile.kind == "capacity":
                 raise ValueError(
@@ -490,6 +524,15 @@ class Slo(Strict):
     itl_ms: dict[Percentile, Limit] | None = None
     tpot_ms: dict[Percentile, Limit] | None = None
     e2e_s: dict[Percentile, Limit] | None = None
+    # multi-turn sessions only (load.data kind sessions; tunebench/points/sessions.py)
+    session_e2e_s: dict[Percentile, Limit] | None = Field(
+        None,
+        description="a whole conversation, its first turn sent to its last answer (think "
+        "times included), over the sessions that ran every turn",
+    )
+    turn_ttft_ms: dict[Percentile, Limit] | None = Field(
+        None, description="TTFT of each turn on its own; the worst turn counts"
+    )
     max_error_rate: float | None = Field(None, ge=0, le=1)
 
     def as_dict(self) -> dict:
@@ -819,6 +862,16 @@ class SweepSpec(Strict):
             raise ValueError(
                 "load.profiles: kind capacity needs an slo section with a "
                 "latency threshold, e.g. slo: {ttft_ms: {p95: 500}}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _session_slo_needs_sessions(self) -> "SweepSpec":
+        named = [k for k in ("session_e2e_s", "turn_ttft_ms") if self.slo and getattr(self.slo, k)]
+        if named and self.load.data.kind != "sessions":
+            raise ValueError(
+                f"slo.{named[0]}: load.data kind {self.load.data.kind} has no sessions; use "
+                "load.data kind sessions or drop the key"
             )
         return self
 
