@@ -7,7 +7,10 @@ import csv
 import html
 import shutil
 
+import pytest
+
 from tests.conftest import FIXTURES
+from tunebench.report.formats import readable
 from tunebench.report.html import report_context, write_report
 from tunebench.testing import make_demo_like_run, make_synthetic_run
 from tunebench.testing.runs import DEMO_SHAPE
@@ -136,3 +139,19 @@ def test_a_replay_stores_whole_request_counts():
     # 2.5 req/s: 25 requests, half a failure rounds to a whole number too
     row = recorded.point_at("poisson", 2.5)
     assert row["requests_ok"] == 25 and row["requests_failed"] in (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (1359.4, "1359"),
+        (1000.0, "1000"),
+        (999.6, "1000"),
+        (2.874, "2.87"),
+        (48.04, "48"),
+        (None, "-"),
+    ],
+)
+def test_a_summary_figure_never_reads_as_an_exponent_from_a_thousand_up(value, shown):
+    # three significant digits below 1000, a whole number from there on
+    assert readable(value) == shown

@@ -34,6 +34,16 @@ def sig(value: Any, digits: int = 3) -> str:
     return MISSING if found is None else f"{found:.{digits}g}"
 
 
+def readable(value: Any, digits: int = 3) -> str:
+    """`sig` without exponents for a reader's sentence: readable(1359.4) == "1359",
+    readable(2.874) == "2.87" (a figure that would read 1e+03 or more is a whole number)."""
+    found = as_number(value)
+    if found is None:
+        return MISSING
+    text = f"{found:.{digits}g}"
+    return f"{found:.0f}" if "e+" in text else text
+
+
 def signed_pct(value: Any, digits: int = 1) -> str:
     """A change in percent with its sign: "+4.2%"."""
     found = as_number(value)

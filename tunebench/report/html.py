@@ -30,7 +30,7 @@ from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_ru
 from tunebench.points.offered import is_replay, rate_text, speed_text
 from tunebench.report.compare import crossover_at, crossover_load
 from tunebench.report.formats import cell as format_cell
-from tunebench.report.formats import sig, signed_pct
+from tunebench.report.formats import readable, sig, signed_pct
 from tunebench.report.points_table import OPTIONAL_COLUMNS
 from tunebench.report.replayed_points import replay_section
 from tunebench.report.tables import CROSS_CHECK_SHOWN, quality_vs
@@ -321,10 +321,10 @@ def _best_point_cell(rows: pd.DataFrame, has_slo: bool) -> str:
         return "no valid point"
     row = pool.loc[pool[metric].idxmax()]
     parts = [
-        f"{sig(row.get('achieved_rps'))} req/s",
-        f"TTFT p95 {sig(row.get('ttft_p95_ms'))} ms",
-        f"ITL p50 {sig(row.get('itl_p50_ms'))} ms",
-        f"{sig(row.get('output_tok_s'))} out tok/s",
+        f"{readable(row.get('achieved_rps'))} req/s",
+        f"TTFT p95 {readable(row.get('ttft_p95_ms'))} ms",
+        f"ITL p50 {readable(row.get('itl_p50_ms'))} ms",
+        f"{readable(row.get('output_tok_s'))} out tok/s",
     ]
     return f"{row['point_id']}: " + ", ".join(parts)
 
