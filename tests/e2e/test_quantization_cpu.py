@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, run_cli
-from tests.e2e.conftest import NEEDS_SERVER, unpinned
+from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.analysis.quality import quality_table
 from tunebench.store.layout import RunLayout
 from tunebench.store.manifest import Manifest
@@ -41,7 +41,7 @@ CHECKPOINT_SCHEMES = {
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("quantization")
-    spec = unpinned(yaml.safe_load(SHIPPED.read_text()))
+    spec = yaml.safe_load(SHIPPED.read_text())
     # one short point, not the shipped two of 8 s: the test reads what each configuration
     # runs and the speculators' acceptance under load (8 streams), not its speed
     spec["load"]["profiles"] = [{"kind": "concurrent", "streams": 8, "max_seconds": 4}]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, run_cli
-from tests.e2e.conftest import NEEDS_SERVER, unpinned
+from tests.e2e.conftest import NEEDS_SERVER
 from tunebench.analysis.quality import quality_table
 from tunebench.store.layout import RunLayout
 from tunebench.store.manifest import Manifest
@@ -30,7 +30,7 @@ ON, OFF = "enable-prefix-caching=true", "enable-prefix-caching=false"
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("sessions")
-    spec = unpinned(yaml.safe_load(SHIPPED.read_text()))
+    spec = yaml.safe_load(SHIPPED.read_text())
     # lm-eval's real-server run lives here, on two servers, rather than on the twelve of the
     # quantization sweep; prefix caching must not change a greedy answer either
     spec["quality"] = {"lm_eval": {"limit": 10}}
