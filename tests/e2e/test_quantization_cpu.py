@@ -8,7 +8,7 @@ is never best. lm-eval against a real server is tests/e2e/test_sessions_cpu.py's
 lm-eval run for each of twelve configurations here would add nearly three minutes).
 
 One sweep serves every test of the file: twelve server starts (one refused; the planted fault
-added here), one 4-s point each.
+added here), two 3-s points each.
 """
 
 from __future__ import annotations
@@ -42,9 +42,12 @@ CHECKPOINT_SCHEMES = {
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("quantization")
     spec = yaml.safe_load(SHIPPED.read_text())
-    # one short point, not the shipped two of 8 s: the test reads what each configuration
-    # runs and the speculators' acceptance under load (8 streams), not its speed
-    spec["load"]["profiles"] = [{"kind": "concurrent", "streams": 8, "max_seconds": 4}]
+    # the shipped two points at 3 s, not 8: the test reads what each configuration runs and
+    # the speculators' acceptance under load (8 streams), not its speed. The 1-stream point
+    # stays first: a fresh server's first requests are slow, and a lone 8-stream point of
+    # 4 s got no answer at all on two servers of a busy run
+    for profile in spec["load"]["profiles"]:
+        profile["max_seconds"] = 3
     spec["server"]["variants"].append(
         {
             "name": "planted-penalty",
@@ -108,7 +111,7 @@ def test_both_speculative_methods_are_verified_and_their_acceptance_measured(swe
         check = _checks(config)["speculative-config"]
         assert check["state"] == "verified" and method in check["running"]
         rates = points.loc[[config.config_id], "spec_acceptance_rate"]
-        assert len(rates) == 1 and rates.notna().all(), (label, rates)
+        assert len(rates) == 2 and rates.notna().all(), (label, rates)
     ngram = points.loc[[swept["configs"]["ngram"].config_id], "spec_acceptance_rate"]
     assert (ngram > 0).all()  # greedy answers repeat: n-gram drafts are accepted
     base = points.loc[[swept["configs"]["base"].config_id], "spec_acceptance_rate"]
