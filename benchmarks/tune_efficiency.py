@@ -22,7 +22,8 @@ and per probe its window plus a load point's overhead) and stops by its own rule
   the recorded windows, the highest sustained rate wins (it must deploy everything to know).
 Printed per strategy, median over seeds: GPU-minutes until it first deployed a
 configuration of the best set, as a share of what the held-out grid cost to record; and
-how often the configuration it names at its stop is in the best set.
+how often the configuration it names at its stop is in the best set, with one binomial
+standard error (sqrt(p (1 - p) / seeds)).
 """
 
 from __future__ import annotations
@@ -252,11 +253,12 @@ def main() -> None:
             spent.append(total / grid_cost)
             right.append(pick_right)
         found = [r for r in reach if r != float("inf")]
+        share = float(np.mean(right))
         print(
             f"  {name:<36} first best-set deployment at {statistics.median(reach):6.1%} of the "
             f"grid's GPU-min (median; never in {len(reach) - len(found)}/{len(reach)}); "
             f"spent {statistics.median(spent):6.1%}; its pick in the best set "
-            f"{np.mean(right):6.1%}"
+            f"{share:6.1%} (binomial SE {math.sqrt(share * (1 - share) / len(right)):.1%})"
         )
     print(f"\n({time.monotonic() - began:.0f} s)")
 

@@ -3,19 +3,33 @@
 Engine args act on capacity mostly one step at a time (more sequences help until the KV
 cache or the step time says no; a token budget helps until prefill crowds decode), so the
 configuration next to the best one is the most likely to beat it. After `startup` random
-trials (the baseline, with no params, is not one), each proposal is first the pattern move
-(the best trial moved again by what separates it from the second best, when that was not
-measured: it follows two args that only work together), else an unmeasured neighbour
-of the best trial: one step of one param (an ordered choice or an int range's next value, a
-log range doubled or halved, another choice of an unordered param), then two params at
-once. Among those, a move away from a neighbour already measured worse comes first (the
-slope says so), then fewer params changed, then at random. When the best trial's
-neighbours are all measured, the next best trial's are searched; when every neighbour is,
-the proposal is random. Measured (benchmarks/tune_efficiency.py --synthetic, 40 seeds, grids
-where the defaults are not best), it finds the best set more often than random search and
-TPE when the best lies where one-step moves lead (a knee, a cliff), ties where much of the
-grid is best, and does no better when the best lies on a diagonal of two args
-(docs/benchmarks.md#tune_efficiencypy).
+trials (the baseline, with no params, is not one), each proposal is, in this order:
+
+1. the pattern move: the best trial moved again by what separates it from the second best,
+   when that was not measured (Hooke and Jeeves): it follows two args that improved together;
+2. the ridge move: when the best trial's two best measured neighbours moved one arg the same
+   way (say one more max-num-seqs step, one of them with a larger token budget too), the best
+   moved by both moves at once (two steps of that arg, one of the other). Two args that only
+   work together (sequences x 16 near the token budget) make a ridge along a diagonal that
+   no one-step move follows: its next point up is two steps of one arg away, and a best
+   trial whose neighbours are all worse can still lie on it, with the two neighbours on the
+   ridge the best of them. The one-arg steps the ridge move is made of are measured first
+   (when one is not, it is proposed instead): a better neighbour that way means no ridge;
+3. an unmeasured neighbour of the best trial: one step of one param (an ordered choice or an
+   int range's next value, a log range doubled or halved, another choice of an unordered
+   param), then two params at once. Among those, a move away from a neighbour already
+   measured worse comes first (the slope says so), then fewer params changed, then a two-
+   param move along the one-param move measured best (the ridge move's second neighbour),
+   then at random.
+
+When the best trial's neighbours are all measured, the next best trial's are searched; when
+every neighbour is, the proposal is random. Measured (benchmarks/tune_efficiency.py
+--synthetic, 40 and 160 seeds, grids where the defaults are not best), it finds the best set
+more often than random search and TPE when the best lies where one-step moves lead (a knee, a
+cliff) and, with the ridge move, on a diagonal of two args within 10 deployments (within 6 it
+is no better than random search there and worse than TPE: the climb to the ridge and the
+neighbours the ridge move needs take more); where half the grid is best it ties at 10 and is
+a little worse at 6 (docs/benchmarks.md#tune_efficiencypy).
 
 It is an Optuna sampler, so the study, its storage, enqueued trials and shared workers work
 as with any other. A two-objective study has no single best to search around: the tuner
@@ -70,6 +84,13 @@ def neighbours(dist: BaseDistribution, value: Any) -> list[Any]:
 
 def _key(params: dict[str, Any]) -> tuple:
     return tuple(sorted(params.items()))
+
+
+def _is_neighbour(dist: BaseDistribution, value: Any, other: Any) -> bool:
+    """Whether `other` is one of `value`'s neighbours in `dist` (floats: up to rounding)."""
+    if isinstance(dist, FloatDistribution):
+        return any(math.isclose(other, v) for v in neighbours(dist, value))
+    return other in neighbours(dist, value)
 
 
 def _step(dist: BaseDistribution, before: Any, after: Any) -> Any:
@@ -135,6 +156,9 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         pattern = self._pattern_move(ranked, search_space, tried)
         if pattern is not None:
             return pattern
+        ridge = self._ridge_move(ranked, search_space, tried)
+        if ridge is not None:
+            return ridge
         for best in ranked:
             proposal = self._best_move(best, search_space, tried, value_of)
             if proposal is not None:
@@ -167,6 +191,66 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             params[name] = moved
         return None if _key(params) in tried else params
 
+    @staticmethod
+    def _ridge_move(
+        ranked: list[FrozenTrial], space: dict[str, BaseDistribution], tried: set[tuple]
+    ) -> dict[str, Any] | None:
+        """The best trial moved by the moves to its two best measured neighbours at once,
+        when both moved one arg the same way (a ridge between them: see the module
+        docstring); the one-arg steps it is made of first, when one is not measured."""
+        best = ranked[0].params
+        near: list[dict[str, Any]] = []
+        for trial in ranked[1:]:  # best first
+            if _key(trial.params) in {_key(n) for n in near}:
+                continue
+            changed = [n for n in best if trial.params.get(n) != best[n]]
+            if (
+                set(trial.params) == set(best)
+                and 0 < len(changed) <= MAX_PARAMS_CHANGED
+                and all(
+                    n in space and _is_neighbour(space[n], best[n], trial.params[n])
+                    for n in changed
+                )
+            ):
+                near.append(trial.params)
+            if len(near) == 2:
+                break
+        if len(near) < 2:
+            return None
+        first, second = near
+        params = dict(best)
+        steps = []  # the one-arg steps the ridge move is made of
+        further = False
+        for name, value in best.items():
+            if first[name] == value and second[name] == value:
+                continue
+            if first[name] != value and second[name] != value:  # both moved this arg
+                dist = space[name]
+                if isinstance(dist, CategoricalDistribution):
+                    return None  # an unordered choice has no "further"
+                if (first[name] - value) * (second[name] - value) < 0:
+                    continue  # opposite ways: it stays
+                moved = _step(dist, value, first[name])
+                if moved is None:
+                    return None
+                if isinstance(dist, IntDistribution):
+                    moved = int(round(moved))
+                if not dist.low <= moved <= dist.high:  # type: ignore[attr-defined]
+                    return None
+                params[name], further = moved, True
+                steps.append({**best, name: first[name]})
+            else:
+                params[name] = first[name] if first[name] != value else second[name]
+                steps.append({**best, name: params[name]})
+        # no arg moved further: the two moves add up to a neighbour (the neighbour search
+        # has it) or to the best itself
+        if not further or _key(params) in tried:
+            return None
+        for step in steps:
+            if _key(step) not in tried:
+                return step  # is the best's neighbour that way better? then no ridge
+        return params
+
     def _best_move(
         self,
         best: FrozenTrial,
@@ -187,7 +271,16 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                     if _key(params) in tried:
                         continue
                     uphill = self._uphill(best.params, params, subset, space, here, value_of)
-                    rank = (0 if uphill else 1, changed, float(self._rng.random()))
+                    # a two-param move along the one-param move measured best first: on a
+                    # ridge, it is the ridge move's second neighbour
+                    along = [value_of.get(_key({**best.params, n: params[n]})) for n in subset]
+                    known = [v for v in along if v is not None] if changed > 1 else []
+                    rank = (
+                        0 if uphill else 1,
+                        changed,
+                        -max(known) if known else math.inf,
+                        float(self._rng.random()),
+                    )
                     candidates.append((rank, params))
         if not candidates:
             return None
