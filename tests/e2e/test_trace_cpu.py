@@ -68,6 +68,20 @@ def _mooncake_slice(start_s: float, seconds: float) -> list[dict]:
     return [r for r in records if start_s <= r["timestamp"] / 1000 - first < start_s + seconds]
 
 
+def _all_answered(row) -> bool:
+    """Every request of the slice answered, or the point says it was not so. GuideLLM's
+    replay now and then leaves one request of a slice unsent (23 of 24 in one fresh-clone
+    run, no error, nothing incomplete): such a point must never pass as verified."""
+    failed = 0 if pd.isna(row["requests_failed"]) else row["requests_failed"]
+    if row["requests_ok"] + failed == row["trace_requests"]:
+        return True
+    missing = row["trace_requests"] - row["requests_ok"] - failed
+    assert f"{missing:.0f} of {row['trace_requests']:.0f} trace requests neither answered" in str(
+        row["unverified_reason"]
+    ), row
+    return False
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("trace")
@@ -108,7 +122,9 @@ def test_the_azure_points_send_every_request_of_the_slice_on_time(swept):
     for label in (ON, OFF):
         for point in AZURE_POINTS:
             row = swept["points"].loc[(label, point)]
-            assert row["trace_requests"] == asked and row["requests_ok"] == asked, point
+            assert row["trace_requests"] == asked, point
+            if not _all_answered(row):
+                continue
             assert row["arrival_lag_p95_ms"] < 50, (label, point, row["arrival_lag_p95_ms"])
             # the same figure from the per-request times, not from the column
             mine = swept["requests"]
@@ -129,12 +145,15 @@ def test_the_server_counted_the_traces_lengths_within_five_percent(swept):
             assert abs(row["prompt_tokens_ratio"] - 1) <= 0.05, (label, point)
             assert abs(row["output_tokens_ratio"] - 1) <= 0.05, (label, point)
         for point in AZURE_POINTS:
+            if not _all_answered(swept["points"].loc[(label, point)]):
+                continue
             mine = swept["requests"]
             mine = mine[(mine["config_label"] == label) & (mine["point_id"] == point)]
             assert abs(mine["prompt_tokens"].sum() / prompt - 1) <= 0.05, (label, point)
             assert abs(mine["output_tokens"].sum() / output - 1) <= 0.05, (label, point)
         row = swept["points"].loc[(label, MOONCAKE)]
-        assert row["trace_requests"] == len(mooncake) == row["requests_ok"]
+        assert row["trace_requests"] == len(mooncake)
+        _all_answered(row)
 
 
 def test_the_mooncake_prefix_reuse_is_reproduced_with_caching_on(swept):

@@ -618,3 +618,28 @@ def test_bad_trace_spec_is_one_line_naming_the_key(tmp_path, capsys, old, new, f
     assert_one_line_error(result, path, (fragment,))
     if "b.csv" in new:
         assert "no such trace file; check load.data.path" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("ok", "failed", "flagged"),
+    [(24, 0, False), (23, 1, False), (23, 0, True), (0, 0, True)],
+)
+def test_a_replay_that_accounts_for_fewer_requests_than_its_slice_is_unverified(
+    ok, failed, flagged
+):
+    from tunebench.points.trace import unchecked
+
+    row = {
+        "trace_requests": 24,
+        "requests_ok": ok,
+        "requests_failed": failed,
+        "arrival_late_share": 0.0,
+        "length_mismatch_share": 0.0,
+    }
+    notes = unchecked(row)
+    assert bool(notes) is flagged, notes
+    if flagged:
+        assert notes == [
+            f"{24 - ok - failed} of 24 trace requests neither answered nor failed in the window "
+            "(not sent, or cut by max_seconds)"
+        ]

@@ -159,6 +159,16 @@ def unchecked(row: dict[str, Any]) -> list[str]:
         out.append("arrival timing not checked (no send times against the trace's schedule)")
     if to_float(row.get("length_mismatch_share")) is None:
         out.append("trace lengths not checked (no server token counts per request)")
+    # every request of the slice answered or failed, or the load was not the trace's: the
+    # load generator left some out (GuideLLM's replay once sent 23 of 24), or a max_seconds
+    # cut the slice short
+    asked = to_float(row.get("trace_requests"))
+    seen = (to_float(row.get("requests_ok")) or 0) + (to_float(row.get("requests_failed")) or 0)
+    if asked is not None and seen < asked:
+        out.append(
+            f"{asked - seen:.0f} of {asked:.0f} trace requests neither answered nor failed in the "
+            "window (not sent, or cut by max_seconds)"
+        )
     return out
 
 
