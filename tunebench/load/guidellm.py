@@ -26,11 +26,11 @@ from tunebench.load.guidellm_report import (
 )
 from tunebench.load.trace import (
     PromptBuilder,
-    TraceFormatError,
     TraceRequest,
     Workload,
     build_workload,
-    load_slice,
+    replay_context,
+    slice_for,
 )
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
 from tunebench.points.prefix import requests_before_window, workload_columns, zipf_weights
@@ -308,22 +308,8 @@ class GuideLLMDriver:
             trace = point.trace
             assert trace is not None and point.target is not None
             if trace not in slices:
-                try:
-                    slices[trace] = load_slice(
-                        (self.spec_dir / trace.path).resolve(),
-                        trace.format,
-                        trace.start,
-                        trace.requests,
-                        trace.seconds,
-                    )
-                except TraceFormatError as exc:
-                    raise LoadError(str(exc)) from None
-            context = trace.context or self.context
-            if context is None:
-                raise LoadError(
-                    f"{point.point_id}: a replayed trace needs the model's context: set "
-                    "max-model-len or load.data.context"
-                )
+                slices[trace] = slice_for(trace, self.spec_dir)
+            context = replay_context(point.point_id, trace, self.context)
             workload = build_workload(
                 slices[trace],
                 builder,

@@ -608,3 +608,30 @@ def build_workload(
     inexact = sum(not builder.exact(content) for content in contents)
     full = [[*builder.prefix, *content, *builder.suffix] for content in contents]
     return Workload(point_id, speed, fitted, texts, reuse_tokens(full), inexact, lead_s)
+
+
+def slice_for(trace: Any, spec_dir: Path) -> list[TraceRequest]:
+    """The requests of a sweep's `load.data` trace (paths relative to the sweep file); a bad
+    trace file is a LoadError with the reader's one line. Both drivers replay through it."""
+    try:
+        return load_slice(
+            (spec_dir / trace.path).resolve(),
+            trace.format,
+            trace.start,
+            trace.requests,
+            trace.seconds,
+        )
+    except TraceFormatError as exc:
+        raise LoadError(str(exc)) from None
+
+
+def replay_context(point_id: str, trace: Any, model_context: int | None) -> int:
+    """The context a replayed trace's lengths are fitted to: the trace's own, else the
+    model's max-model-len; neither is a LoadError naming the fix."""
+    context = trace.context or model_context
+    if context is None:
+        raise LoadError(
+            f"{point_id}: a replayed trace needs the model's context: set "
+            "max-model-len or load.data.context"
+        )
+    return int(context)

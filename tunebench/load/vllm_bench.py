@@ -36,7 +36,7 @@ from tunebench.load.timed_trace import (
     build_timed_trace,
     replay_evidence,
 )
-from tunebench.load.trace import TraceFormatError, TraceRequest, load_slice, special_count
+from tunebench.load.trace import TraceRequest, replay_context, slice_for, special_count
 from tunebench.load.vllm_bench_report import client_columns, measured_window, request_samples
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
 from tunebench.seams.deployment import ServerHandle
@@ -248,22 +248,8 @@ class VllmBenchDriver:
         if point.point_id in self._workloads:
             return self._workloads[point.point_id], dataset
         if trace not in self._slices:
-            try:
-                self._slices[trace] = load_slice(
-                    (self.spec_dir / trace.path).resolve(),
-                    trace.format,
-                    trace.start,
-                    trace.requests,
-                    trace.seconds,
-                )
-            except TraceFormatError as exc:
-                raise LoadError(str(exc)) from None
-        context = trace.context or self.context
-        if context is None:
-            raise LoadError(
-                f"{point.point_id}: a replayed trace needs the model's context: set "
-                "max-model-len or load.data.context"
-            )
+            self._slices[trace] = slice_for(trace, self.spec_dir)
+        context = replay_context(point.point_id, trace, self.context)
         if self._specials is None:
             self._specials = special_count(self.tokenizer)
         workload = build_timed_trace(
