@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from tunebench.analysis import stats
 from tunebench.analysis.compare import ALL_POINTS, EXCLUDED, NOT_AVAILABLE, Comparison
@@ -289,7 +288,8 @@ def _reach(
 def _t_reach(se: Any, df: Any, alpha: float, power: float = DETECTION_POWER) -> Any:
     """How far beyond a threshold a t-distributed estimate's true value must lie to be
     caught at one-sided `alpha` with probability `power` (scalars or arrays)."""
-    return (sps.t.ppf(1 - alpha, df) + sps.t.ppf(power, df)) * np.maximum(se, 0.0)
+    t = stats.scipy_stats().t
+    return (t.ppf(1 - alpha, df) + t.ppf(power, df)) * np.maximum(se, 0.0)
 
 
 def _beyond_threshold(

@@ -34,9 +34,17 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from scipy import stats as sps
 
 from tunebench.points.samples import MIN_REQUESTS, min_samples
+
+
+def scipy_stats():
+    """scipy.stats, imported on first use: it costs ~0.5 s, and every CLI command imports
+    this module whether or not it computes an interval."""
+    from scipy import stats
+
+    return stats
+
 
 SE_DRAWS = 500  # bootstrap draws for a standard error (its own error: about 3%)
 
@@ -78,7 +86,7 @@ class Change:
             worse = center > bound if higher_is_worse else center < bound
             return 0.0 if worse else 1.0
         t = (center - bound) / se if higher_is_worse else (bound - center) / se
-        return float(sps.t.sf(t, df))
+        return float(scipy_stats().t.sf(t, df))
 
 
 def not_available(
@@ -401,7 +409,7 @@ def _welch(
     else:
         spread = (se_a**4 / df_a if df_a else 0) + (se_b**4 / df_b if df_b else 0)
         df = se**4 / spread if spread else float(df_a + df_b)
-    half = float(sps.t.ppf(1 - (1 - confidence) / 2, df)) * se
+    half = float(scipy_stats().t.ppf(1 - (1 - confidence) / 2, df)) * se
     return Change(
         math.expm1(center),
         math.expm1(center - half),
@@ -441,7 +449,7 @@ def pooled_change(changes: list[Change], confidence: float = 0.95) -> Change:
     )
     df = variance**2 / spread if spread > 0 else 1e9
     se = math.sqrt(variance)
-    half = float(sps.t.ppf(1 - (1 - confidence) / 2, df)) * se
+    half = float(scipy_stats().t.ppf(1 - (1 - confidence) / 2, df)) * se
     additive = usable[0].additive
     if additive:
         low, mid, high = center - half, center, center + half
@@ -510,7 +518,7 @@ def proportion_change(
     pb = (failed_b + 1) / (total_b + 2)
     se = math.sqrt(pa * (1 - pa) / (total_a + 2) + pb * (1 - pb) / (total_b + 2))
     adjusted = pb - pa
-    z = float(sps.norm.ppf(1 - (1 - confidence) / 2))
+    z = float(scipy_stats().norm.ppf(1 - (1 - confidence) / 2))
     return Change(
         failed_b / total_b - failed_a / total_a,
         adjusted - z * se,
