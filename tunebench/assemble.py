@@ -228,7 +228,7 @@ def quality_request(spec: SweepSpec, spec_path: Path) -> QualityRequest | None:
         lm_eval = LmEvalRequest(settings.task, include, settings.limit, settings.timeout_s)
         check_task(lm_eval, str(spec_path))
     return QualityRequest(
-        load_prompts(path),
+        load_prompts(path)[: quality.limit],
         quality.max_tokens,
         quality.top_logprobs,
         quality.max_seconds,

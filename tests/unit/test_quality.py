@@ -38,6 +38,25 @@ def test_the_shipped_prompts_load_and_a_txt_file_is_one_prompt_per_line(tmp_path
     assert load_prompts(prompts_path("mine.txt", tmp_path)) == ["first prompt", "second prompt"]
 
 
+def test_limit_asks_the_first_n_prompts_of_the_file_in_its_order(tmp_path):
+    from tunebench.assemble import quality_request
+    from tunebench.spec.loading import load_spec
+
+    spec_path = tmp_path / "s.yaml"
+    (tmp_path / "mine.txt").write_text("".join(f"prompt {i}\n" for i in range(1, 6)))
+    text = (
+        "name: s\nmodel: builtin:tiny-llama\ndeployment: {kind: local}\n"
+        "load: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8},\n"
+        "       profiles: [{kind: concurrent, streams: 1, max_seconds: 1}]}\n"
+        "quality: {prompts: mine.txt, limit: 3}\n"
+    )
+    spec_path.write_text(text)
+    request = quality_request(load_spec(spec_path), spec_path)
+    assert request.prompts == ["prompt 1", "prompt 2", "prompt 3"]
+    spec_path.write_text(text.replace(", limit: 3", ""))
+    assert len(quality_request(load_spec(spec_path), spec_path).prompts) == 5
+
+
 @pytest.mark.parametrize(
     "content, says",
     [

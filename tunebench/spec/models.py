@@ -760,6 +760,11 @@ class Quality(Strict):
         description="'default' (16 shipped prompts), or a JSONL file of {\"prompt\": ...} "
         "lines or a .txt file with one prompt per line (relative to the spec file)",
     )
+    limit: int | None = Field(
+        None,
+        ge=1,
+        description="the first N prompts only: a quicker check on less evidence (default: all)",
+    )
     max_tokens: int = Field(32, ge=1, le=1024, description="greedy tokens per prompt")
     top_logprobs: int = Field(5, ge=1, le=20, description="alternatives per position")
     reference: str | None = Field(
