@@ -24,11 +24,13 @@ demo: setup
 # Python (Debian packages, npm, their own environments) are set up; then every test that
 # times nothing on two workers (unit, contract, integration and the real-server e2e files:
 # quality, tune, batch, Ray, Slurm, faults, helm, endpoints, pipeline steps, peer tools),
-# whole files at a time, longest first (tests/durations.json), with in-process coverage and
-# its floor; then the e2e files that time load (marked `speed`) in one process, with the
-# machine to themselves. In the first step the vLLM servers run their engine's worker in
-# the engine process (VLLM_ENABLE_V1_MULTIPROCESSING=0): one Python start fewer per
-# server, about 7 s of the 25 s; the speed step starts servers as users do. A hung test
+# whole files at a time, longest first (tests/durations.json; --no-loadscope-reorder keeps
+# that order: pytest-xdist otherwise hands out the files with the most tests first), with
+# in-process coverage and its floor; then the e2e files that time load (marked `speed`) in
+# one process, with the machine to themselves. In the first step vLLM's offline engine (the
+# batch files' LLM class) runs in the job's own process (VLLM_ENABLE_V1_MULTIPROCESSING=0):
+# one Python start fewer per batch job (vLLM's API server ignores it: its engine is always a
+# process of its own); the speed step runs everything as users do. A hung test
 # fails at its tier's timeout. A skipped test fails the suite (TUNEBENCH_NO_SKIPS, as in
 # CI); each pytest exits non-zero when no test ran.
 COVERAGE_FLOOR ?= 85
@@ -36,7 +38,7 @@ test: export TUNEBENCH_NO_SKIPS = 1
 test:
 	$(MAKE) -j2 lint test-deps
 	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest -q -n 2 --dist loadfile --timeout 900 \
-		--cov=tunebench --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR) \
+		--no-loadscope-reorder --cov=tunebench --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR) \
 		--durations=15 -m "not speed" tests/unit tests/contract tests/integration tests/e2e
 	$(PY) -m pytest -q --timeout 1200 --durations=10 -m speed tests/e2e
 
