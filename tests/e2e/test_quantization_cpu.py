@@ -8,7 +8,7 @@ is never best. lm-eval against a real server is tests/e2e/test_sessions_cpu.py's
 lm-eval run for each of twelve configurations here would add nearly three minutes).
 
 One sweep serves every test of the file: eleven server starts (one refused; the planted fault
-rides on the FP8 KV configuration), two 3-s points each, 8 quality prompts each.
+added here), two 3-s points each, 8 of the 16 quality prompts each.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tunebench.store.manifest import Manifest
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
 SHIPPED = REPO / "sweeps" / "cpu-quantization.yaml"
-PLANTED = "fp8-kv-planted-penalty"
+PLANTED = "planted-penalty"
 # what the server must say it loaded for each checkpoint variant: vLLM's scheme class
 CHECKPOINT_SCHEMES = {
     "w8a8": "CompressedTensorsW8A8Int8",
@@ -49,12 +49,15 @@ def swept(tmp_path_factory):
     # 4 s got no answer at all on two servers of a busy run
     for profile in spec["load"]["profiles"]:
         profile["max_seconds"] = 3
-    # The planted fault rides on the FP8 KV cache configuration rather than on a server of
-    # its own (one start fewer): its KV dtype is still read back from the server, and the
-    # override changes every answer whatever the cache holds.
-    planted = next(v for v in spec["server"]["variants"] if v["name"] == "fp8-kv")
-    planted["name"] = PLANTED
-    planted["args"]["override-generation-config"] = {"temperature": 0, "repetition_penalty": 1.5}
+    # The planted fault gets a server of its own: riding on the FP8 KV configuration (one
+    # start fewer) it passed the gate, its changed answers read as near-ties of the FP8
+    # cache's measured perturbation (the gate's attribution, docs/quality.md)
+    spec["server"]["variants"].append(
+        {
+            "name": PLANTED,
+            "args": {"override-generation-config": {"temperature": 0, "repetition_penalty": 1.5}},
+        }
+    )
     # 8 of the 16 quality prompts: each is ~0.8 s of a server's time, and what is checked here
     # (the scheme moved the distributions, speculation is lossless, the planted fault fails)
     # shows on 8; the gate's own calibration is tests/unit's
@@ -86,7 +89,7 @@ def test_the_cpu_refuses_per_tensor_fp8_at_start_with_vllms_reason_on_one_line(s
     assert refused.status == "failed"
     assert "static_scaled_fp8_quant" in refused.error and "\n" not in refused.error
     others = [c for label, c in swept["configs"].items() if label != "fp8-tensor-at-load"]
-    assert len(others) == 9 and all(c.status == "complete" for c in others)
+    assert len(others) == 10 and all(c.status == "complete" for c in others)
     assert swept["points"]["valid"].all()
 
 
@@ -105,7 +108,7 @@ def test_the_base_model_runs_unquantized_and_fp8_at_load_runs_fp8(swept):
     at_load = swept["configs"]["fp8-at-load"]
     assert _checks(at_load)["quantization"]["state"] == "verified"
     assert at_load.effective["quantization"] == "fp8_per_channel"
-    kv = _checks(swept["configs"][PLANTED])["kv-cache-dtype"]
+    kv = _checks(swept["configs"]["fp8-kv"])["kv-cache-dtype"]
     assert kv["state"] == "verified" and kv["running"] == "fp8"
 
 
@@ -142,6 +145,7 @@ def test_speculation_is_lossless_and_quantization_moves_the_distributions(swept)
 def test_the_planted_fault_fails_the_gate_and_is_never_best(swept):
     row = swept["table"].loc[PLANTED]
     assert row["verdict"] == "fail" and "token agreement" in row["reasons"]
+    assert row["top1_agreement"] == 1.0  # the model is untouched: only its decoding changed
     results = run_cli("results", str(swept["run"]))
     assert results.returncode == 0, results.stderr
     best = json.loads(results.stdout.split("best-config: ", 1)[1].splitlines()[0])
