@@ -324,6 +324,29 @@ def test_the_real_cpu_answers_keep_sound_configurations_and_fail_the_planted_pen
         assert reasons == ["token agreement 5% < 25%", "median agreement 3% < 50%"]
 
 
+def test_a_planted_penalty_on_a_noisy_configuration_still_fails():
+    """A configuration that both perturbs the model (an fp8 KV cache) and changes decoding (a
+    repetition penalty): its model view is the fp8 cache's (c4's teacher-forced top-k, real)
+    and its answers the penalty's (c5's, real). The fp8 noise must not excuse the penalty's
+    partings as near-ties: at each of them the penalised server chose a token other than its
+    own most likely one, which no perturbation of the model does under greedy decoding (it
+    passed the gate, 5 of 8 partings counted as near-ties, in a real quantization sweep)."""
+    from dataclasses import replace
+
+    from tunebench.quality.collect import read_completions
+
+    reference = read_completions(REAL / "c1.jsonl")
+    fp8 = {c.index: c for c in read_completions(REAL / "c4.jsonl")}
+    both = [
+        replace(c, prompt_top=fp8[c.index].prompt_top) for c in read_completions(REAL / "c5.jsonl")
+    ]
+    found = compare(reference, both)
+    assert found.margin_noise > 0  # the fp8 cache's measured perturbation
+    assert found.near_ties == 0
+    reasons = judge(found, Thresholds(), speculative=False)
+    assert "token agreement 5% < 25%" in reasons
+
+
 def test_a_value_just_under_its_limit_is_shown_with_the_decimals_that_tell_them_apart():
     from tunebench.quality.gate import _below
 

@@ -23,9 +23,12 @@ and the answers then part early although nothing is wrong. `margin_noise` measur
 the teacher-forced positions, how much the configuration moves the gap between the
 reference's favourite and each other listed token (the 99th percentile of those changes);
 a first difference where the reference preferred its token by no more than that is a
-*near-tie*, explained by the measured perturbation. `agreement_beyond_ties` (mean) and
+*near-tie*, explained by the measured perturbation, provided the candidate chose its own
+most likely token there (greedy decoding always does; a penalty or bias does not, and the
+server's logprobs are the model's, before them). `agreement_beyond_ties` (mean) and
 `median_beyond_ties` count a near-tie prompt as agreeing; the gate reads them. A decoding
-change leaves the model view untouched (noise 0): none of its differences is a near-tie.
+change is never a near-tie: alone it leaves the model view untouched (noise 0), and beside a
+perturbation (an fp8 KV cache with a penalty) its partings are not its model's favourites.
 """
 
 from __future__ import annotations
@@ -145,14 +148,27 @@ def _reference_margin(ref: Completion, at: int, other: int) -> float | None:
     return mine - theirs
 
 
+def _chose_its_favourite(cand: Completion, at: int) -> bool:
+    """Did the candidate pick, at position `at`, the token its own model ranked first? Greedy
+    decoding does, whatever perturbs the model; the server reports the model's logprobs
+    before any penalty or bias, so a token ranked below its favourite was chosen by a
+    decoding change (a penalty, a generation-config override), never by numerical noise.
+    Unknown (no logprobs there) counts as no."""
+    if at >= len(cand.tokens) or at >= len(cand.top) or not cand.top[at]:
+        return False
+    ranked = {int(t): lp for t, lp in cand.top[at]}
+    chosen = ranked.get(cand.tokens[at])
+    return chosen is not None and chosen >= max(ranked.values()) - 1e-6
+
+
 def compare(reference: list[Completion], candidate: list[Completion]) -> Divergence:
     """The candidate's completions against the reference's, prompt by prompt (by index)."""
     by_index = {c.index: c for c in candidate}
     exact, agreement, kls, tvs, top1, diverged, per_prompt = [], [], [], [], [], [], []
     gap_changes: list[float] = []
     # per compared prompt: (its agreement's index, the reference, where they part, the
-    # candidate's token there)
-    partings: list[tuple[int, Completion, int, int | None]] = []
+    # candidate's token there, whether that token was the candidate's own favourite)
+    partings: list[tuple[int, Completion, int, int | None, bool]] = []
     failed = sum(1 for c in candidate if c.error)
     first: FirstDifference | None = None
     for ref in reference:
@@ -174,7 +190,7 @@ def compare(reference: list[Completion], candidate: list[Completion]) -> Diverge
         if at is not None:
             diverged.append(at)
             other = cand.tokens[at] if at < len(cand.tokens) else None
-            partings.append((len(agreement) - 1, ref, at, other))
+            partings.append((len(agreement) - 1, ref, at, other, _chose_its_favourite(cand, at)))
             if first is None:
                 first = FirstDifference(
                     ref.index, ref.prompt, at, ref.tokens[at : at + 5], cand.tokens[at : at + 5]
@@ -183,9 +199,9 @@ def compare(reference: list[Completion], candidate: list[Completion]) -> Diverge
     noise = float(np.percentile(gap_changes, 99)) if gap_changes else None
     beyond = list(agreement)
     ties = 0
-    for index, ref, at, other in partings:
+    for index, ref, at, other, favourite in partings:
         margin = None if other is None else _reference_margin(ref, at, other)
-        if noise is not None and margin is not None and margin <= noise:
+        if favourite and noise is not None and margin is not None and margin <= noise:
             beyond[index] = 1.0
             ties += 1
 
