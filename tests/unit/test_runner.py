@@ -5,10 +5,12 @@ and GuideLLM; the real ones are exercised by tests/e2e."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 from tunebench.runner import ConfigRunner, PointRules
+from tunebench.runner.config_runner import stop_together
 from tunebench.seams.progress import SilentReporter
 from tunebench.spec.models import Metrics
 from tunebench.spec.plan import LoadPoint, SearchSettings, ServerConfig
@@ -223,3 +225,44 @@ def test_a_tune_with_a_quality_check_skips_the_load_of_a_trial_that_fails_the_ga
     check = QualityCheck(store, SilentReporter(), QualityRequest(["a prompt"]))
     assert evaluator([check]).skip_load_when is not None
     assert evaluator([]).skip_load_when is None
+
+
+def test_the_load_generator_and_the_server_are_stopped_together(tmp_path):
+    # Each stop waits for the other to have begun: one after the other, the first would
+    # wait out its 30 s and record that it never saw the other begin.
+    closing, stopping = threading.Event(), threading.Event()
+    saw: dict[str, bool] = {}
+
+    class Driver(FakeLoadDriver):
+        def close(self) -> None:
+            closing.set()
+            saw["server stopping while the load generator closed"] = stopping.wait(30)
+            super().close()
+
+    class Server(FakeDeployment):
+        def stop(self) -> None:
+            if self.stops == 0:
+                stopping.set()
+                saw["load generator closing while the server stopped"] = closing.wait(30)
+            super().stop()
+
+    deployment, driver = Server(), Driver()
+    _, runner = make_runner(tmp_path, deployment, driver)
+    assert runner.run(CONFIG, POINTS).status == "complete"
+    assert saw == {
+        "server stopping while the load generator closed": True,
+        "load generator closing while the server stopped": True,
+    }
+    assert driver.closed == 1 and deployment.stops >= 1
+
+
+def test_a_failing_stop_does_not_keep_the_other_from_running():
+    ran: list[str] = []
+
+    def broken() -> None:
+        ran.append("broken")
+        raise RuntimeError("close failed")
+
+    with pytest.raises(RuntimeError, match="close failed"):
+        stop_together(broken, lambda: ran.append("server"))
+    assert sorted(ran) == ["broken", "server"]
