@@ -9,6 +9,11 @@ server starts (repeats) with per-request samples. Its repeats are split:
 - the *held-out* part (default the last repeat): the truth, the capacity its requests give,
   which no search and no setting ever saw.
 
+With `--truth RUN...` the truth is instead a far longer measurement of the grid's
+configurations on the machine that recorded it (benchmarks/grid/record_truth.py: one more
+server start each, windows of ~300 requests at rates 10% apart around the knee), and every
+repeat of the grid is replayed; `--synthetic` grades against a queueing law's own capacity.
+
 Settings (the search's noise model, tolerance and probe budget) are chosen with
 `--choose`, which grades candidates against the replay part's own pooled truth: the
 held-out repeat plays no part in that choice.
@@ -37,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tunebench.points import trust  # noqa: E402
-from tunebench.points.slo import slo_from_items  # noqa: E402
+from tunebench.points.slo import evaluate, slo_from_items  # noqa: E402
 from tunebench.replay.noisy import (  # noqa: E402
     GridConfig,
     GridCosts,
@@ -167,6 +172,56 @@ def analytic_ceiling(law: QueueingGrid, truths: dict[str, Truth], repeats: list[
     return float(np.mean(shares))
 
 
+def long_truths(
+    runs: list[Path], configs: list[GridConfig], slo: dict
+) -> tuple[dict[str, Truth], dict[str, str]]:
+    """Each configuration's truth from a far longer measurement (benchmarks/grid/
+    record_truth.py: its own server start, windows of ~300 requests at rates 10% apart around
+    its knee), where the crossing between the two rates around it moves the answer by less
+    than 5%. A configuration no truth run measured (its replay starts never crossed the SLO:
+    capped by the client's top rate, or below the lowest rate) keeps the bound its replay
+    starts pooled give. Also, per measured configuration, the windows its truth rests on."""
+    truths: dict[str, Truth] = {}
+    brackets: dict[str, str] = {}
+    labels = {c.label for c in configs}
+    for run in runs:
+        for config in RecordedGrid(run).configs:
+            if config.label not in labels or not config.starts:
+                continue
+            if config.label in truths:
+                sys.exit(f"--truth: {config.label} is measured by two of the truth runs")
+            truth = held_out_capacity(config, sorted(config.starts), slo)
+            if truth is None:
+                continue
+            truths[config.label] = truth
+            windows = [w for start in config.starts.values() for w in start.windows]
+            below = [w for w in windows if w.target <= truth.rate]
+            above = [w for w in windows if w.target > truth.rate]
+            around = [max(below, key=lambda w: w.target)] if below else []
+            around += [min(above, key=lambda w: w.target)] if above else []
+            said = " and ".join(f"{w.target:g} req/s ({w.requests} requests)" for w in around)
+            # every window's measured / limit, so a rate that passes again above the first
+            # miss (the truth is then the sustained rule's, not a clean knee) is in view
+            ratios = ", ".join(
+                f"{w.target:g}: {evaluate(w.row, [], slo)['slo_ratio']:.2f}"
+                for w in sorted(windows, key=lambda w: w.target)
+            )
+            brackets[config.label] = (
+                f"between {said}" if truth.kind == "exact" else f"only bounded: {said}"
+            ) + f"; SLO ratio by rate {ratios}"
+    for config in configs:
+        if config.label not in truths:
+            bound = held_out_capacity(config, sorted(config.starts), slo)
+            if bound is not None and bound.kind == "exact":
+                sys.exit(
+                    f"--truth: no truth run measured {config.label}, whose capacity is "
+                    "measurable; record it with benchmarks/grid/record_truth.py"
+                )
+            if bound is not None:
+                truths[config.label] = bound
+    return truths, brackets
+
+
 def grade(
     configs: list[GridConfig],
     truths: dict[str, Truth],
@@ -282,6 +337,15 @@ def main() -> None:
         "against its analytic capacities, instead of a recorded grid's held-out repeat",
     )
     parser.add_argument(
+        "--truth",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="grade against these runs instead of a held-out repeat: a far longer "
+        "measurement of the grid's configurations on the machine that recorded it "
+        "(benchmarks/grid/record_truth.py); every repeat of --grid is then replayed",
+    )
+    parser.add_argument(
         "--slo",
         action="append",
         metavar="METRIC.PCT=LIMIT",
@@ -297,7 +361,7 @@ def main() -> None:
     grid = RecordedGrid(args.grid)
     COSTS = grid.costs()
     slo = slo_from_items(args.slo) if args.slo else grid.slo
-    if law is not None:  # the truth is the law's: every start may be deployed
+    if law is not None or args.truth:  # the truth is not in the grid: every start is replayed
         replay, held = grid.repeats, []
     else:
         replay = [int(r) for r in args.replay.split(",")] if args.replay else grid.repeats[:-1]
@@ -306,17 +370,22 @@ def main() -> None:
         sys.exit("--replay and --held-out must not share a repeat")
     configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
     truth_repeats = replay if args.choose else held
+    brackets: dict[str, str] = {}  # with --truth: what each truth rests on
     if law is not None:
         truths = analytic_truths(law)
+    elif args.truth:
+        truths, brackets = long_truths(args.truth, configs, slo)
     else:
         truths = {c.label: held_out_capacity(c, truth_repeats, slo) for c in configs}
-    configs = [c for c in configs if truths[c.label] is not None]
+    configs = [c for c in configs if truths.get(c.label) is not None]
     print(
         f"grid: {args.grid} ({len(configs)} configurations), SLO {slo}; replay repeats "
         f"{replay}, "
         + (
             f"truth: the law's capacity ({args.synthetic}, tunebench/testing/queueing.py)"
             if law is not None
+            else "truth: the long measurement " + ", ".join(str(t) for t in args.truth)
+            if args.truth
             else f"truth from repeats {truth_repeats}"
             + (" (the replay part itself: choosing settings)" if args.choose else " (held out)")
         )
@@ -327,7 +396,8 @@ def main() -> None:
     )
     for config in configs:
         truth = truths[config.label]
-        print(f"  truth {config.label:<16} {truth.kind:<8} {truth.rate:.3g} req/s")
+        rests_on = f"   {brackets[config.label]}" if config.label in brackets else ""
+        print(f"  truth {config.label:<16} {truth.kind:<8} {truth.rate:.3g} req/s{rests_on}")
     top = max(w.target for c in configs for s in c.starts.values() for w in s.windows)
     # the recording drove its top rate and no more: the client's known limit (max_rate)
     base = SearchRules(window_s=args.window, max_rate=top)
