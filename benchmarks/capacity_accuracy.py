@@ -176,39 +176,55 @@ def long_truths(
     runs: list[Path], configs: list[GridConfig], slo: dict
 ) -> tuple[dict[str, Truth], dict[str, str]]:
     """Each configuration's truth from a far longer measurement (benchmarks/grid/
-    record_truth.py: its own server start, windows of ~300 requests at rates 10% apart around
-    its knee), where the crossing between the two rates around it moves the answer by less
-    than 5%. A configuration no truth run measured (its replay starts never crossed the SLO:
-    capped by the client's top rate, or below the lowest rate) keeps the bound its replay
-    starts pooled give. Also, per measured configuration, the windows its truth rests on."""
-    truths: dict[str, Truth] = {}
-    brackets: dict[str, str] = {}
-    labels = {c.label for c in configs}
+    record_truth.py: server starts of its own, windows of ~300 requests at rates 10% apart
+    around its knee, where the crossing between the two rates around it moves the answer by
+    less than 5%): every long start of it in `runs` pooled, rate by rate. A configuration no
+    truth run measured (its replay starts never crossed the SLO: capped by the client's top
+    rate, or below the lowest rate) keeps the bound its replay starts pooled give. Also, per
+    measured configuration, what its truth rests on: the pooled windows around it, each long
+    start's own capacity, and every window's SLO ratio (a rate that passes again above the
+    first miss is then in view: the truth is the sustained rule's, not a clean knee)."""
+    labels = {c.label: c for c in configs}
+    long_starts: dict[str, list[RecordedStart]] = {}
     for run in runs:
         for config in RecordedGrid(run).configs:
-            if config.label not in labels or not config.starts:
-                continue
-            if config.label in truths:
-                sys.exit(f"--truth: {config.label} is measured by two of the truth runs")
-            truth = held_out_capacity(config, sorted(config.starts), slo)
-            if truth is None:
-                continue
-            truths[config.label] = truth
-            windows = [w for start in config.starts.values() for w in start.windows]
-            below = [w for w in windows if w.target <= truth.rate]
-            above = [w for w in windows if w.target > truth.rate]
-            around = [max(below, key=lambda w: w.target)] if below else []
-            around += [min(above, key=lambda w: w.target)] if above else []
-            said = " and ".join(f"{w.target:g} req/s ({w.requests} requests)" for w in around)
-            # every window's measured / limit, so a rate that passes again above the first
-            # miss (the truth is then the sustained rule's, not a clean knee) is in view
-            ratios = ", ".join(
-                f"{w.target:g}: {evaluate(w.row, [], slo)['slo_ratio']:.2f}"
-                for w in sorted(windows, key=lambda w: w.target)
+            if config.label in labels:
+                long_starts.setdefault(config.label, []).extend(
+                    config.starts[r] for r in sorted(config.starts)
+                )
+    truths: dict[str, Truth] = {}
+    brackets: dict[str, str] = {}
+    for label, starts in long_starts.items():
+        pooled = replace(labels[label], starts={i + 1: s for i, s in enumerate(starts)})
+        truth = held_out_capacity(pooled, sorted(pooled.starts), slo)
+        if truth is None:
+            continue
+        truths[label] = truth
+        requests: dict[float, int] = {}
+        for start in starts:
+            for window in start.windows:
+                requests[window.target] = requests.get(window.target, 0) + window.requests
+        below = [t for t in requests if t <= truth.rate]
+        above = [t for t in requests if t > truth.rate]
+        around = ([max(below)] if below else []) + ([min(above)] if above else [])
+        said = " and ".join(f"{t:g} req/s ({requests[t]} requests)" for t in around)
+        each = [held_out_capacity(pooled, [r], slo) for r in sorted(pooled.starts)]
+        own = ", ".join(
+            f"{t.rate:.3g}" if t.kind == "exact" else f"{t.kind} {t.rate:.3g}"
+            for t in each
+            if t is not None
+        )
+        ratios = " | ".join(
+            ", ".join(
+                f"{w.target:g}: {evaluate(w.row, [], slo)['slo_ratio']:.2f}" for w in start.windows
             )
-            brackets[config.label] = (
-                f"between {said}" if truth.kind == "exact" else f"only bounded: {said}"
-            ) + f"; SLO ratio by rate {ratios}"
+            for start in starts
+        )
+        brackets[label] = (
+            (f"between {said}" if truth.kind == "exact" else f"only bounded: {said}")
+            + f"; {len(starts)} long start(s), each alone: {own} req/s"
+            + f"; SLO ratio by rate, per start: {ratios}"
+        )
     for config in configs:
         if config.label not in truths:
             bound = held_out_capacity(config, sorted(config.starts), slo)

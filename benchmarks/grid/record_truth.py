@@ -32,11 +32,14 @@ from tunebench.store.manifest import Manifest  # noqa: E402
 FACTORS = (0.8, 0.9, 1.0, 1.1, 1.2)
 
 
-def truth_spec(spec: dict, variant: dict, capacity: float, requests: int) -> dict:
-    """The replay part's spec for one configuration, once, at rates around `capacity`."""
+def truth_spec(spec: dict, variant: dict, capacity: float, requests: int, starts: int = 1) -> dict:
+    """The replay part's spec for one configuration, started `starts` times (one after the
+    other), at rates around `capacity`."""
     warmups = [p for p in spec["load"]["profiles"] if p["kind"] != "poisson"]
     rates = sorted({round(capacity * f, 2) for f in FACTORS})
     out = {key: value for key, value in spec.items() if key != "repeats"}
+    if starts > 1:
+        out["repeats"] = starts
     out["name"] = f"{spec['name']}-truth-{variant['name']}"
     out["server"] = {**spec["server"], "variants": [variant]}
     out["load"] = {
@@ -54,6 +57,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("replay", type=Path, help="the grid's run with repeats")
     parser.add_argument("--requests", type=int, default=300, help="requests a window holds")
+    parser.add_argument("--starts", type=int, default=1, help="long starts per configuration")
+    parser.add_argument("--only", action="append", metavar="LABEL", help="these configurations")
     parser.add_argument("--output", type=Path, default=Path("reports"))
     parser.add_argument("--dry-run", action="store_true", help="write the specs, run nothing")
     args = parser.parse_args()
@@ -63,13 +68,15 @@ def main() -> None:
     variants = {v["name"]: v for v in spec["server"]["variants"]}
     args.output.mkdir(parents=True, exist_ok=True)
     for config in grid.configs:
+        if args.only and config.label not in args.only:
+            continue
         capacity = held_out_capacity(config, sorted(config.starts), slo)
         if capacity is None or capacity.kind != "exact":
             kind = capacity.kind if capacity else "no window"
             print(f"{config.label}: {kind} {capacity.rate if capacity else ''}: no truth to record")
             continue
         path = args.output / f"truth-{config.label}.yaml"
-        truth = truth_spec(spec, variants[config.label], capacity.rate, args.requests)
+        truth = truth_spec(spec, variants[config.label], capacity.rate, args.requests, args.starts)
         path.write_text(yaml.safe_dump(truth, sort_keys=False))
         rates = [p["rate"] for p in truth["load"]["profiles"] if p["kind"] == "poisson"]
         print(f"{config.label}: replay capacity {capacity.rate:.3g} req/s; truth rates {rates}")
