@@ -288,12 +288,20 @@ def grade(
 
 
 def print_row(label: str, result: dict[str, float]) -> None:
+    # no exact truth, no error to take a median of: every truth is a bound
+    error = "  n/a" if result["error"] != result["error"] else f"{result['error']:5.1%}"
     print(
         f"  {label:<44} within 10%: {result['right']:6.1%}   median |error| "
-        f"{result['error']:5.1%}   probes median {result['probes']:.0f} (p90 "
+        f"{error}   probes median {result['probes']:.0f} (p90 "
         f"{result['probes_p90']:.0f})   {result['minutes']:.1f} GPU-min"
     )
-    if result["measurable"] == result["measurable"] or result["capped"] == result["capped"]:
+    if result["measurable"] != result["measurable"] and result["capped"] == result["capped"]:
+        print(
+            f"  {'':<44} measurable capacity: none (every truth is a bound); answers on the "
+            f"bound's side (10% slack): {result['capped']:6.1%}; unconverged "
+            f"{result['unconverged']:.0%}"
+        )
+    elif result["measurable"] == result["measurable"]:
         print(
             f"  {'':<44} measurable capacity: within 10% {result['measurable']:6.1%}, median "
             f"signed error {result['signed']:+.1%}; capped by the client's top rate: "
