@@ -10,9 +10,10 @@ server starts (repeats) with per-request samples. Its repeats are split:
   which no search and no setting ever saw.
 
 With `--truth RUN...` the truth is instead a far longer measurement of the grid's
-configurations on the machine that recorded it (benchmarks/grid/record_truth.py: one more
-server start each, windows of ~300 requests at rates 10% apart around the knee), and every
-repeat of the grid is replayed; `--synthetic` grades against a queueing law's own capacity.
+configurations on the machine that recorded it (benchmarks/grid/record_truth.py: server
+starts of their own, windows of ~300 requests at rates 10% apart around the knee; several
+long starts of one configuration are pooled), and every repeat of the grid is replayed;
+`--synthetic` grades against a queueing law's own capacity.
 
 Settings (the search's noise model, tolerance and probe budget) are chosen with
 `--choose`, which grades candidates against the replay part's own pooled truth: the

@@ -82,8 +82,8 @@ def main() -> None:
         print(f"{config.label}: replay capacity {capacity.rate:.3g} req/s; truth rates {rates}")
         if args.dry_run:
             continue
-        sweep = [sys.executable, "-c", "from tunebench.cli.main import run; run()", "sweep"]
-        result = subprocess.run([*sweep, str(path), "--output", str(args.output), "--no-report"])
+        sweep = [sys.executable, "-m", "tunebench.cli.main", "sweep", str(path)]
+        result = subprocess.run([*sweep, "--output", str(args.output), "--no-report"])
         if result.returncode != 0:
             sys.exit(f"the truth sweep of {config.label} failed (exit {result.returncode})")
 
