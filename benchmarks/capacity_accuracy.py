@@ -42,6 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tunebench.numbers import to_float  # noqa: E402
 from tunebench.points import trust  # noqa: E402
 from tunebench.points.slo import evaluate, slo_from_items  # noqa: E402
 from tunebench.replay.noisy import (  # noqa: E402
@@ -173,6 +174,21 @@ def analytic_ceiling(law: QueueingGrid, truths: dict[str, Truth], repeats: list[
     return float(np.mean(shares))
 
 
+def decode_ms(start: RecordedStart) -> float | None:
+    """A start's time per output token at its two lowest rates (the median of their mean
+    inter-token latency): at light load a sequence is mostly decoded alone, so this is the
+    speed the machine ran this start at, read from the start's own points. Two starts of
+    one configuration on a steady machine give the same figure; where it differs, the
+    machine's speed changed between them (and with it the capacity), not the method."""
+    values = [to_float(w.row.get("itl_mean_ms")) for w in start.windows[:2]]
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def speed_by_start(starts: list[RecordedStart]) -> str:
+    return ", ".join(f"{ms:.2f}" if (ms := decode_ms(s)) is not None else "n/a" for s in starts)
+
+
 def long_truths(
     runs: list[Path], configs: list[GridConfig], slo: dict
 ) -> tuple[dict[str, Truth], dict[str, str]]:
@@ -224,6 +240,7 @@ def long_truths(
         brackets[label] = (
             (f"between {said}" if truth.kind == "exact" else f"only bounded: {said}")
             + f"; {len(starts)} long start(s), each alone: {own} req/s"
+            + f"; ms per output token at its lowest rates, per start: {speed_by_start(starts)}"
             + f"; SLO ratio by rate, per start: {ratios}"
         )
     for config in configs:
@@ -305,8 +322,8 @@ def print_row(label: str, result: dict[str, float]) -> None:
     elif result["measurable"] == result["measurable"]:
         print(
             f"  {'':<44} measurable capacity: within 10% {result['measurable']:6.1%}, median "
-            f"signed error {result['signed']:+.1%}; capped by the client's top rate: "
-            f"{result['capped']:6.1%}; unconverged {result['unconverged']:.0%}"
+            f"signed error {result['signed']:+.1%}; truth only a bound (beyond the rates "
+            f"measured): {result['capped']:6.1%}; unconverged {result['unconverged']:.0%}"
         )
     if result["covered"] == result["covered"]:  # not NaN
         print(
@@ -427,6 +444,13 @@ def main() -> None:
     # the recording drove its top rate and no more: the client's known limit (max_rate)
     base = SearchRules(window_s=args.window, max_rate=top)
     TOP_RATE = top
+    if args.truth:
+        print(
+            "machine speed by start (ms per output token at the two lowest rates; lower is faster):"
+        )
+        for config in configs:
+            own = [config.starts[r] for r in replay if r in config.starts]
+            print(f"  {config.label:<22} replay starts {speed_by_start(own)}")
     spread = run_spread(configs, replay, slo)
     noise = probe_noise(configs, truths, slo, replay, base)
     print(
