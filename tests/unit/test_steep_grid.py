@@ -115,3 +115,16 @@ def test_at_constant_load_the_time_per_token_wandered_by_two_thirds():
     assert result.returncode == 1, result.stderr  # not steady
     assert "30 bins of 20 s" in result.stdout
     assert "min 2.03  median 2.58  max 3.36; slowest / fastest 1.66" in result.stdout
+
+
+def test_as_one_process_the_server_was_faster_and_still_not_steady():
+    run = STEEP / "stability-one-process"
+    manifest = (run / "manifest.json").read_text()
+    assert '"max_num_seqs": 1' in manifest or '"max-num-seqs": 1' in manifest
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/machine_stability.py"), "--run", str(run)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "min 1.81  median 2.19  max 3.42; slowest / fastest 1.88" in result.stdout
