@@ -27,7 +27,6 @@ per start as "machine speed by start"). Exits 0 when steady, 1 when not, 2 on ba
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import statistics
 import subprocess
@@ -37,6 +36,12 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tunebench.errors import StoreError  # noqa: E402
+from tunebench.store.manifest import Manifest  # noqa: E402
+from tunebench.store.run import read_requests  # noqa: E402
+
 NAME = "machine-stability"
 STEADY = 1.10
 
@@ -81,15 +86,20 @@ def record(minutes: float, output: Path) -> Path:
 
 def token_times(run: Path, config: str | None) -> list[tuple[float, float]]:
     """(start time, ms per output token) of every request of `run` (of one configuration's
-    file, requests/<config id>.csv, when `config` names its label or id)."""
-    files = sorted((run / "requests").glob("*.csv"))
+    when `config` names its label or id)."""
+    try:
+        entries = Manifest.read(run).configs
+    except StoreError as exc:
+        sys.exit(str(exc))
     if config is not None:
-        files = [f for f in files if f.stem == _config_id(run, config)]
-    if not files:
-        sys.exit(f"{run}/requests: no request file" + (f" for {config}" if config else ""))
+        entries = [c for c in entries if config in (c.label, c.config_id)]
+        if not entries:
+            sys.exit(
+                f"{run}/manifest.json: no configuration {config!r} (--config takes a label or id)"
+            )
     out = []
-    for path in files:
-        for row in csv.DictReader(path.open()):
+    for entry in entries:
+        for row in read_requests(run, entry.config_id):
             try:
                 out.append((float(row["start_time"]), float(row["itl_ms"])))
             except (KeyError, TypeError, ValueError):
@@ -97,16 +107,6 @@ def token_times(run: Path, config: str | None) -> list[tuple[float, float]]:
     if not out:
         sys.exit(f"{run}/requests: no request has start_time and itl_ms")
     return sorted(out)
-
-
-def _config_id(run: Path, config: str) -> str:
-    import json
-
-    manifest = json.loads((run / "manifest.json").read_text())
-    for entry in manifest.get("configs", []):
-        if config in (entry.get("label"), entry.get("config_id")):
-            return entry["config_id"]
-    sys.exit(f"{run}/manifest.json: no configuration {config!r} (--config takes a label or id)")
 
 
 def bins(

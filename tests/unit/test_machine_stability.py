@@ -4,14 +4,14 @@ bins, and the verdict "steady" only when every bin is within 10% of the fastest.
 from __future__ import annotations
 
 import csv
-import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from benchmarks.machine_stability import bins, spec
-from tests.conftest import REPO
+from tests.conftest import FIXTURES, REPO
 
 SCRIPT = REPO / "benchmarks/machine_stability.py"
 
@@ -20,9 +20,8 @@ def _run(tmp_path, per_bin_ms: list[float], per_bin: int = 30):
     """A run directory whose requests decode at `per_bin_ms` in consecutive 20-s bins."""
     run = tmp_path / "run"
     (run / "requests").mkdir(parents=True)
-    (run / "manifest.json").write_text(
-        json.dumps({"configs": [{"config_id": "c1", "label": "mns1-mnbt128"}]})
-    )
+    # a recorded run's manifest (one configuration, c1); the requests are written here
+    shutil.copy(FIXTURES / "grid-cpu-steep/stability/manifest.json", run / "manifest.json")
     with (run / "requests/c1.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["point_id", "start_time", "itl_ms"])
@@ -68,6 +67,15 @@ def test_an_unknown_configuration_is_a_one_line_error(tmp_path):
     )
     assert result.returncode != 0
     assert "no configuration 'nope'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_directory_that_is_no_run_is_a_one_line_error(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--run", str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert "not a tunebench run (no manifest.json)" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_the_recording_decodes_one_sequence_at_a_time_at_constant_load():
