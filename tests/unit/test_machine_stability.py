@@ -8,16 +8,18 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from benchmarks.machine_stability import bins, spec
+from benchmarks.machine_stability import LEAST, STEADY, bins, spec
 from tests.conftest import FIXTURES, REPO
+from tunebench.store.run import read_requests
 
 SCRIPT = REPO / "benchmarks/machine_stability.py"
 
 
-def _run(tmp_path, per_bin_ms: list[float], per_bin: int = 30):
-    """A run directory whose requests decode at `per_bin_ms` in consecutive 20-s bins."""
+def _run(tmp_path, per_bin_ms: list[float], per_bin: int = 201):
+    """A run whose requests decode at `per_bin_ms` in consecutive 30-s bins (the default)."""
     run = tmp_path / "run"
     (run / "requests").mkdir(parents=True)
     # a recorded run's manifest (one configuration, c1); the requests are written here
@@ -29,15 +31,52 @@ def _run(tmp_path, per_bin_ms: list[float], per_bin: int = 30):
             for k in range(per_bin):
                 # spread inside the bin; the median of the bin is `ms` exactly
                 offset = (k - per_bin // 2) * 0.01
-                writer.writerow(["concurrent-1", 1000 + index * 20 + k * 0.5, ms + offset])
+                writer.writerow(["concurrent-1", 1000 + index * 30 + k * 29 / per_bin, ms + offset])
     return run
 
 
 def test_bins_hold_the_median_time_per_token_of_each_interval():
-    times = [(100 + i * 0.5, 2.0) for i in range(40)] + [(120 + i * 0.5, 3.0) for i in range(40)]
-    assert bins(times, 20.0) == [(0.0, 40, 2.0), (20.0, 40, 3.0)]
-    # a bin with fewer than 20 requests is left out, not read as a speed
-    assert bins(times + [(141, 9.0)], 20.0) == [(0.0, 40, 2.0), (20.0, 40, 3.0)]
+    times = [(100 + i * 0.1, 2.0) for i in range(200)] + [(120 + i * 0.1, 3.0) for i in range(200)]
+    assert bins(times, 20.0) == [(0.0, 200, 2.0), (20.0, 200, 3.0)]
+    # a bin with fewer than LEAST requests is left out, not read as a speed
+    sparse = [(141 + i * 0.09, 9.0) for i in range(LEAST - 1)]
+    assert bins(times + sparse, 20.0) == [(0.0, 200, 2.0), (20.0, 200, 3.0)]
+
+
+def _recorded_spell(at_s: float) -> np.ndarray:
+    """The time per token of the requests in 20 s of the stability recording from `at_s`: one
+    spell of one machine, the spread of requests within a bin."""
+    rows = read_requests(FIXTURES / "grid-cpu-steep/stability", "c1")
+    first = min(float(r["start_time"]) for r in rows)
+    spell = [float(r["itl_ms"]) for r in rows if 0 <= float(r["start_time"]) - first - at_s < 20]
+    assert len(spell) > 150
+    return np.asarray(spell)
+
+
+def _ratio(medians) -> float:
+    return max(medians) / min(medians)
+
+
+@pytest.mark.parametrize("spell_s", [0, 100, 300])
+def test_a_steady_machine_is_called_steady_and_a_slower_spell_is_caught(spell_s):
+    # A/A: 30 bins of LEAST requests each, every one drawn independently from the requests of
+    # one 20-s spell of the recording: nothing changed, so "not steady" is a false alarm
+    spell = _recorded_spell(spell_s)
+    rng = np.random.default_rng(7)
+    draws = [[float(np.median(rng.choice(spell, LEAST))) for _ in range(30)] for _ in range(200)]
+    false_alarms = sum(_ratio(m) > STEADY for m in draws)
+    assert false_alarms <= 0.05 * len(draws)
+    # power: the same draws with the last 5 bins 20% slower
+    caught = sum(_ratio(m[:25] + [x * 1.2 for x in m[25:]]) > STEADY for m in draws)
+    assert caught >= 0.95 * len(draws)
+
+
+def test_bins_of_a_hundred_requests_would_raise_false_alarms():
+    # why LEAST is 200: at the spell at 300 s, bins of 100 differ by more than 10% alone
+    spell = _recorded_spell(300)
+    rng = np.random.default_rng(7)
+    small = [[float(np.median(rng.choice(spell, 100))) for _ in range(30)] for _ in range(200)]
+    assert sum(_ratio(m) > STEADY for m in small) > 0.1 * len(small)
 
 
 @pytest.mark.parametrize(
@@ -54,7 +93,7 @@ def test_the_verdict_and_exit_code(tmp_path, per_bin, code, said):
     )
     assert result.returncode == code, result.stderr
     assert said in result.stdout
-    assert f"{len(per_bin)} bins of 20 s" in result.stdout
+    assert f"{len(per_bin)} bins of 30 s" in result.stdout
     assert f"max {max(per_bin):.2f}" in result.stdout and f"min {min(per_bin):.2f}" in result.stdout
 
 

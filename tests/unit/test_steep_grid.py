@@ -98,7 +98,7 @@ def test_on_this_recording_half_of_the_deployed_starts_are_within_ten_percent_of
     assert ceiling(grid.configs, truths, grid.slo, grid.repeats) == 0.5
 
 
-def test_at_constant_load_the_time_per_token_wandered_by_two_thirds():
+def test_at_constant_load_the_time_per_token_wandered_by_half():
     # the stability recording: one stream, one sequence at a time, ten minutes
     rows = list(csv.DictReader(next((STEEP / "stability/requests").glob("*.csv")).open()))
     assert {r["point_id"] for r in rows} == {"concurrent-1"} and len(rows) > 5000
@@ -113,8 +113,8 @@ def test_at_constant_load_the_time_per_token_wandered_by_two_thirds():
         text=True,
     )
     assert result.returncode == 1, result.stderr  # not steady
-    assert "30 bins of 20 s" in result.stdout
-    assert "min 2.03  median 2.58  max 3.36; slowest / fastest 1.66" in result.stdout
+    assert "20 bins of 30 s" in result.stdout
+    assert "min 2.08  median 2.42  max 3.24; slowest / fastest 1.56" in result.stdout
 
 
 def test_as_one_process_the_server_was_faster_and_still_not_steady():
@@ -127,4 +127,4 @@ def test_as_one_process_the_server_was_faster_and_still_not_steady():
         text=True,
     )
     assert result.returncode == 1, result.stderr
-    assert "min 1.81  median 2.19  max 3.42; slowest / fastest 1.88" in result.stdout
+    assert "min 1.82  median 2.19  max 2.73; slowest / fastest 1.50" in result.stdout
