@@ -13,7 +13,10 @@ exits non-zero when any run of the target failed. The logs stay in the output fo
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,7 +38,8 @@ def one_run(target: str, commit: str | None, logs: Path, index: int) -> tuple[in
         log = logs / f"{target}-{index}.log"
         began = time.monotonic()
         with log.open("w") as out:
-            # own session: a Ctrl-C here stops make and everything it started
+            # its own session, so that stopping it reaches make's whole group; a Ctrl-C or
+            # SIGTERM here stops make and every process group its tests started
             process = subprocess.Popen(
                 ["make", target],
                 cwd=folder,
@@ -44,19 +48,60 @@ def one_run(target: str, commit: str | None, logs: Path, index: int) -> tuple[in
                 text=True,
                 start_new_session=True,
             )
-            assert process.stdout is not None
-            for line in process.stdout:
-                stamped = f"{time.monotonic() - began:7.1f} {line}"
-                out.write(stamped)
-                if any(mark in line for mark in MARKS):
-                    print(f"  [{index}] {stamped}", end="", flush=True)
-            code = process.wait()
+            try:
+                assert process.stdout is not None
+                for line in process.stdout:
+                    stamped = f"{time.monotonic() - began:7.1f} {line}"
+                    out.write(stamped)
+                    if any(mark in line for mark in MARKS):
+                        print(f"  [{index}] {stamped}", end="", flush=True)
+                code = process.wait()
+            except BaseException:
+                stop_everything(process)
+                raise
         return code, time.monotonic() - began
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def stop_everything(process: subprocess.Popen, grace_s: float = 60.0) -> None:
+    """Stop `make` and every process group it started: SIGINT to make's group (pytest tears
+    its servers down), then SIGKILL to each group any of its processes led. The tests start
+    servers and CLI runs in sessions of their own, which make's group signal never reaches,
+    so the groups are read from its process tree before anything is signalled."""
+    import psutil
+
+    try:
+        tree = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
+    groups = {process.pid}
+    for child in tree:
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            groups.add(os.getpgid(child.pid))
+    groups.discard(os.getpgrp())  # never this script's own group
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_s)
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+
+
+def _interrupt_on_sigterm() -> None:
+    """`kill PID` stops a run as a Ctrl-C does, with everything it started."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main() -> int:
+    _interrupt_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=("test", "demo", "lint"), default="test")
     parser.add_argument("--repeats", type=int, default=3)
@@ -78,4 +123,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("fresh_clone: stopped; make and every process it started were stopped", flush=True)
+        sys.exit(130)
