@@ -1,0 +1,42 @@
+"""benchmarks/fresh_clone.py stops `make` and what its tests started when it is stopped: the
+tests start servers in sessions of their own, which a signal to make's group never reaches."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import psutil
+
+from benchmarks.fresh_clone import stop_everything
+
+# a stand-in for `make test`: a child in a session of its own (as a test's vLLM server is),
+# one in make's own group, and make itself waiting on them
+MAKE = """
+setsid sleep 300 &
+sleep 300 &
+echo started
+wait
+"""
+
+
+def test_make_and_every_session_it_started_are_stopped():
+    make = subprocess.Popen(
+        ["bash", "-c", MAKE], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert make.stdout is not None and make.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 10
+    while len(psutil.Process(make.pid).children(recursive=True)) < 2:
+        assert time.monotonic() < deadline, "the stand-in's children did not start"
+        time.sleep(0.05)
+    children = psutil.Process(make.pid).children(recursive=True)
+    groups = {os.getpgid(child.pid) for child in children}
+    assert len(groups) == 2  # make's own group and the session beside it
+
+    stop_everything(make, grace_s=2)
+
+    assert make.poll() is not None
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, alive
+    assert os.getpgrp() not in groups  # the test's own group was never signalled
