@@ -13,8 +13,6 @@ exits non-zero when any run of the target failed. The logs stay in the output fo
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import shutil
 import signal
 import statistics
@@ -25,6 +23,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tunebench.processes import stop_session  # noqa: E402
+
 # lines whose time marks a phase's end (make test's and make demo's own output)
 MARKS = ("[setup] ok", "[lint] all passed", " passed", "report:", "make: ***")
 
@@ -57,38 +59,12 @@ def one_run(target: str, commit: str | None, logs: Path, index: int) -> tuple[in
                         print(f"  [{index}] {stamped}", end="", flush=True)
                 code = process.wait()
             except BaseException:
-                stop_everything(process)
+                # pytest tears its servers down on the SIGINT; a minute, then by force
+                stop_session(process, grace_s=60)
                 raise
         return code, time.monotonic() - began
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def stop_everything(process: subprocess.Popen, grace_s: float = 60.0) -> None:
-    """Stop `make` and every process group it started: SIGINT to make's group (pytest tears
-    its servers down), then SIGKILL to each group any of its processes led. The tests start
-    servers and CLI runs in sessions of their own, which make's group signal never reaches,
-    so the groups are read from its process tree before anything is signalled."""
-    import psutil
-
-    try:
-        tree = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        tree = []
-    groups = {process.pid}
-    for child in tree:
-        with contextlib.suppress(psutil.Error, ProcessLookupError):
-            groups.add(os.getpgid(child.pid))
-    groups.discard(os.getpgrp())  # never this script's own group
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGINT)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=grace_s)
-    for group in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=10)
 
 
 def _interrupt_on_sigterm() -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tunebench.processes import stop_session
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -34,7 +36,7 @@ def run_in_own_session(
     argv: list[str], cwd: Path, env: dict, timeout: float
 ) -> subprocess.CompletedProcess:
     """`argv` in a session of its own, its output captured. At `timeout` it is stopped with
-    everything it started (`stop_process_tree`) and subprocess.TimeoutExpired is raised."""
+    everything it started (`stop_session`) and subprocess.TimeoutExpired is raised."""
     process = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -47,39 +49,12 @@ def run_in_own_session(
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        stdout, stderr = stop_process_tree(process)
+        stdout, stderr = stop_session(process)
         raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
     except BaseException:
-        stop_process_tree(process)
+        stop_session(process)
         raise
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-
-
-def stop_process_tree(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str, str]:
-    """Stop a process started in its own session and everything it started: SIGINT to its
-    group (its own teardown), then SIGKILL to its group and to the group of every process
-    it had started (servers and load generators run in groups of their own)."""
-    import signal
-
-    import psutil
-
-    try:
-        started = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        started = []
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGINT)
-    try:
-        stdout, stderr = process.communicate(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-    for child in started:
-        with contextlib.suppress(psutil.Error, ProcessLookupError):
-            if child.is_running():
-                os.killpg(os.getpgid(child.pid), signal.SIGKILL)
-    return stdout or "", stderr or ""
 
 
 @contextlib.contextmanager

@@ -124,9 +124,9 @@ class ManagedProcess:
             pass
 
 
-def _group_members(pgid: int) -> list[int]:
-    """The processes of group `pgid` (Linux /proc)."""
-    members = []
+def _live_processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, process group) of every process that is not a zombie (Linux /proc)."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -134,9 +134,53 @@ def _group_members(pgid: int) -> list[int]:
             fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":  # after ")": state, ppid, pgrp
-            members.append(int(entry))
-    return members
+        if fields[0] != "Z":  # after ")": state, ppid, pgrp
+            found[int(entry)] = (int(fields[1]), int(fields[2]))
+    return found
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The processes of group `pgid`."""
+    return [pid for pid, (_, group) in _live_processes().items() if group == pgid]
+
+
+def _descendant_groups(pid: int) -> set[int]:
+    """The process groups of every process below `pid`."""
+    processes = _live_processes()
+    below, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, (parent, _) in processes.items() if parent in frontier}
+        below |= frontier
+    return {processes[child][1] for child in below}
+
+
+def stop_session(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str, str]:
+    """Stop a process started with `start_new_session=True` and every process group it
+    started: SIGINT to its group (its own teardown, as a Ctrl-C would), SIGKILL to it after
+    `grace_s`, then SIGKILL to each other group its descendants were in. Servers and load
+    generators run in sessions of their own, which the first signal never reaches, so those
+    groups are read before anything is signalled; this process's own group is never
+    signalled. Returns what was left of its output (pipes it was given), else ""."""
+    groups = _descendant_groups(process.pid) - {process.pid, os.getpgrp()}
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    try:
+        stdout, stderr = process.communicate(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        stdout, stderr = process.communicate()
+    for group in groups:
+        if _group_members(group):  # still there: not a group id given out again since
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return stdout or "", stderr or ""
 
 
 def stop_leftover_group(pgid: int, markers: tuple[str, ...], grace_s: float = 15.0) -> bool:

@@ -1,5 +1,6 @@
-"""benchmarks/fresh_clone.py stops `make` and what its tests started when it is stopped: the
-tests start servers in sessions of their own, which a signal to make's group never reaches."""
+"""stop_session stops a process and every session it started (as `run_cli` in the tests and
+benchmarks/fresh_clone.py stop `tunebench` and `make`): servers run in sessions of their own,
+which a signal to the process's group never reaches."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 
 import psutil
 
-from benchmarks.fresh_clone import stop_everything
+from tunebench.processes import stop_session
 
 # a stand-in for `make test`: a child in a session of its own (as a test's vLLM server is),
 # one in make's own group, and make itself waiting on them
@@ -34,7 +35,7 @@ def test_make_and_every_session_it_started_are_stopped():
     groups = {os.getpgid(child.pid) for child in children}
     assert len(groups) == 2  # make's own group and the session beside it
 
-    stop_everything(make, grace_s=2)
+    stop_session(make, grace_s=2)
 
     assert make.poll() is not None
     gone, alive = psutil.wait_procs(children, timeout=5)
