@@ -166,6 +166,15 @@ def stop_session(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str,
         os.killpg(process.pid, signal.SIGINT)
     except ProcessLookupError:
         pass
+
+    def kill_the_rest() -> None:
+        for group in groups:
+            if _group_members(group):  # still there: not a group id given out again since
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
     try:
         stdout, stderr = process.communicate(timeout=grace_s)
     except subprocess.TimeoutExpired:
@@ -173,13 +182,11 @@ def stop_session(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str,
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # before reading to the end: a process of another group that holds the same pipes
+        # would keep them open, and the read waiting, for as long as it lives
+        kill_the_rest()
         stdout, stderr = process.communicate()
-    for group in groups:
-        if _group_members(group):  # still there: not a group id given out again since
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    kill_the_rest()
     return stdout or "", stderr or ""
 
 

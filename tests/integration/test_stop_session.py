@@ -27,13 +27,16 @@ def test_make_and_every_session_it_started_are_stopped():
         ["bash", "-c", MAKE], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     assert make.stdout is not None and make.stdout.readline().strip() == "started"
+    # until both children run, one of them in its own session (setsid starts in make's group
+    # and only then leaves it)
     deadline = time.monotonic() + 10
-    while len(psutil.Process(make.pid).children(recursive=True)) < 2:
-        assert time.monotonic() < deadline, "the stand-in's children did not start"
+    while True:
+        children = psutil.Process(make.pid).children(recursive=True)
+        groups = {os.getpgid(child.pid) for child in children}
+        if len(children) == 2 and groups == {make.pid, *groups - {make.pid}} and len(groups) == 2:
+            break
+        assert time.monotonic() < deadline, ("the stand-in's children did not start", groups)
         time.sleep(0.05)
-    children = psutil.Process(make.pid).children(recursive=True)
-    groups = {os.getpgid(child.pid) for child in children}
-    assert len(groups) == 2  # make's own group and the session beside it
 
     stop_session(make, grace_s=2)
 
