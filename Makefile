@@ -22,11 +22,15 @@ demo: setup
 
 # The whole suite: lint (ruff, import-linter layers, mypy), while the test tools outside
 # Python (Debian packages, npm, their own environments) are set up; then every test that
-# times nothing on two workers (unit, contract, integration and the real-server e2e files:
+# times nothing on three workers (unit, contract, integration and the real-server e2e files:
 # quality, tune, batch, Ray, Slurm, faults, helm, endpoints, pipeline steps, peer tools),
 # whole files at a time, longest first (tests/durations.json; --no-loadscope-reorder keeps
 # that order: pytest-xdist otherwise hands out the files with the most tests first), with
-# in-process coverage and its floor; then the e2e files that time load (marked `speed`) in
+# in-process coverage and its floor. Three workers on two cores: with two, a worker waiting
+# (a server's start-up, a load point's window, a sweep being polled) left a core idle; on a
+# 2-core Xeon VM the tier took 1286 s on two workers (a fresh clone), 982 s on three (the
+# cores 99% busy until its last minute; at least 12.8 GB of memory stayed available). Then
+# the e2e files that time load (marked `speed`) in
 # one process, with the machine to themselves. In the first step VLLM_ENABLE_V1_MULTIPROCESSING=0
 # saves one Python start (a spawn that imports vLLM again) per vLLM process: a server's model
 # runs in its engine-core process instead of a worker process of its own (vLLM-CPU keeps the
@@ -39,7 +43,7 @@ COVERAGE_FLOOR ?= 85
 test: export TUNEBENCH_NO_SKIPS = 1
 test:
 	$(MAKE) -j2 lint test-deps
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest -q -n 2 --dist loadfile --timeout 900 \
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest -q -n 3 --dist loadfile --timeout 900 \
 		--no-loadscope-reorder --cov=tunebench --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR) \
 		--durations=15 -m "not speed" tests/unit tests/contract tests/integration tests/e2e
 	$(PY) -m pytest -q --timeout 1200 --durations=10 -m speed tests/e2e
