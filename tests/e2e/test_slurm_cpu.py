@@ -24,6 +24,10 @@ RECORDS = 8
 
 
 def test_the_sbatch_script_runs_the_batch_job_on_a_real_slurm(tmp_path):
+    # One engine start of its own: what only it proves is the generated sbatch script running
+    # as a real Slurm job (environment, setup lines, output back in the run). The two-shard
+    # check (tests/e2e/test_batch_cpu.py, two starts) tests `tunebench batch --shards` itself,
+    # which runs without Slurm; folding it into this job would test it only through Slurm
     spec = yaml.safe_load((REPO / "sweeps/batch-recipes.yaml").read_text())
     spec["name"] = "slurm-recipes"
     spec["dataset"]["path"] = str(REPO / "sweeps/data/recipes.jsonl")

@@ -64,6 +64,9 @@ def test_tune_completes_with_baseline_and_a_failed_trial(tuned):
 
 
 def test_a_trial_that_answers_wrong_is_infeasible(tuned):
+    # The same planted fault as the quantization sweep's (repetition_penalty 1.5), on a
+    # server of its own: there the sweep keeps it from being best; here the tuner marks the
+    # trial FAIL and skips its load, a different code path (the trial's runner and study)
     planted = tuned["before"]["trials"][2]  # the enqueued repetition_penalty 1.5
     assert planted["params"]["override-generation-config.repetition_penalty"] == 1.5
     assert planted["state"] == "FAIL", planted
