@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from tunebench.load.worker_pipe import answer_stack_requests
+
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/guidellm/v0.8.1-mns2-c1-c8.json"
 
 
@@ -26,6 +28,7 @@ def emit(event, **fields):
 
 
 def main():
+    answer_stack_requests()  # as the real worker does at import
     job = json.loads(Path(sys.argv[1]).read_text())
     emit("imported")
     if not sys.stdin.readline().strip():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import pytest
@@ -10,6 +12,7 @@ from tests.conftest import REPO
 from tests.unit.test_trace import tokenizer_dir  # noqa: F401  (a fixture: the demo tokenizer)
 from tunebench.errors import LoadError
 from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.load.worker_pipe import QUIET, WorkerPipe
 from tunebench.seams.deployment import ServerHandle
 from tunebench.spec.models import SyntheticData
 from tunebench.spec.plan import LoadPoint
@@ -42,6 +45,46 @@ def test_remaining_points_run_again_in_a_fresh_worker(tmp_path, monkeypatch, mod
     points, _, _ = drive(tmp_path, monkeypatch, mode)
     assert points == ["concurrent-1", "concurrent-2", "concurrent-4"]  # each exactly once
     assert (tmp_path / "work" / "guidellm-job-retry1.json").exists()
+
+
+def test_a_stalled_worker_writes_where_it_hangs_into_its_log_before_it_is_stopped(
+    tmp_path, monkeypatch
+):
+    drive(tmp_path, monkeypatch, "stall-once")
+    log = (tmp_path / "work" / "guidellm.log").read_text()
+    # faulthandler's dump of the stalled worker: the fake sleeps in main() on its 2nd point
+    assert "most recent call first" in log
+    assert 'fake_guidellm_worker.py", line' in log and "in main" in log
+    # a worker that died is not asked (its group is gone): no dump, no error
+    drive(tmp_path / "died", monkeypatch, "die-once")
+    assert "most recent call first" not in (tmp_path / "died" / "work" / "guidellm.log").read_text()
+
+
+def test_the_real_worker_answers_a_stack_request(tmp_path):
+    """The GuideLLM worker itself (GuideLLM imported, waiting for the server's "go")."""
+    job = tmp_path / "job.json"
+    job.write_text("{}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    pipe = WorkerPipe(
+        [sys.executable, "-m", "tunebench.load.guidellm_worker", str(job)],
+        env,
+        tmp_path / "worker.log",
+        None,
+        "guidellm",
+    )
+    try:
+        deadline = time.monotonic() + 120
+        event = pipe.read()
+        while event is QUIET and time.monotonic() < deadline:
+            event = pipe.read()
+        assert isinstance(event, dict) and event["event"] == "imported", event
+        pipe.dump_stacks()
+        log = (tmp_path / "worker.log").read_text()
+        assert "most recent call first" in log and "guidellm_worker.py" in log, log[-2000:]
+        assert "in _main" in log  # where it waits: the go line
+        assert pipe.process.popen.poll() is None  # it answered and went on
+    finally:
+        pipe.stop(grace_s=2)
 
 
 def test_gives_up_after_the_retry(tmp_path, monkeypatch):

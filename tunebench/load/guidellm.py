@@ -210,11 +210,12 @@ def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
 
 
 class _WorkerLost(Exception):
-    """The worker stalled or died before finishing; `done` slots were stored."""
+    """The worker stalled (`stalled`) or died before finishing; `done` slots were stored."""
 
-    def __init__(self, message: str, done: int):
+    def __init__(self, message: str, done: int, stalled: bool = False):
         super().__init__(message)
         self.done = done
+        self.stalled = stalled
 
 
 def point_budget_s(
@@ -418,6 +419,8 @@ class GuideLLMDriver:
                 return
             except _WorkerLost as lost:
                 done = lost.done
+                if lost.stalled and self._process is not None:
+                    self._process.dump_stacks()  # where GuideLLM hangs, into its log
                 if self._abort_reason:
                     raise LoadError(self._abort_reason) from None
                 slots = self._slots()
@@ -456,7 +459,9 @@ class GuideLLMDriver:
                 if time.monotonic() > deadline:
                     point = slots[min(done, len(slots) - 1)][0]
                     raise _WorkerLost(
-                        f"GuideLLM made no progress on {point.point_id}; stopped it", done
+                        f"GuideLLM made no progress on {point.point_id}; stopped it",
+                        done,
+                        stalled=True,
                     ) from None
                 continue
             if event is ENDED:

@@ -25,7 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tunebench.load.worker_pipe import answer_stack_requests
 from tunebench.store.files import write_atomic
+
+# A stalled worker is asked for its stacks before it is stopped (worker_pipe.dump_stacks).
+# Registered at import: GuideLLM's spawned scheduler and manager processes import this module
+# again (as __mp_main__), so they answer too and a hang shows in whichever process it is.
+answer_stack_requests()
 
 
 def _emit(event: str, **fields: Any) -> None:

@@ -6,14 +6,23 @@ file (the target, the API key, points added later), and its stdout is a stream o
 events, one per line (`start`, `done`, `idle`, `finished`, ...). A thread reads stdout
 into a queue so that the driver can wait on it with a deadline; what each event means is
 the driver's business.
+
+A worker that stalls is asked for its threads' stacks before it is stopped
+(`WorkerPipe.dump_stacks`): every process of its group that called `answer_stack_requests`
+writes them to the worker's log, so a hang inside the tool says where it hangs.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import os
 import queue
+import signal
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +30,14 @@ from tunebench.processes import ManagedProcess
 
 QUIET = object()  # no event within the read's timeout
 ENDED = object()  # the worker closed its stdout: no event will come
+STACKS_SIGNAL = signal.SIGUSR1  # "write your threads' stacks to stderr" (the worker's log)
+
+
+def answer_stack_requests() -> None:
+    """In a worker process: on STACKS_SIGNAL write every thread's stack to stderr and go on.
+    A process that never called this (a library's helper process) is ended by the signal,
+    which is fine: the group is being stopped."""
+    faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
 
 
 class WorkerPipe:
@@ -90,6 +107,15 @@ class WorkerPipe:
         log = path.read_text(errors="replace") if path else ""
         last = [line for line in log.splitlines() if line.strip()][-1:] or ["(no output)"]
         return f"exited with code {code}: {last[0][:300]}"
+
+    def dump_stacks(self, settle_s: float = 1.0) -> None:
+        """Ask the worker's whole group for its stacks (STACKS_SIGNAL) and give the processes
+        `settle_s` to write them to the log. Nothing happens when the group is gone."""
+        try:
+            os.killpg(self.pgid, STACKS_SIGNAL)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(settle_s)
 
     def stop(self, grace_s: float) -> None:
         self.process.stop(grace_s=grace_s)
