@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from tunebench.deploy.local import LocalVllmServer  # noqa: E402
 from tunebench.errors import TunebenchError  # noqa: E402
+from tunebench.load.client_usage import group_pids  # noqa: E402
 from tunebench.spec.deployments import LocalSettings  # noqa: E402
 from tunebench.spec.plan import ServerConfig  # noqa: E402
 from tunebench.store.layout import RunLayout  # noqa: E402
@@ -38,15 +39,12 @@ def group_cpu_seconds(pgid: int) -> float:
     """User + system CPU-seconds of every live process of group `pgid` (Linux /proc)."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in group_pids(pgid):
         try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            continue
-        if int(fields[2]) == pgid:  # after ")": state, ppid, pgrp, ... utime (12), stime (13)
-            total += (int(fields[11]) + int(fields[12])) / ticks
+            continue  # exited meanwhile
+        total += (int(fields[11]) + int(fields[12])) / ticks  # after ")": utime 12, stime 13
     return total
 
 

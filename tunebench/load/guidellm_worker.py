@@ -29,9 +29,11 @@ from tunebench.load.worker_pipe import answer_stack_requests
 from tunebench.store.files import write_atomic
 
 # A stalled worker is asked for its stacks before it is stopped (worker_pipe.dump_stacks).
-# Registered at import: GuideLLM's spawned scheduler and manager processes import this module
-# again (as __mp_main__), so they answer too and a hang shows in whichever process it is.
-answer_stack_requests()
+# Registered at import when this module runs as the worker: GuideLLM's spawned scheduler and
+# manager processes import it again as __mp_main__, so they answer too and a hang shows in
+# whichever process it is. An import for its helpers (data_seed) registers nothing.
+if __name__ in ("__main__", "__mp_main__"):
+    answer_stack_requests()
 
 
 def _emit(event: str, **fields: Any) -> None:
