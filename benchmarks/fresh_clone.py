@@ -89,7 +89,8 @@ def one_run(target: str, commit: str | None, logs: Path, index: int) -> tuple[in
                         cost = f"{now - phase_began:7.1f} s of it: {cpu.since(phase_cpu)}\n"
                         phase_began, phase_cpu = now, cpu
                         out.write(f"{'':7} {cost}")
-                        print(f"  [{index}] {stamped}  [{index}] {'':7} {cost}", end="", flush=True)
+                        print(f"  [{index}] {stamped}", end="")
+                        print(f"  [{index}] {'':7} {cost}", end="", flush=True)
                 code = process.wait()
             except BaseException:
                 # pytest tears its servers down on the SIGINT; a minute, then by force

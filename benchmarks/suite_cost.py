@@ -22,7 +22,6 @@ import argparse
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from fresh_clone import MachineCpu  # noqa: E402
 
-from tunebench.processes import stop_session  # noqa: E402
+from tunebench.processes import run_in_own_session  # noqa: E402
 
 # make test's first tier (Makefile), less --cov-fail-under: a part of the suite does not
 # reach the whole suite's coverage floor
@@ -53,33 +52,23 @@ def one_run(pytest_args: list[str], index: int) -> tuple[int, float, float, floa
     command = [sys.executable, "-m", "pytest", *pytest_args]
     before_cpu, before_own = MachineCpu(), children_cpu_s()
     began = time.monotonic()
-    process = subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate()
-    except BaseException:
-        stop_session(process, grace_s=60)
-        raise
+    # an hour bounds a hung run (make test's whole first tier takes about 17 minutes here);
+    # a Ctrl-C gives pytest a minute to tear its servers down
+    result = run_in_own_session(command, REPO, environment, timeout=3600, grace_s=60)
     wall = time.monotonic() - began
     machine = MachineCpu()
     own = children_cpu_s() - before_own
     busy = machine.busy_s - before_cpu.busy_s
-    summary = output.strip().splitlines()[-1] if output.strip() else "(no output)"
+    lines = result.stdout.strip().splitlines()
+    summary = lines[-1] if lines else f"(no output) {result.stderr.strip()[-300:]}"
     print(
-        f"  [{index}] rc {process.returncode}, wall {wall:.0f} s; "
+        f"  [{index}] rc {result.returncode}, wall {wall:.0f} s; "
         f"machine {machine.since(before_cpu)}; "
         f"pytest and its reaped children {own:,.0f} CPU-s\n  [{index}]   {summary}",
         flush=True,
     )
     # pytest's exit 5: no test was collected, which is a failure here as in make test
-    return process.returncode, wall, busy, own
+    return result.returncode, wall, busy, own
 
 
 def spread(label: str, values: list[float], unit: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tunebench.processes import stop_session
+from tunebench.processes import run_in_own_session
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -30,31 +30,6 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     return run_in_own_session(
         [sys.executable, "-m", "tunebench.cli.main", *args], cwd or REPO, full_env, timeout
     )
-
-
-def run_in_own_session(
-    argv: list[str], cwd: Path, env: dict, timeout: float
-) -> subprocess.CompletedProcess:
-    """`argv` in a session of its own, its output captured. At `timeout` it is stopped with
-    everything it started (`stop_session`) and subprocess.TimeoutExpired is raised."""
-    process = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stdout, stderr = stop_session(process)
-        raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
-    except BaseException:
-        stop_session(process)
-        raise
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 @contextlib.contextmanager

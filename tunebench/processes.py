@@ -157,11 +157,14 @@ def _descendant_groups(pid: int) -> set[int]:
 def stop_session(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str, str]:
     """Stop a process started with `start_new_session=True` and every process group it
     started: SIGINT to its group (its own teardown, as a Ctrl-C would), SIGKILL to it after
-    `grace_s`, then SIGKILL to each other group its descendants were in. Servers and load
-    generators run in sessions of their own, which the first signal never reaches, so those
-    groups are read before anything is signalled; this process's own group is never
-    signalled. Returns what was left of its output (pipes it was given), else ""."""
-    groups = _descendant_groups(process.pid) - {process.pid, os.getpgrp()}
+    `grace_s`, then SIGKILL to whatever is left in its group and in each group its
+    descendants were in. Servers and load generators run in sessions of their own, which the
+    first signal never reaches, so those groups are read before anything is signalled; this
+    process's own group is never signalled. Returns what was left of its output (pipes it was
+    given), else ""."""
+    # its own group too: a member left there after it ended (a shell's background job ignores
+    # SIGINT) holds no pipe that would keep the read below waiting, and would live on
+    groups = (_descendant_groups(process.pid) | {process.pid}) - {os.getpgrp()}
     try:
         os.killpg(process.pid, signal.SIGINT)
     except ProcessLookupError:
@@ -188,6 +191,32 @@ def stop_session(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str,
         stdout, stderr = process.communicate()
     kill_the_rest()
     return stdout or "", stderr or ""
+
+
+def run_in_own_session(
+    argv: list[str], cwd: Path, env: dict[str, str], timeout: float, grace_s: float = 30.0
+) -> subprocess.CompletedProcess[str]:
+    """`argv` in a session of its own, its output captured (text). At `timeout`, or on a
+    Ctrl-C here, it is stopped with everything it started (`stop_session`, `grace_s` for its
+    own teardown); at `timeout` subprocess.TimeoutExpired is raised."""
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = stop_session(process, grace_s)
+        raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
+    except BaseException:
+        stop_session(process, grace_s)
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def stop_leftover_group(pgid: int, markers: tuple[str, ...], grace_s: float = 15.0) -> bool:

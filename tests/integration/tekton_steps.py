@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import run_in_own_session
+from tunebench.processes import run_in_own_session
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PIPELINES = REPO / "pipelines"

@@ -9,8 +9,9 @@ import subprocess
 import time
 
 import psutil
+import pytest
 
-from tunebench.processes import stop_session
+from tunebench.processes import run_in_own_session, stop_session
 
 # a stand-in for `make test`: a child in a session of its own (as a test's vLLM server is),
 # one in make's own group, and make itself waiting on them
@@ -44,3 +45,37 @@ def test_make_and_every_session_it_started_are_stopped():
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, alive
     assert os.getpgrp() not in groups  # the test's own group was never signalled
+
+
+# the stand-in again, writing its children's pids first (run_in_own_session blocks until it
+# ends, so the test reads them only after the timeout). The children do not hold the output
+# pipes: a stop of the stand-in alone would return at once and leave them running.
+MAKE_WRITING_PIDS = """
+setsid sleep 3600 >/dev/null 2>&1 &
+echo $! > pids
+sleep 3600 >/dev/null 2>&1 &
+echo $! >> pids
+echo started
+wait
+"""
+
+
+def test_run_in_own_session_stops_everything_it_started_at_its_timeout(tmp_path):
+    with pytest.raises(subprocess.TimeoutExpired) as timed_out:
+        run_in_own_session(
+            ["bash", "-c", MAKE_WRITING_PIDS], tmp_path, dict(os.environ), timeout=3, grace_s=2
+        )
+    # the output it had written before it was stopped comes with the exception
+    assert timed_out.value.stdout == "started\n"
+    pids = [int(line) for line in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 2
+    children = []
+    for pid in pids:
+        try:
+            children.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass  # already gone and reaped
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    for survivor in alive:  # a failed test leaves nothing running
+        survivor.kill()
+    assert not alive, alive
