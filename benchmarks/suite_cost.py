@@ -52,7 +52,7 @@ def one_run(pytest_args: list[str], index: int) -> tuple[int, float, float, floa
     command = [sys.executable, "-m", "pytest", *pytest_args]
     before_cpu, before_own = MachineCpu(), children_cpu_s()
     began = time.monotonic()
-    # an hour bounds a hung run (make test's whole first tier takes about 17 minutes here);
+    # an hour bounds a hung run (make test's whole first tier took 17-24 minutes on a 2-core Xeon);
     # a Ctrl-C gives pytest a minute to tear its servers down
     result = run_in_own_session(command, REPO, environment, timeout=3600, grace_s=60)
     wall = time.monotonic() - began
