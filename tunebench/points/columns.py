@@ -140,6 +140,21 @@ SESSION_COLUMNS = (
     "session_e2e_p95_s",
 )
 
+# Whether the machine held still under the point (points/machine.py, points/steadiness.py).
+MACHINE_COLUMNS = (
+    "window_change_pct",  # the steadiness test's stretch: how much slower (signed), and where
+    "window_change_from_s",
+    "window_change_to_s",
+    "throttled_pct",  # of the window, the server's cgroup held by its CPU quota
+    "steal_pct",  # of the server's CPUs' time, stolen by the hypervisor
+    "foreign_cpu_pct",  # of the server's CPUs' time, used by processes that are not ours
+    "cpu_mhz",
+    "probe_ms",  # the probe's median inside the window
+    "probe_before_ms",  # the last probe before the window
+    "probe_after_ms",  # the first probe after it
+    "machine_note",  # what could not be read (no telemetry here, too few requests)
+)
+
 SLO_COLUMNS = ("slo_met", "slo_ratio", "slo_violations", "goodput_rps", "goodput_fraction")
 LIMIT_COLUMNS = ("client_limited", "client_limited_reason")
 # Percentile columns that rest on fewer requests than that percentile needs (points/samples.py)
@@ -198,6 +213,7 @@ TEXT_COLUMNS = frozenset(
         "thin_percentiles",
         "energy_source",
         "energy_note",
+        "machine_note",
     }
     - {"target"}
 )
@@ -219,6 +235,7 @@ def point_columns(varied_args: list[str]) -> list[str]:
         *COST_COLUMNS,
         *ENERGY_COLUMNS,
         *ROOFLINE_COLUMNS,
+        *MACHINE_COLUMNS,
         *LIMIT_COLUMNS,
         *SAMPLE_COLUMNS,
         *STATUS_COLUMNS,

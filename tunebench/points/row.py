@@ -14,7 +14,9 @@ from tunebench.points import client_limit, prefix, slo, tokens, trace
 from tunebench.points import samples as samples_rule
 from tunebench.points.cost import cost_columns
 from tunebench.points.energy import EnergyReading, energy_columns
+from tunebench.points.machine import MachineReading, machine_columns
 from tunebench.points.roofline import Roofline, roofline_columns
+from tunebench.points.steadiness import steadiness
 from tunebench.spec.plan import format_value
 
 #: More failed requests than this share of the finished ones make a point invalid: its
@@ -66,6 +68,7 @@ def build_row(
     energy: EnergyReading | str | None = None,
     roofline: Roofline | None = None,
     block_size: int | None = None,
+    machine: MachineReading | str | None = None,
 ) -> dict[str, Any]:
     """The points.csv row of one measured point.
 
@@ -73,7 +76,9 @@ def build_row(
     of the window (all None without scrapes; `server_note` then says why), and
     `config_problems` the reasons the configuration is invalid (args not in effect),
     `config_unverified` what could not be checked of it (args the server gave no read-back
-    of). A valid point with something unchecked is *unverified* (`unverified_reason`).
+    of). A valid point with something unchecked is *unverified* (`unverified_reason`), also
+    when its window's requests or `machine` (telemetry and probe over the window) show that
+    the machine changed speed under it.
     A replayed trace's point is checked against its trace (points/trace.py), its predicted
     prefix reuse in whole blocks of the server's `block_size`; evidence its load generator
     did not give (send times, per-request token counts) leaves the point unverified.
@@ -124,6 +129,13 @@ def build_row(
         unchecked.insert(0, "no server metrics")
     if replayed:
         unchecked += trace.unchecked(row)
+    # the machine under the window: its own requests, telemetry and probe (points/machine.py)
+    machine_cells, drift = machine_columns(
+        steadiness(samples, window[0] if window else None), machine
+    )
+    row.update(machine_cells)
+    if drift:
+        unchecked.append(drift)
     reuse = trace.prefix_note(row) if replayed or prefixed else None
     if reuse:
         unchecked.append(reuse)

@@ -1,0 +1,165 @@
+"""points/steadiness.py: a window's requests tested for a change of speed inside it.
+
+Graded on data the method was not set on: the stability recordings of this machine (one
+server, one stream, constant load, 10 minutes; tests/fixtures/grid-cpu-steep/stability*).
+- A/A from independent draws: windows of real requests drawn at random from a steady
+  spell (its order in time dropped, so nothing in the window moved): false flags <= 5%.
+- A/A on steady spells as recorded: the spells found by a rule the method does not share
+  (5-s bins all within 10% of their median for the whole window) keep their time order.
+- Power: a slowdown of 30% or 50% of the time per token planted over a third to a half of
+  such a window (7-10 s of 20): measured 109 and 126 of 126 found, 97 and 95 sized within 10
+  points. The machine's own wander between 1-s bins (5-15% here) is what a 30% spell of a
+  few seconds must stand out from; longer spells stand out more.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import statistics
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tunebench.points.steadiness import Steadiness, bin_levels, noise, steadiness, stretches
+
+RECORDINGS = ("stability", "stability-one-process")
+
+
+def _requests(name: str) -> list[dict]:
+    with (FIXTURES / f"grid-cpu-steep/{name}/requests/c1.csv").open() as handle:
+        rows = [
+            {
+                "start_time": float(r["start_time"]),
+                "end_time": float(r["end_time"]),
+                "itl_ms": float(r["itl_ms"]),
+            }
+            for r in csv.DictReader(handle)
+        ]
+    return sorted(rows, key=lambda r: r["start_time"])
+
+
+def _steady_windows(rows: list[dict], seconds: float = 20.0, step: float = 5.0) -> list[list]:
+    """Windows whose 5-s bins' median time per token all lie within 10% of the window's
+    median: steady by a rule of their own, not the method's."""
+    first, last = rows[0]["start_time"], rows[-1]["end_time"]
+    out = []
+    start = first
+    while start + seconds <= last:
+        inside = [r for r in rows if start <= r["start_time"] and r["end_time"] <= start + seconds]
+        medians = []
+        for k in range(int(seconds // 5)):
+            part = [
+                r["itl_ms"] for r in inside if start + 5 * k <= r["start_time"] < start + 5 * k + 5
+            ]
+            if part:
+                medians.append(statistics.median(part))
+        centre = statistics.median(r["itl_ms"] for r in inside)
+        if len(medians) == seconds // 5 and all(abs(m / centre - 1) <= 0.10 for m in medians):
+            out.append(inside)
+        start += step
+    return out
+
+
+@pytest.fixture(scope="module")
+def steady() -> list[list[dict]]:
+    windows = []
+    for name in RECORDINGS:
+        windows += _steady_windows(_requests(name))
+    assert len(windows) >= 40, len(windows)  # enough to grade a 5% rate
+    return windows
+
+
+def test_a_window_with_too_few_requests_is_not_tested_and_says_so():
+    rows = [{"start_time": i, "end_time": i + 1, "itl_ms": 2.0} for i in range(20)]
+    verdict = steadiness(rows)
+    assert verdict == "steadiness not tested: 20 requests with timings (36 needed)"
+
+
+def test_a_level_shift_is_found_where_it_happens_and_sized():
+    rows = [
+        {"start_time": float(i), "end_time": i + 0.5, "itl_ms": 2.0 * (1.5 if i >= 60 else 1.0)}
+        for i in range(96)
+    ]
+    for k, row in enumerate(rows):  # a little noise, so the bins' spread is not zero
+        row["itl_ms"] *= 1 + 0.01 * ((k * 7) % 5 - 2)
+    verdict = steadiness(rows, window_start=0.0)
+    assert isinstance(verdict, Steadiness)
+    assert not verdict.steady
+    assert verdict.change == pytest.approx(0.5, abs=0.03)
+    assert 59 <= verdict.from_s <= 61 and verdict.to_s >= 94
+    assert verdict.describe().startswith("50% slower inside t=60-95 s of the window")
+
+
+def test_noise_comes_from_neighbouring_bins_so_a_shift_does_not_hide_itself():
+    flat = [0.0, 0.1, 0.0, 0.1, 0.0, 0.1, 0.0, 0.1]
+    shifted = flat[:4] + [v + 1.0 for v in flat[4:]]
+    assert noise(shifted) == pytest.approx(noise(flat))
+    best = max(stretches(shifted), key=lambda s: abs(s[3]))
+    assert (best[0], best[1]) == (4, 8) or (best[0], best[1]) == (0, 4)
+
+
+def test_bins_are_of_equal_count_in_time_order():
+    series = [(float(i), float(i // 10)) for i in range(40)]
+    assert [level for _, _, level in bin_levels(series, 4)] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_false_flags_on_independent_draws_from_steady_spells(steady):
+    """Requests of a steady spell drawn at random into windows of 120: nothing moved
+    between their bins, so any flag is false."""
+    rng = random.Random(7)
+    pool = [r for window in steady for r in window]
+    flags = 0
+    draws = 400
+    for _ in range(draws):
+        chosen = rng.sample(pool, 120)
+        times = sorted(rng.uniform(0, 20) for _ in chosen)
+        window = [
+            {"start_time": t, "end_time": t + 0.1, "itl_ms": r["itl_ms"]}
+            for t, r in zip(times, chosen)
+        ]
+        verdict = steadiness(window, 0.0)
+        assert isinstance(verdict, Steadiness)
+        flags += not verdict.steady
+    assert flags / draws <= 0.05, flags
+
+
+def test_false_flags_on_steady_spells_as_recorded(steady):
+    flags = [w for w in steady if not _verdict(w).steady]
+    assert len(flags) / len(steady) <= 0.05, (len(flags), len(steady))
+
+
+def _verdict(window: list[dict]) -> Steadiness:
+    verdict = steadiness(window, window[0]["start_time"])
+    assert isinstance(verdict, Steadiness)
+    return verdict
+
+
+@pytest.mark.parametrize("slowdown, least_found", [(0.3, 0.85), (0.5, 0.95)])
+def test_a_planted_slowdown_is_found_placed_and_sized(steady, slowdown, least_found):
+    """Every steady window gets a slowdown over a third to a half of it, at a random place:
+    its requests there decode `slowdown` slower."""
+    rng = random.Random(11)
+    found = placed = sized = 0
+    for window in steady:
+        begin = window[0]["start_time"]
+        length = rng.uniform(20 / 3, 10)
+        at = rng.uniform(0, 20 - length)
+        planted = []
+        for r in window:
+            middle = (r["start_time"] + r["end_time"]) / 2 - begin
+            hit = at <= middle < at + length
+            planted.append({**r, "itl_ms": r["itl_ms"] * (1 + slowdown if hit else 1)})
+        verdict = _verdict(planted)
+        if verdict.steady:
+            continue
+        found += 1
+        sized += abs(abs(verdict.change) - slowdown) <= 0.10
+        if verdict.change > 0:  # the stretch named is the planted one
+            placed += abs(verdict.from_s - at) <= 2.5 and abs(verdict.to_s - (at + length)) <= 2.5
+        else:  # the stretch named is the rest; the planted one lies outside it
+            placed += verdict.from_s >= at + length - 2.5 or verdict.to_s <= at + 2.5
+    total = len(steady)
+    assert found / total >= least_found, (found, total)
+    assert placed / found >= 0.8, (placed, found)
+    assert sized / found >= 0.75, (sized, found)

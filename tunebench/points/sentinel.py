@@ -1,0 +1,115 @@
+"""The A...A sentinel: a configuration's first load point measured again, short, after its
+last. Nothing about the load differs between the two, so a difference in the time per
+output token beyond their noise is the machine's: it did not hold its speed while the
+configuration was measured, and every point of it is unverified.
+
+The two windows are read as the steadiness test reads one (points/steadiness.py): bins of
+equal count, each bin's median log time per token, the noise from neighbouring bins of
+both windows. A change counts when it is beyond `THRESHOLD_Z` noise units and at least
+`LEAST_CHANGE` (the same 20%: windows of a steady spell of this machine differ by up to
+13-20%; tests/unit/test_sentinel.py grades the rule on pairs of recorded windows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from tunebench.points.steadiness import (
+    LEAST_CHANGE,
+    LEAST_PER_BIN,
+    THRESHOLD_Z,
+    bin_levels,
+    noise,
+    per_token_series,
+)
+from tunebench.spec.plan import LoadPoint
+
+#: A sentinel's point id: its first point's, with this after it.
+SENTINEL_SUFFIX = "~sentinel"
+#: Load kinds a sentinel repeats (a trace or a session plays a script once; a sweep profile
+#: is many points of its own).
+REPEATABLE = ("concurrent", "poisson", "constant", "synchronous")
+#: Bins per window, and the fewest a window must fill.
+BINS = 8
+LEAST_BINS = 4
+
+
+@dataclass(frozen=True)
+class SentinelVerdict:
+    held: bool
+    change: float  # the sentinel's time per token over the first point's, minus one
+    z: float
+    first_requests: int
+    sentinel_requests: int
+
+    def describe(self, point_id: str) -> str:
+        way = "slower" if self.change > 0 else "faster"
+        return (
+            f"the sentinel (a repeat of {point_id} after the last point) decoded "
+            f"{abs(self.change):.0%} {way} than {point_id} itself ({self.z:.1f} noise units)"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "held": self.held,
+            "change_pct": round(100 * self.change, 1),
+            "z": self.z,
+            "first_requests": self.first_requests,
+            "sentinel_requests": self.sentinel_requests,
+        }
+
+
+def _levels(samples: list[dict[str, Any]]) -> list[float] | str:
+    series = per_token_series(samples)
+    bins = min(BINS, len(series) // LEAST_PER_BIN)
+    if bins < LEAST_BINS:
+        return f"{len(series)} requests with timings ({LEAST_BINS * LEAST_PER_BIN} needed)"
+    return [level for _, _, level in bin_levels(series, bins)]
+
+
+def sentinel_verdict(
+    first: list[dict[str, Any]],
+    sentinel: list[dict[str, Any]],
+    threshold_z: float = THRESHOLD_Z,
+    least_change: float = LEAST_CHANGE,
+) -> SentinelVerdict | str:
+    """Whether the machine held its speed between the two windows, or why it cannot say."""
+    a, b = _levels(first), _levels(sentinel)
+    if isinstance(a, str) or isinstance(b, str):
+        which = "the first point" if isinstance(a, str) else "the sentinel"
+        return f"sentinel not compared: {which} has {a if isinstance(a, str) else b}"
+    sd = math.sqrt((noise(a) ** 2 + noise(b) ** 2) / 2)
+    diff = statistics.fmean(b) - statistics.fmean(a)
+    z = diff / (sd * math.sqrt(1 / len(a) + 1 / len(b)))
+    change = math.exp(diff) - 1
+    moved = abs(z) > threshold_z and math.exp(abs(diff)) - 1 >= least_change
+    return SentinelVerdict(
+        held=not moved,
+        change=round(change, 4),
+        z=round(abs(z), 2),
+        first_requests=len(per_token_series(first)),
+        sentinel_requests=len(per_token_series(sentinel)),
+    )
+
+
+def sentinel_point(fixed: list[LoadPoint], seconds: float | None) -> LoadPoint | None:
+    """The first fixed point again, `seconds` long, for a configuration of two or more fixed
+    points of a repeatable kind; None when there is nothing to repeat."""
+    if seconds is None or len(fixed) < 2:
+        return None
+    first = fixed[0]
+    if first.kind not in REPEATABLE or first.trace is not None:
+        return None
+    window = min(seconds, first.max_seconds) if first.max_seconds else seconds
+    return dataclasses.replace(
+        first,
+        point_id=first.point_id + SENTINEL_SUFFIX,
+        max_seconds=window,
+        max_requests=None,
+        warmup=None,
+        cooldown=None,
+    )

@@ -1,0 +1,197 @@
+"""Did the server hold its speed through one point's window? A test on the window's own
+requests.
+
+A load point's figures are means and percentiles over its window, which is right only when
+the server ran at one speed throughout. A machine that slows down for part of a window (a
+noisy neighbour, a throttled cgroup, a GPU dropping its clocks) leaves a window whose
+requests are slower in one stretch than in the rest, and its percentiles describe neither
+speed.
+
+The test reads the time per output token of the window's requests in order of their middle
+(a request decodes across its whole span), groups them into bins of equal count, and takes
+each bin's median of the log time per token: a robust level per bin that a few slow
+requests do not move. The bins' noise is estimated from the differences of neighbouring
+bins (a level shift moves one difference, not the spread of all of them), and every
+contiguous stretch of bins is compared with the rest of the window: a stretch that differs
+by more than `THRESHOLD_Z` noise units and by at least `LEAST_CHANGE` is a change of speed,
+reported with where it starts and by how much. One test covers a level shift (a stretch that
+runs to an edge) and a passing slowdown (a stretch in the middle).
+
+`THRESHOLD_Z` was set on independent normal bins (5% false flags over all stretches) and is
+graded on recorded windows of this machine it was not set on
+(tests/unit/test_steadiness.py): the false-flag rate on steady recorded spells and the
+detection rate of slowdowns planted into them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from tunebench.numbers import to_float
+
+#: Bins a window is cut into (fewer when it holds fewer requests).
+MAX_BINS = 16
+#: Fewest requests a bin's median is read from, and fewest bins a test is made on.
+LEAST_PER_BIN = 6
+LEAST_BINS = 6
+#: How many noise units a stretch must differ by: the 95th percentile of the largest |z|
+#: over all stretches of independent normal bins, with the noise estimated as here
+#: (6,000 draws each: 4.32 at 6 bins, 4.12 at 8, 4.24 at 12, 4.19 at 16); the estimate from
+#: few neighbouring differences has heavy tails, hence far above a plain normal's 1.96.
+THRESHOLD_Z = 4.3
+#: A bin's level is never known closer than 1% (in log units): a floor under the noise.
+NOISE_FLOOR = 0.01
+#: Smallest change of speed in a stretch that counts, whatever its z: within spells whose 5-s
+#: bins all lie within 10% of their median, halves of a 20-s window still differ by 13-20%
+#: (tests/unit/test_steadiness.py); a change of 20% stands out of that wander.
+LEAST_CHANGE = 0.20
+#: Smallest change of the whole window's figures that counts: the change times the share of
+#: the window that ran at the other speed (a 2-s hiccup 20% slower moves a 20-s window's mean
+#: by 2%; a spell 43% slower over a third of it, by 14%). On this machine's steady
+#: recordings 20-30% of 20-s windows hold a 2-4-s stretch 20% off the rest: real, but too
+#: short to move a figure.
+LEAST_IMPACT = 0.05
+
+
+@dataclass(frozen=True)
+class Steadiness:
+    """The verdict on one window: the stretch `from_s`-`to_s` (seconds from the window's
+    start) that differs most from the rest. `change` is the slower part's time per token over
+    the faster part's, minus one (0.43: 43% slower): positive when the stretch is the slower
+    part, negative when the rest of the window is."""
+
+    steady: bool
+    change: float
+    share: float  # of the window's requests inside the stretch
+    z: float
+    from_s: float
+    to_s: float
+    requests: int
+    bins: int
+
+    def describe(self) -> str:
+        where = "inside" if self.change > 0 else "outside"
+        return (
+            f"{abs(self.change):.0%} slower {where} t={self.from_s:.0f}-{self.to_s:.0f} s of "
+            f"the window ({self.z:.1f} noise units, {self.requests} requests in {self.bins} bins)"
+        )
+
+
+def _per_token_ms(sample: dict[str, Any]) -> float | None:
+    """Time per output token of one request: its inter-token latency, else its TPOT."""
+    for key in ("itl_ms", "tpot_ms"):
+        value = to_float(sample.get(key))
+        if value is not None and value > 0 and math.isfinite(value):
+            return value
+    return None
+
+
+def per_token_series(samples: Iterable[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(middle time, log time per token) of every request that has both, in time order."""
+    out = []
+    for sample in samples:
+        per_token = _per_token_ms(sample)
+        start, end = to_float(sample.get("start_time")), to_float(sample.get("end_time"))
+        if per_token is None or start is None or end is None:
+            continue
+        out.append(((start + end) / 2, math.log(per_token)))
+    out.sort()
+    return out
+
+
+def bin_levels(series: list[tuple[float, float]], bins: int) -> list[tuple[float, float, float]]:
+    """(first time, last time, median level) of `bins` consecutive groups of equal count."""
+    n = len(series)
+    edges = [round(i * n / bins) for i in range(bins + 1)]
+    out = []
+    for a, b in zip(edges, edges[1:]):
+        group = series[a:b]
+        out.append((group[0][0], group[-1][0], statistics.median(v for _, v in group)))
+    return out
+
+
+def noise(levels: list[float]) -> float:
+    """The bins' own spread, from neighbouring differences: sd of one bin's level, never under
+    `NOISE_FLOOR` (bins of identical medians would make every difference infinitely sure)."""
+    diffs = [abs(b - a) for a, b in zip(levels, levels[1:])]
+    # the median absolute difference of two independent normals is 0.6745 * sqrt(2) sd
+    return max(NOISE_FLOOR, statistics.median(diffs) / (0.6745 * math.sqrt(2)))
+
+
+def stretches(levels: list[float]) -> list[tuple[int, int, float, float]]:
+    """Every contiguous stretch [a, b) of two or more bins that leaves two or more outside,
+    with the difference of its mean level from the rest's and that difference in noise
+    units: (a, b, difference, z). One bin alone is one median: its outliers are noise, not a
+    spell."""
+    sd = noise(levels)
+    count = len(levels)
+    prefix = [0.0]
+    for level in levels:
+        prefix.append(prefix[-1] + level)
+    total = prefix[-1]
+    out = []
+    for a in range(count):
+        for b in range(a + 2, count - 1 if a == 0 else count + 1):
+            inside = b - a
+            outside = count - inside
+            if outside < 2:
+                continue
+            diff = (prefix[b] - prefix[a]) / inside - (total - prefix[b] + prefix[a]) / outside
+            scale = sd * math.sqrt(1 / inside + 1 / outside)
+            z = diff / scale
+            out.append((a, b, diff, z))
+    return out
+
+
+def steadiness(
+    samples: list[dict[str, Any]],
+    window_start: float | None = None,
+    threshold_z: float = THRESHOLD_Z,
+    least_change: float = LEAST_CHANGE,
+    least_impact: float = LEAST_IMPACT,
+) -> Steadiness | str:
+    """The steadiness verdict on a window's requests, or why none could be reached."""
+    series = per_token_series(samples)
+    bins = min(MAX_BINS, len(series) // LEAST_PER_BIN)
+    if bins < LEAST_BINS:
+        return (
+            f"steadiness not tested: {len(series)} requests with timings "
+            f"({LEAST_BINS * LEAST_PER_BIN} needed)"
+        )
+    grouped = bin_levels(series, bins)
+    levels = [level for _, _, level in grouped]
+    candidates = stretches(levels)
+
+    def impact(stretch: tuple[int, int, float, float]) -> float:
+        """How far the window's mean is from the speed most of it ran at: the smaller
+        part's share times the change."""
+        a, b, diff, _ = stretch
+        share = (b - a) / bins
+        return (math.exp(abs(diff)) - 1) * min(share, 1 - share)
+
+    # large enough to matter and beyond noise: of those, the one that fits best (the
+    # largest z; the largest effect would stretch a spell into its noisy surroundings)
+    beyond = [
+        c
+        for c in candidates
+        if abs(c[3]) > threshold_z
+        and math.exp(abs(c[2])) - 1 >= least_change
+        and impact(c) >= least_impact
+    ]
+    chosen = max(beyond or candidates, key=lambda c: (abs(c[3]), c[2] > 0))
+    a, b, diff, z = chosen
+    origin = window_start if window_start is not None else series[0][0]
+    return Steadiness(
+        steady=not beyond,
+        # how much slower the slower part ran; positive when that is the stretch itself
+        change=round(math.copysign(math.exp(abs(diff)) - 1, diff), 4),
+        share=round((b - a) / bins, 3),
+        z=round(abs(z), 2),
+        from_s=max(0.0, grouped[a][0] - origin),
+        to_s=max(0.0, grouped[b - 1][1] - origin),
+        requests=len(series),
+        bins=bins,
+    )
