@@ -27,6 +27,7 @@ per start as "machine speed by start"). Exits 0 when steady, 1 when not, 2 on ba
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import statistics
 import subprocess
@@ -71,6 +72,8 @@ def spec(minutes: float) -> dict:
             "profiles": [{"kind": "concurrent", "streams": 1, "max_seconds": round(minutes * 60)}],
         },
         "metrics": {"interval_s": 5},
+        # the probe every 2 s beside the load: does it track the server's speed?
+        "machine": {"probe_interval_s": 2, "sentinel": False},
         "output": "reports",
     }
 
@@ -132,6 +135,43 @@ def bins(
     ]
 
 
+def probe_times(run: Path) -> list[tuple[float, float]]:
+    """(time, probe ms) of every probe the run stored (machine/<config>.csv), or []."""
+    out = []
+    for path in sorted((run / "machine").glob("*.csv")):
+        with path.open() as handle:
+            for row in csv.DictReader(handle):
+                if row.get("probe_ms"):
+                    out.append((float(row["time"]), float(row["probe_ms"])))
+    return sorted(out)
+
+
+def probe_tracking(
+    times: list[tuple[float, float]], probes: list[tuple[float, float]], width_s: float
+) -> str | None:
+    """How the probe's bin medians follow the server's time per token: the correlation of
+    their logs over the bins both fill, and the probe's own spread between bins."""
+    if not probes:
+        return None
+    first = times[0][0]
+    server = {int(offset // width_s): ms for offset, _, ms in bins(times, width_s)}
+    grouped: dict[int, list[float]] = {}
+    for when, ms in probes:
+        grouped.setdefault(int((when - first) // width_s), []).append(ms)
+    common = sorted(k for k in server if len(grouped.get(k, [])) >= 3)
+    if len(common) < 3:
+        return f"probe: {len(probes)} readings, too few bins beside the server's to compare"
+    xs = [math.log(statistics.median(grouped[k])) for k in common]
+    ys = [math.log(server[k]) for k in common]
+    r = statistics.correlation(xs, ys) if len(set(xs)) > 1 and len(set(ys)) > 1 else float("nan")
+    medians = [statistics.median(grouped[k]) for k in common]
+    return (
+        f"  probe: {len(probes)} readings; bin medians {min(medians):.2f}-{max(medians):.2f} ms "
+        f"(slowest / fastest {max(medians) / min(medians):.2f}, log sd {statistics.stdev(xs):.3f});"
+        f" correlation with the server's ms per token over {len(common)} bins: r = {r:+.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="how long to load (recording)")
@@ -163,6 +203,9 @@ def main() -> None:
             f"  ms per output token: min {fastest:.2f}  median {statistics.median(speeds):.2f}"
             f"  max {slowest:.2f}; slowest / fastest {ratio:.2f}; log sd between bins {sd:.3f}"
         )
+        tracking = probe_tracking(token_times(run, args.config), probe_times(run), args.bin)
+        if tracking:
+            print(tracking)
         if ratio <= STEADY:
             print("  steady: every bin within 10% of the fastest")
         else:

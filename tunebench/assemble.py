@@ -18,6 +18,7 @@ from tunebench.energy.choose import make_meter
 from tunebench.errors import SpecError
 from tunebench.kinds import Settings, Slot, Where, kind_of
 from tunebench.load.trace import TraceFormatError, fit_lengths, load_slice
+from tunebench.machine.choose import make_watch
 from tunebench.quality.collect import QualityRequest
 from tunebench.quality.lmeval import LmEvalRequest, check_task
 from tunebench.quality.prompts import load_prompts, prompts_path
@@ -197,6 +198,24 @@ def build_runner(
                 kind.name,
                 getattr(settings, "cpus", None),
                 store.layout.logs,
+            ),
+            make_machine_watch=(
+                (
+                    lambda config: make_watch(
+                        kind.name,
+                        getattr(settings, "cpus", None),
+                        spec.machine.probe_interval_s,
+                        getattr(settings, "env", None),
+                    )
+                )
+                if spec.machine.watch
+                else None
+            ),
+            # a recorded run played back has no first point to measure again
+            sentinel_seconds=(
+                spec.machine.sentinel_seconds
+                if spec.machine.sentinel and kind.name != "replay"
+                else None
             ),
         ),
     )

@@ -139,7 +139,7 @@ def _live_processes() -> dict[int, tuple[int, int]]:
     return found
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     """The processes of group `pgid`."""
     return [pid for pid, (_, group) in _live_processes().items() if group == pgid]
 
@@ -172,7 +172,7 @@ def stop_session(process: subprocess.Popen, grace_s: float = 30.0) -> tuple[str,
 
     def kill_the_rest() -> None:
         for group in groups:
-            if _group_members(group):  # still there: not a group id given out again since
+            if group_members(group):  # still there: not a group id given out again since
                 try:
                     os.killpg(group, signal.SIGKILL)
                 except ProcessLookupError:
@@ -223,7 +223,7 @@ def stop_leftover_group(pgid: int, markers: tuple[str, ...], grace_s: float = 15
     """Stop process group `pgid` that an interrupted tunebench recorded, when it still runs
     and one of its processes' command lines holds a marker (e.g. "vllm"): a group id that
     the system has given to something else since is left alone. True when it was stopped."""
-    members = _group_members(pgid)
+    members = group_members(pgid)
     if not members or pgid == os.getpgrp():
         return False
     commands = []
@@ -240,11 +240,11 @@ def stop_leftover_group(pgid: int, markers: tuple[str, ...], grace_s: float = 15
         except ProcessLookupError:
             return True
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and _group_members(pgid):
+        while time.monotonic() < deadline and group_members(pgid):
             time.sleep(0.1)
-        if not _group_members(pgid):
+        if not group_members(pgid):
             return True
-    return not _group_members(pgid)
+    return not group_members(pgid)
 
 
 def live_groups() -> list[int]:

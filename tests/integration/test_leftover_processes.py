@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from tunebench.processes import _group_members
+from tunebench.processes import group_members
 from tunebench.store.manifest import RunKind
 from tunebench.store.run import RunStore
 
@@ -35,7 +35,7 @@ def test_a_resume_stops_the_recorded_server_group_and_leaves_others(tmp_path):
         ]
         assert server.wait(timeout=10) is not None
         time.sleep(0.2)
-        assert stranger.poll() is None and _group_members(stranger.pid)
+        assert stranger.poll() is None and group_members(stranger.pid)
         # a group that is gone already: nothing to do, no note
         assert RunStore.open(store.path).stop_leftover_processes() == []
     finally:

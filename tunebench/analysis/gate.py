@@ -18,6 +18,10 @@ It fails closed: a gate that could not look is not a pass. It also fails (verdic
   failed requests, ...): unless `allow_invalid`;
 - a compared point of a candidate is unverified (no server metrics, args the server gave
   no read-back of, an imported run): unless `allow_unverified`;
+- the machine changed speed under a compared point of either side (points/machine.py): a
+  change there is the machine's as much as the candidate's, so such rows are *undecided
+  (machine drift)*, neither a regression nor a pass: unless `allow_drift`, which judges
+  them as any other row;
 - it could judge no row at all.
 
 An opt-out is named in the gate's own lines. Rows without a verdict (too few samples, a
@@ -39,9 +43,11 @@ import pandas as pd
 from tunebench.analysis import stats
 from tunebench.analysis.compare import ALL_POINTS, EXCLUDED, NOT_AVAILABLE, Comparison
 from tunebench.analysis.compare_metrics import METRICS
+from tunebench.points.machine import is_drift
 
 REGRESSION = "regression"
 UNVERIFIED = "unverified"  # the gate could not see what it needed: it fails, saying what
+DRIFT = "machine-drift"  # undecided: the machine changed speed under what it compared
 PASSED = "no-regression"
 DEFAULT_ERROR_RATE_PP = 1.0
 DETECTION_POWER = 0.8  # the minimum detectable change is the one caught 80% of the time
@@ -56,8 +62,11 @@ def regression_gate(
     allow_missing: bool = False,
     allow_invalid: bool = False,
     allow_unverified: bool = False,
+    allow_drift: bool = False,
 ) -> dict[str, Any]:
     rows = result.rows
+    drifted: dict[tuple[str, str], str] = {}  # (candidate, point) -> how the machine moved
+    drifted_rows: set[int] = set()
     gated: list[int] = []
     p_values: list[float] = []
     invalid: dict[tuple[str, str], str] = {}  # (candidate, point) -> why
@@ -76,9 +85,15 @@ def regression_gate(
         if verdict.startswith(NOT_AVAILABLE):
             unjudged.append(index)
             continue
-        unchecked = row.get("unverified_b")
-        if isinstance(unchecked, str) and unchecked:
-            unverified.setdefault((str(row["candidate"]), _point_name(row)), unchecked)
+        key = (str(row["candidate"]), _point_name(row))
+        drift_b, others = _drift_apart(row.get("unverified_b"))
+        drift_a, _ = _drift_apart(row.get("unverified_a"))
+        if others:
+            unverified.setdefault(key, "; ".join(others))
+        if drift_a or drift_b:
+            side = "candidate" if drift_b else "baseline"
+            drifted.setdefault(key, f"{side}: {(drift_b or drift_a)[0]}")
+            drifted_rows.add(index)
         metric = METRICS[row["metric"]]
         threshold = error_rate_pp if metric.kind == "proportion" else threshold_pct
         gated.append(index)
@@ -86,6 +101,9 @@ def regression_gate(
     alpha = 1 - confidence
     rejected = stats.holm(p_values, alpha)
     failing = [index for index, hit in zip(gated, rejected) if hit]
+    # a drifted row decides nothing either way: a pass there may be the machine's speed-up
+    undecided = [] if allow_drift else [i for i in gated if i in drifted_rows]
+    failing = [i for i in failing if i not in undecided]
     causes = _causes(
         result,
         gated,
@@ -93,17 +111,29 @@ def regression_gate(
         {} if allow_unverified else unverified,
         allow_missing,
     )
+    if undecided:
+        first = drifted[
+            (str(rows.iloc[undecided[0]]["candidate"]), _point_name(rows.iloc[undecided[0]]))
+        ]
+        causes.append(
+            f"undecided (machine drift): {len(undecided)} gated row(s) rest on points measured "
+            f"while the machine changed speed (first: {first}); --allow-drift judges them as "
+            "measured"
+        )
     opted_out = [
         name
         for name, used, seen in (
             ("--allow-missing", allow_missing, result.missing),
             ("--allow-invalid", allow_invalid, invalid),
             ("--allow-unverified", allow_unverified, unverified),
+            ("--allow-drift", allow_drift, drifted),
         )
         if used and seen
     ]
     if failing:
         verdict = REGRESSION
+    elif undecided and len(causes) == 1:
+        verdict = DRIFT
     elif causes:
         verdict = UNVERIFIED
     else:
@@ -127,6 +157,8 @@ def regression_gate(
         "missing_points": [describe_missing(m) for m in result.missing],
         "invalid_points": [f"{c} {p}: {why}" for (c, p), why in invalid.items()],
         "unverified_points": [f"{c} {p}: {why}" for (c, p), why in unverified.items()],
+        "drifted_points": [f"{c} {p}: {why}" for (c, p), why in drifted.items()],
+        "undecided_rows": len(undecided),
         "not_judged": _not_judged(rows, unjudged),
         "detectable": _detectable(
             result, gated, alpha, {"pct": threshold_pct, "pp": error_rate_pp}
@@ -206,6 +238,12 @@ def _causes(
     if not gated:
         causes.append("no row could be judged: nothing was compared")
     return causes
+
+
+def _drift_apart(text: Any) -> tuple[list[str], list[str]]:
+    """A point's unverified reasons split into machine drift and the rest."""
+    reasons = [r for r in str(text).split("; ") if r] if isinstance(text, str) else []
+    return [r for r in reasons if is_drift(r)], [r for r in reasons if not is_drift(r)]
 
 
 def describe_missing(missing: dict[str, Any]) -> str:
@@ -376,6 +414,9 @@ def describe_gate(gate: dict[str, Any]) -> str:
         lines += [f"  unverified: {p}" for p in gate["unverified_points"]] * (
             "--allow-unverified" in gate["opted_out"]
         )
+        lines += [f"  machine drift: {p}" for p in gate.get("drifted_points", [])] * (
+            "--allow-drift" in gate["opted_out"]
+        )
     lines += [f"  not judged: {text}" for text in gate["not_judged"]]
     for entry in gate["detectable"].values():
         unit = "pp" if entry["unit"] == "pp" else "%"
@@ -401,6 +442,11 @@ def _headline(gate: dict[str, Any]) -> str:
             f"worse by more than {threshold} (Holm-corrected); worst: {worst['label']} at "
             f"{worst['point']} {worst['change_pct']:+.1f}{unit} [{worst['ci_low_pct']:+.1f}, "
             f"{worst['ci_high_pct']:+.1f}]"
+        )
+    if gate["verdict"] == DRIFT:
+        return (
+            f"gate: FAIL (undecided, machine drift: {gate['undecided_rows']} row(s) rest on "
+            f"points the machine changed speed under): {gated}"
         )
     if gate["verdict"] == UNVERIFIED:
         return f"gate: FAIL (unverified: it could not check everything): {gated}"

@@ -87,6 +87,12 @@ def register(app: typer.Typer) -> None:
             "server metrics, args not read back, an imported run) does not fail the gate (it "
             "is still named).",
         ),
+        allow_drift: bool = typer.Option(
+            False,
+            "--allow-drift",
+            help="With --fail-on-regression: judge rows whose points were measured while the "
+            "machine changed speed (otherwise undecided, and the gate fails).",
+        ),
         plot: Optional[Path] = typer.Option(
             None, "--plot", help="Write an overlay of all curves: PATH.png or PATH.html."
         ),
@@ -168,9 +174,11 @@ def register(app: typer.Typer) -> None:
             baseline=baseline,
             **({} if run_to_run is None else {"run_cv": run_to_run / 100}),
         )
-        if fail_on_regression is None and (allow_missing or allow_invalid or allow_unverified):
+        if fail_on_regression is None and (
+            allow_missing or allow_invalid or allow_unverified or allow_drift
+        ):
             raise UsageError(
-                "--allow-missing, --allow-invalid and --allow-unverified go with "
+                "--allow-missing, --allow-invalid, --allow-unverified and --allow-drift go with "
                 "--fail-on-regression PCT"
             )
         gate = (
@@ -182,6 +190,7 @@ def register(app: typer.Typer) -> None:
                 allow_missing=allow_missing,
                 allow_invalid=allow_invalid,
                 allow_unverified=allow_unverified,
+                allow_drift=allow_drift,
             )
             if fail_on_regression is not None
             else None

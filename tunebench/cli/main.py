@@ -42,6 +42,7 @@ def _register_commands() -> None:
         return
     from tunebench.cli import (
         batch,
+        check_machine,
         compare,
         demo_model,
         explain,
@@ -71,6 +72,7 @@ def _register_commands() -> None:
     results.register(app)
     upload.register(app)
     demo_model.register(app)
+    check_machine.register(app)
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:
             command.help = reflowed_help(command.callback.__doc__ or "")

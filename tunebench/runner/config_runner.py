@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from tunebench.errors import DeploymentError, LoadError, tail
+from tunebench.machine.watch import MachineWatch
 from tunebench.metrics.effective import read_effective
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import rows_of, series_csv
@@ -21,8 +22,10 @@ from tunebench.metrics.summary import summarize_window
 from tunebench.points.checkpoint import check_checkpoint, declared_for_model
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
+from tunebench.points.machine import DRIFT_PREFIX
 from tunebench.points.roofline import Roofline
 from tunebench.points.row import PointId, build_row
+from tunebench.points.sentinel import SENTINEL_SUFFIX, sentinel_point, sentinel_verdict
 from tunebench.points.validity import verify_args
 from tunebench.redact import redact_text, secret_values
 from tunebench.roofline.plan import RooflinePlanner
@@ -59,6 +62,7 @@ class _Measuring:
     probing: CapacityProbing | None
     scraper: MetricsScraper | None = None
     meter: EnergyMeter | str | None = None  # or why this configuration has none
+    machine: MachineWatch | str | None = None  # the machine under the server, or why not
     roofline: Roofline | None = None
     earlier_series: str = ""
     done: int = 0
@@ -66,6 +70,8 @@ class _Measuring:
     in_flight: str | None = None
     effective: dict[str, Any] = field(default_factory=dict)
     unverified: list[str] = field(default_factory=list)  # args the server gave no read-back of
+    sentinel: LoadPoint | None = None  # the first point again, after the last (points/sentinel)
+    first_samples: list[dict[str, Any]] | None = None  # the first point's, for the sentinel
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,13 @@ class PointExtras:
     cost: dict[str, Any] | None = None
     make_meter: Callable[[ServerConfig], EnergyMeter | str] | None = None
     roofline: RooflinePlanner | None = None
+    make_machine_watch: Callable[[ServerConfig], MachineWatch | str] | None = None
+    # the A...A sentinel's window (spec `machine.sentinel_seconds`); None: no sentinel
+    sentinel_seconds: float | None = None
+
+
+def _repeat_suffix(repeat: int) -> str:
+    return "" if repeat == 1 else f"-r{repeat}"
 
 
 def stop_together(*stops: Callable[[], None]) -> None:
@@ -167,12 +180,14 @@ class ConfigRunner:
         driver = self.make_driver(config)
         fixed = [p for p in points if p.search is None]
         searches = [p for p in points if p.search is not None]
+        sentinel = sentinel_point(fixed, self.extras.sentinel_seconds)
         probing = (
             CapacityProbing(searches[0], self.capacity_hint, self.rules.slo) if searches else None
         )
         if probing is not None:
             probing.seed(earlier_rows)
         state = _Measuring(config, [], probing, done=len(earlier_rows), repeat=repeat)
+        state.sentinel = sentinel
         if attempt > 1 or repeat > 1:  # the series and the log of the earlier go are kept
             series = layout.series(config.config_id)
             state.earlier_series = rows_of(series.read_text()) if series.exists() else ""
@@ -180,7 +195,10 @@ class ConfigRunner:
         watch: ServerWatch | None = None
         try:
             # The load generator imports while the server starts: both take seconds.
-            driver.prepare(fixed, layout.load_dir(config.config_id, attempt, repeat))
+            driver.prepare(
+                fixed + ([sentinel] if sentinel else []),
+                layout.load_dir(config.config_id, attempt, repeat),
+            )
             handle = self._start(config, driver)
             if handle is None:
                 return ConfigOutcome(
@@ -206,6 +224,14 @@ class ConfigRunner:
                 state.meter = self.extras.make_meter(config)
                 if not isinstance(state.meter, str):
                     state.meter.start()
+            if self.extras.make_machine_watch is not None:
+                state.machine = self.extras.make_machine_watch(config)
+                if isinstance(state.machine, MachineWatch):
+                    state.machine.telemetry.groups = [
+                        g for g in (self.deployment.pgid, driver.pgid) if g is not None
+                    ]
+                    state.machine.telemetry.watch_server(self.deployment.pgid)
+                    state.machine.start()
             watch = ServerWatch(self.deployment, driver).start()
             return self._measure(state, handle, driver)
         finally:
@@ -218,6 +244,12 @@ class ConfigRunner:
                 self._write_series(state)
             if state.meter is not None and not isinstance(state.meter, str):
                 state.meter.stop()
+            if isinstance(state.machine, MachineWatch):
+                state.machine.stop()
+                self.store.write_text(
+                    self.store.layout.machine(config.config_id + _repeat_suffix(repeat)),
+                    state.machine.csv_text(),
+                )
             # The load generator and the server each take ~2 s to exit (their own graceful
             # shutdowns, mostly waiting): stopped together, a configuration ends that much
             # sooner, and both are reaped before the next one starts.
@@ -297,6 +329,14 @@ class ConfigRunner:
 
         def on_start(point: LoadPoint) -> None:
             state.in_flight = point.point_id
+            if isinstance(state.machine, MachineWatch):
+                state.machine.mark()
+            if state.sentinel is not None and point.point_id == state.sentinel.point_id:
+                self.reporter.note(
+                    f"  sentinel: {point.point_id.removesuffix(SENTINEL_SUFFIX)} again for "
+                    f"{point.max_seconds:g} s (did the machine hold its speed?)"
+                )
+                return
             self.reporter.point_starting(config, point)
 
         def on_result(result: ClientResult) -> None:
@@ -307,7 +347,14 @@ class ConfigRunner:
                     state.scraper.scrape_once()
             if state.meter is not None and not isinstance(state.meter, str):
                 state.meter.mark()  # a reading after the window: its end is bracketed
+            if isinstance(state.machine, MachineWatch):
+                state.machine.mark()
             state.in_flight = None
+            if state.sentinel is not None and result.point_id == state.sentinel.point_id:
+                self._judge_sentinel(state, result)
+                return
+            if state.first_samples is None:
+                state.first_samples = result.samples
             row = self._row(state, result)
             store.add_requests(config.config_id, result.point_id, result.samples, state.repeat)
             store.add_point(row)
@@ -358,6 +405,33 @@ class ConfigRunner:
             config.config_id, "complete", state.done, None, capacity, state.effective, state.reasons
         )
 
+    def _judge_sentinel(self, state: _Measuring, result: ClientResult) -> None:
+        """The sentinel against the configuration's first point: when the machine did not
+        hold its speed between them, every point of this repeat is unverified, saying so."""
+        config, first = state.config, (state.sentinel.point_id if state.sentinel else "")
+        first = first.removesuffix(SENTINEL_SUFFIX)
+        verdict = (
+            sentinel_verdict(state.first_samples, result.samples)
+            if state.first_samples is not None
+            else "sentinel not compared: the first point was measured by an earlier attempt"
+        )
+        record = {"point": first, "window": [result.start_time, result.end_time]}
+        if isinstance(verdict, str):
+            record["note"] = verdict
+            self.reporter.note(f"  {verdict}")
+        else:
+            record.update(verdict.as_dict())
+            if verdict.held:
+                self.reporter.note(
+                    f"  sentinel: {first} again within {abs(verdict.change):.0%}: "
+                    "the machine held its speed"
+                )
+            else:
+                reason = f"{DRIFT_PREFIX}: {verdict.describe(first)}"
+                self.store.mark_unverified(config.config_id, state.repeat, reason)
+                self.reporter.note(f"  [yellow]{reason}[/]")
+        self.store.update_config(config.config_id, sentinel=record)
+
     def _row(self, state: _Measuring, result: ClientResult) -> dict[str, Any]:
         config, scraper = state.config, state.scraper
         server = summarize_window(
@@ -399,6 +473,11 @@ class ConfigRunner:
             roofline=state.roofline,
             # a replayed trace's predicted prefix hits come in the server's cache blocks
             block_size=state.effective.get("block_size"),
+            machine=(
+                state.machine.window(result.start_time, result.end_time)
+                if isinstance(state.machine, MachineWatch)
+                else state.machine
+            ),
         )
 
     @staticmethod

@@ -683,6 +683,32 @@ class Metrics(Strict):
     interval_s: float = Field(default=1.0, ge=0.1, le=60)
 
 
+class MachineSettings(Strict):
+    """Watching the machine under the load (docs/machine-drift.md): telemetry and a probe on
+    the server's cores beside every point of a local server, and an A...A sentinel per
+    configuration. A point the machine changed speed under is unverified, saying how."""
+
+    watch: bool = Field(
+        default=True, description="telemetry and the probe beside every local point"
+    )
+    probe_interval_s: float = Field(
+        default=30.0, ge=1, le=600, description="the probe inside a window"
+    )
+    sentinel: bool = Field(
+        default=True,
+        description="repeat each configuration's first fixed point, short, after its last: "
+        "the two should agree when the machine held its speed",
+    )
+    sentinel_seconds: float = Field(default=10.0, gt=0, le=600, description="the sentinel's window")
+    stability_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=3600,
+        description="before the sweep, time the probe this long (tunebench check-machine) "
+        "and stop when the machine does not hold its speed",
+    )
+
+
 class Energy(Strict):
     """Energy per point: GPU power (NVML, or DCGM through Prometheus) or CPU RAPL
     (docs/energy.md). Without a readable source the columns stay empty and say why."""
@@ -800,6 +826,7 @@ class SweepSpec(Strict):
     load: Load
     metrics: Metrics = Field(default_factory=Metrics)
     energy: Energy = Field(default_factory=Energy)
+    machine: MachineSettings = Field(default_factory=MachineSettings)
     roofline: RooflineSettings = Field(default_factory=RooflineSettings)
     slo: Slo | None = None
     client_tolerance: float = Field(0.10, ge=0, lt=1, description="client-limited shortfall")

@@ -96,6 +96,10 @@ class RunLayout:
     def series(self, config_id: str) -> Path:
         return self.root / "metrics" / f"{config_id}.csv"
 
+    def machine(self, config_id: str) -> Path:
+        """The machine under a configuration: probe and telemetry samples over time."""
+        return self.root / "machine" / f"{config_id}.csv"
+
     def server_log(
         self, config_id: str, attempt: int | None = None, repeat: int | None = None
     ) -> Path:

@@ -99,6 +99,8 @@ class ConfigEntry(_Open):
     load_retries: list[dict[str, Any]] | None = None
     # the quality check: prompts, seconds (excluded from load figures), error
     quality: dict[str, Any] | None = None
+    # the A...A sentinel (points/sentinel.py): its change against the first point, or why none
+    sentinel: dict[str, Any] | None = None
 
 
 KIND_FIELDS = (

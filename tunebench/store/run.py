@@ -205,6 +205,18 @@ class RunStore:
             self.rows.append(row)
             self._write_points()
 
+    def mark_unverified(self, config_id: str, repeat: int, reason: str) -> None:
+        """Add `reason` to what could not be checked of every stored point of one
+        configuration's repeat (a sentinel that found the machine moved under them)."""
+        with self._writing:
+            for row in self.rows:
+                if row.get("config_id") != config_id or str(row.get("repeat") or 1) != str(repeat):
+                    continue
+                reasons = [r for r in str(row.get("unverified_reason") or "").split("; ") if r]
+                if reason not in reasons:
+                    row["unverified_reason"] = "; ".join([*reasons, reason])
+            self._write_points()
+
     def order_points(self) -> None:
         """Rows in the order a sequential sweep writes them (repeat, then plan order: config
         ids are c1, c2, ... in plan order; each configuration's points as measured):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from tunebench import assemble, kinds
+from tunebench.errors import TunebenchError
 from tunebench.quality.verdicts import write_table as write_quality_table
 from tunebench.runner import ConfigOutcome, ConfigRunner
 from tunebench.seams.progress import Reporter, SilentReporter
@@ -88,6 +89,8 @@ def run_configs(
     outcomes: list[ConfigOutcome] = list(kept or [])
     parallel = assemble.parallel_of(spec)
     with store.running(command, **attempt_details) as attempt:
+        if spec.machine.stability_s and attempt.number == 1:
+            preflight(spec, spec_path, store, reporter)
         try:
             job = _Job(spec, spec_path, store, output_root, reporter, keep)
             if parallel > 1 and len(work) > 1:
@@ -99,6 +102,25 @@ def run_configs(
         if any(o.status != "complete" for o in outcomes):
             attempt.fail()
     return SweepResult(store, outcomes)
+
+
+def preflight(spec: SweepSpec, spec_path: Path, store: RunStore, reporter: Reporter) -> None:
+    """`machine.stability_s`: time the probe on the server's CPUs before any server starts;
+    a machine that does not hold its speed stops the sweep before it measures anything."""
+    from tunebench.machine.stability import check_stability
+    from tunebench.processes import parse_cpus
+
+    seconds = float(spec.machine.stability_s or 0)
+    cpus = getattr(spec.deployment, "cpus", None) if spec.deployment.kind == "local" else None
+    reporter.note(f"checking that the machine holds its speed ({seconds:g} s)")
+    found = check_stability(seconds, parse_cpus(cpus) if cpus else None)
+    store.record(machine_check={"line": found.line(), "steady": found.steady, "bins": found.bins})
+    reporter.note(found.line())
+    if not found.steady:
+        raise TunebenchError(
+            f"{spec_path}: machine.stability_s: {found.line()}; measure on a quieter machine, "
+            "or remove machine.stability_s to measure anyway (drift is then flagged per point)"
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,188 @@
+"""Does tunebench see a server slowed down under a point? Planted throttles on the real server.
+
+    python benchmarks/drift_detection.py [--slowdowns 0.3 0.5] [--points 6] [--window 30]
+        [--throttle 12] [--repeats 1] [--output /tmp/drift]
+
+Each repeat runs one real sweep per slowdown (the built-in tiny model on CPU 0, GuideLLM on
+CPU 1, `--points` load points of `--window` seconds at 2-7 streams). Into every other point
+it plants a throttle of the server (tunebench/testing/throttle.py: a cgroup CPU quota of
+1 - slowdown, or a SIGSTOP duty cycle where cgroups are not writable) for `--throttle`
+seconds from `--offset` seconds into the window; the other points run untouched. Then it
+reads each point's verdict and prints, per slowdown:
+- planted points flagged "machine speed changed" (any evidence, and the window's own
+  requests alone, which see every cause, not only a cgroup), with the size found;
+- untouched points flagged (false flags, or the machine's own wander).
+Exits 1 when a sweep fails, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tunebench.environment import host_info  # noqa: E402
+from tunebench.processes import stop_session  # noqa: E402
+from tunebench.testing.throttle import Throttle  # noqa: E402
+
+
+def spec(points: int, window: int) -> dict:
+    return {
+        "name": "drift-detection",
+        "model": "builtin:tiny-llama",
+        "deployment": {
+            "kind": "local",
+            "start_timeout_s": 300,
+            "kv_cache_space_gib": 1,
+            "cpus": "0",
+        },
+        "server": {"args": {"max-model-len": 512, "max-num-seqs": 8, "enforce-eager": True}},
+        "load": {
+            "client_cpus": "1",
+            "data": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 32},
+            "profiles": [
+                {
+                    "kind": "concurrent",
+                    "streams": [2 + i for i in range(points)],
+                    "max_seconds": window,
+                }
+            ],
+        },
+        "metrics": {"interval_s": 1},
+        "output": "reports",
+    }
+
+
+def _rows(run: Path) -> list[dict]:
+    path = run / "points.csv"
+    if not path.exists():
+        return []
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _server_pgid(run: Path) -> int | None:
+    try:
+        manifest = json.loads((run / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for config in manifest.get("configs", []):
+        if config.get("status") == "running" and config.get("server_pgid"):
+            return int(config["server_pgid"])
+    return None
+
+
+def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
+    spec_path = out / f"drift-{slowdown}.yaml"
+    spec_path.write_text(yaml.safe_dump(spec(args.points, args.window)))
+    runs = out / f"runs-{slowdown}-{time.time():.0f}"
+    sweep = subprocess.Popen(
+        [str(REPO / ".venv/bin/tunebench"), "sweep", str(spec_path), "-o", str(runs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    planted: dict[str, tuple[float, float, str]] = {}
+    try:
+        run = None
+        while sweep.poll() is None:
+            run = (
+                run or next((p for p in runs.glob("*") if p.is_dir()), None)
+                if runs.exists()
+                else None
+            )
+            if run is None:
+                time.sleep(1)
+                continue
+            pgid = _server_pgid(run)
+            done = len(_rows(run))
+            index = done  # the point now running, from 0
+            if pgid and index % 2 == 1 and index < args.points and str(index) not in planted:
+                # the point starts as the last one's row lands; plant inside its window
+                time.sleep(args.offset)
+                with Throttle(pgid, slowdown) as throttle:
+                    time.sleep(args.throttle)
+                planted[str(index)] = (throttle.started, throttle.ended, throttle.method)
+                print(
+                    f"  planted {slowdown:.0%} in point {index + 1} for "
+                    f"{throttle.ended - throttle.started:.1f} s ({throttle.method})",
+                    flush=True,
+                )
+            time.sleep(0.5)
+        output, _ = sweep.communicate()
+    finally:
+        if sweep.poll() is None:
+            stop_session(sweep)
+    if sweep.returncode != 0:
+        print(output[-3000:])
+        raise SystemExit(1)
+    rows = _rows(run) if run else []
+    for index, row in enumerate(rows):
+        row["planted"] = planted.get(str(index))
+    return rows
+
+
+def summarise(slowdown: float, rows: list[dict]) -> None:
+    planted = [r for r in rows if r["planted"]]
+    untouched = [r for r in rows if not r["planted"]]
+
+    def flagged(row: dict, own: bool = False) -> bool:
+        reason = row.get("unverified_reason") or ""
+        text = "its requests ran" if own else "machine speed changed"
+        return text in reason
+
+    expected = 1 / (1 - slowdown) - 1
+    print(f"slowdown {slowdown:.0%} (time per token x{1 + expected:.2f}):")
+    for row in rows:
+        where = ""
+        if row["planted"]:
+            start = float(row["start_time"])
+            where = f" planted t={row['planted'][0] - start:.0f}-{row['planted'][1] - start:.0f} s"
+        print(
+            f"  {row['point_id']:<14} change {row.get('window_change_pct') or '-':>6}% at "
+            f"t={row.get('window_change_from_s') or '-'}-{row.get('window_change_to_s') or '-'}"
+            f" s, throttled {row.get('throttled_pct') or '-'}%, foreign "
+            f"{row.get('foreign_cpu_pct') or '-'}%, probe {row.get('probe_ms') or '-'} ms;"
+            f"{where} flagged: {'yes' if flagged(row) else 'no'}"
+            f" (requests alone: {'yes' if flagged(row, True) else 'no'})"
+        )
+    print(
+        f"  planted flagged: {sum(map(flagged, planted))}/{len(planted)} "
+        f"(by the window's requests alone: {sum(flagged(r, True) for r in planted)}/"
+        f"{len(planted)}); untouched flagged: {sum(map(flagged, untouched))}/{len(untouched)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--slowdowns", type=float, nargs="+", default=[0.3, 0.5])
+    parser.add_argument("--points", type=int, default=6)
+    parser.add_argument("--window", type=int, default=30)
+    parser.add_argument("--offset", type=float, default=8.0)
+    parser.add_argument("--throttle", type=float, default=12.0)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--output", type=Path, default=Path("/tmp/drift-detection"))
+    args = parser.parse_args()
+    if args.offset + args.throttle > args.window:
+        parser.error("--offset + --throttle must fit inside --window")
+    args.output.mkdir(parents=True, exist_ok=True)
+    host = host_info()
+    print(f"machine: {host.get('cpu_model', '?')}, {host.get('cpus', '?')} CPUs")
+    for repeat in range(args.repeats):
+        for slowdown in args.slowdowns:  # alternated within each repeat
+            print(f"[{repeat + 1}/{args.repeats}] sweep with {slowdown:.0%} planted", flush=True)
+            summarise(slowdown, one_sweep(args, slowdown, args.output))
+
+
+if __name__ == "__main__":
+    main()

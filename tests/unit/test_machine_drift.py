@@ -1,0 +1,269 @@
+"""The machine under a point: its evidence as columns and a verdict (points/machine.py), the
+telemetry read from /proc and cgroups (machine/telemetry.py), the watch that reads it per
+window (machine/watch.py), and the compare gate on points the machine moved under."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunebench.analysis.compare import compare_sides
+from tunebench.analysis.compare_metrics import DEFAULT_METRICS, METRICS
+from tunebench.analysis.gate import describe_gate, regression_gate
+from tunebench.machine import telemetry
+from tunebench.machine.watch import MachineWatch
+from tunebench.points.machine import DRIFT_PREFIX, MachineReading, is_drift, machine_columns
+from tunebench.points.row import PointId, build_row
+from tunebench.points.steadiness import Steadiness, steadiness
+from tunebench.testing.latencies import stream_side
+
+DEFAULT = [METRICS[m] for m in DEFAULT_METRICS]
+QUIET = MachineReading(0.0, 0.0, 0.01, None, 6.5, 6.4, None, "CPU 0")
+
+
+def _steady(change: float = 0.02) -> Steadiness:
+    return Steadiness(True, change, 0.5, 1.0, 0.0, 10.0, 120, 16)
+
+
+def test_a_quiet_machine_and_a_steady_window_give_no_drift():
+    cells, drift = machine_columns(_steady(), QUIET)
+    assert drift is None
+    assert cells["throttled_pct"] == 0.0 and cells["foreign_cpu_pct"] == 1.0
+    assert cells["probe_ms"] == 6.5 and cells["machine_note"] is None
+
+
+@pytest.mark.parametrize(
+    "reading, evidence",
+    [
+        (
+            MachineReading(0.3, 0.0, 0.0, None, None, None, None, "CPU 0"),
+            "the server's cgroup was throttled by its CPU quota for 30% of the window",
+        ),
+        (
+            MachineReading(0.0, 0.08, 0.0, None, None, None, None, "CPU 0"),
+            "the hypervisor took 8% of CPU 0 (steal)",
+        ),
+        (
+            MachineReading(0.0, 0.0, 0.4, None, None, None, None, "all CPUs"),
+            "processes not of this run used 40% of all CPUs",
+        ),
+    ],
+)
+def test_telemetry_beyond_its_threshold_is_drift_with_its_evidence(reading, evidence):
+    _, drift = machine_columns(_steady(), reading)
+    assert drift is not None and drift.startswith(DRIFT_PREFIX) and evidence in drift
+    assert is_drift(drift)
+
+
+def test_telemetry_just_under_its_thresholds_is_no_drift():
+    _, drift = machine_columns(
+        _steady(), MachineReading(0.049, 0.049, 0.099, None, None, None, None, "CPU 0")
+    )
+    assert drift is None
+
+
+def test_an_unsteady_window_is_drift_saying_where_and_how_much():
+    moved = Steadiness(False, 0.43, 0.4, 9.0, 8.0, 16.0, 120, 16)
+    cells, drift = machine_columns(moved, QUIET)
+    assert drift == (
+        f"{DRIFT_PREFIX}: its requests ran 43% slower inside t=8-16 s of the window "
+        "(9.0 noise units, 120 requests in 16 bins)"
+    )
+    assert (cells["window_change_pct"], cells["window_change_from_s"]) == (43.0, 8.0)
+    assert "; " not in drift  # one reason among a point's "; "-separated reasons
+
+
+def test_what_could_not_be_read_is_said_and_is_not_drift():
+    cells, drift = machine_columns("steadiness not tested: 12 requests", "no /proc here")
+    assert drift is None
+    assert cells["machine_note"] == (
+        "steadiness not tested: 12 requests; no machine telemetry: no /proc here"
+    )
+
+
+def _requests(slow_from: float | None) -> list[dict]:
+    out = []
+    for i in range(120):
+        slow = slow_from is not None and i / 6 >= slow_from
+        out.append(
+            {
+                "start_time": 1000 + i / 6,
+                "end_time": 1000 + i / 6 + 0.1,
+                "itl_ms": (3.0 if slow else 2.0) * (1 + 0.02 * (i % 3)),
+                "tpot_ms": 2.5,
+                "ttft_ms": 10.0,
+                "output_tokens": 32,
+            }
+        )
+    return out
+
+
+def _row(samples: list[dict], machine=None) -> dict:
+    client = {"target": 2, "requests_ok": len(samples), "requests_failed": 0}
+    return build_row(
+        PointId("r", "c1", "base", "concurrent-2", "concurrent"),
+        {},
+        client,
+        samples,
+        {"server_samples": 10},
+        window=(1000.0, 1020.0),
+        machine=machine,
+    )
+
+
+def test_a_point_whose_requests_slowed_is_unverified_but_valid():
+    row = _row(_requests(slow_from=12.0), QUIET)
+    assert row["valid"] is True
+    reasons = row["unverified_reason"].split("; ")
+    found = steadiness(_requests(12.0), 1000.0)
+    assert isinstance(found, Steadiness)
+    assert [r for r in reasons if is_drift(r)] == [
+        f"{DRIFT_PREFIX}: its requests ran 50% slower inside t=13-20 s of the window "
+        f"({found.z:.1f} noise units, 120 requests in 16 bins)"
+    ]
+    steady = _row(_requests(slow_from=None), QUIET)
+    assert not any(is_drift(r) for r in steady["unverified_reason"].split("; "))
+
+
+def test_telemetry_counters_are_read_from_proc_and_cgroups(tmp_path: Path):
+    proc = tmp_path / "proc"
+    (proc / "7").mkdir(parents=True)
+    (proc / "stat").write_text(
+        "cpu  100 0 50 1000 0 0 0 20 0 0\n"
+        "cpu0 60 0 30 500 0 0 0 15 0 0\n"
+        "cpu1 40 0 20 500 0 0 0 5 0 0\n"
+        "intr 1 2 3\n"
+    )
+    busy, steal, total = telemetry.cpu_times({0}, proc)
+    tick = telemetry.TICK
+    assert (busy, steal, total) == (90 / tick, 15 / tick, 605 / tick)
+    assert telemetry.cpu_times(None, proc)[1] == 20 / tick
+    (proc / "7/stat").write_text("7 (a b) S 1 7 7 0 -1 0 0 0 0 0 300 200 0 0 20 0 1 0\n")
+    assert telemetry.process_cpu_s([7, 8], proc) == 500 / tick
+    (proc / "7/cgroup").write_text("3:cpuset:/\n2:cpu,cpuacct:/throttled\n1:name=x:/\n")
+    assert telemetry.cgroup_of(7, proc) == "/throttled"
+    root = tmp_path / "cg"
+    (root / "throttled").mkdir(parents=True)
+    (root / "throttled/cpu.stat").write_text("nr_periods 10\nnr_throttled 4\nthrottled_time 5\n")
+    assert telemetry.read_cpu_stat("/throttled", (root,)) == {
+        "nr_periods": 10,
+        "nr_throttled": 4,
+        "throttled_time": 5,
+    }
+
+
+class _FakeTelemetry:
+    cpus = {0}
+
+    def __init__(self, throttled: float = 0.1):
+        self.throttled = throttled
+        self.now = 0.0
+        self.rows: list[telemetry.Counters] = []
+
+    def read(self, now: float) -> telemetry.Counters:
+        # one second a sample: 0.5 s busy of which 0.4 ours, 0.1 s throttled
+        k = len(self.rows)
+        counters = telemetry.Counters(
+            now, 0.5 * k, 0.02 * k, 1.0 * k, 0.4 * k, self.throttled * k, k, k
+        )
+        self.rows.append(counters)
+        return counters
+
+
+def test_the_watch_turns_counters_around_a_window_into_shares():
+    fake = _FakeTelemetry()
+    clock = iter(float(t) for t in range(100))
+    watch = MachineWatch(fake, None, clock=lambda: next(clock))  # type: ignore[arg-type]
+    for _ in range(12):
+        watch._sample()
+    reading = watch.window(2.0, 9.0)
+    assert isinstance(reading, MachineReading)
+    assert reading.throttled_share == pytest.approx(0.1)
+    assert reading.steal_share == pytest.approx(0.02)
+    assert reading.foreign_share == pytest.approx(0.1)
+    assert reading.cpus == "CPU 0" and reading.probe_ms is None
+    assert watch.window(50.0, 60.0) == "no telemetry around the window"
+
+
+def _drifted(name: str, seed: int, slowdown: float = 0.0):
+    found = stream_side(name, seed, slowdown)
+    points = found.points.copy()
+    moved = points["point_id"] == "concurrent-8"
+    points["unverified_reason"] = ""
+    points.loc[moved, "unverified_reason"] = (
+        f"{DRIFT_PREFIX}: its requests ran 45% slower inside t=4-14 s of the window"
+    )
+    return type(found)(found.name, points, found.requests)
+
+
+def test_a_regression_on_a_point_the_machine_moved_under_is_undecided_not_regression():
+    result = compare_sides([stream_side("a", 1), _drifted("b", 2, slowdown=0.3)], DEFAULT)
+    # the same data without the drift flag is a regression (the check below can fail)
+    plain = compare_sides([stream_side("a", 1), stream_side("b", 2, 0.3)], DEFAULT)
+    assert regression_gate(plain, 5)["verdict"] == "regression"
+    gate = regression_gate(result, 5)
+    # every point of b is 30% slower: the unflagged points still show the regression
+    assert gate["verdict"] == "regression"
+    only_drift = compare_sides(
+        [stream_side("a", 1, points=(8,)), _drifted("b", 2, slowdown=0.3)], DEFAULT
+    )
+    gate = regression_gate(only_drift, 5, allow_missing=True)
+    assert gate["verdict"] == "machine-drift", gate["causes"]
+    assert gate["undecided_rows"] > 0 and gate["regressions"] == 0
+    assert "gate: FAIL (undecided, machine drift" in describe_gate(gate)
+    allowed = regression_gate(only_drift, 5, allow_missing=True, allow_drift=True)
+    assert allowed["verdict"] == "regression" and "--allow-drift" in allowed["opted_out"]
+
+
+def test_drift_on_either_side_without_a_change_still_fails_closed():
+    result = compare_sides([_drifted("a", 1), stream_side("b", 2)], DEFAULT)
+    gate = regression_gate(result, 5)
+    assert gate["verdict"] == "machine-drift"
+    assert gate["drifted_points"][0].startswith("b concurrent 8: baseline: machine speed")
+    assert regression_gate(result, 5, allow_drift=True)["verdict"] == "no-regression"
+
+
+def test_throttled_time_sums_over_cgroups_made_anew_under_one_path(tmp_path: Path):
+    """A planted throttle's cgroup is removed and made again: its counters start from 0,
+    which is new throttling, not a step back."""
+    watched = telemetry.Telemetry(None, [], roots=(tmp_path,))
+    (tmp_path / "t").mkdir()
+    for value in (0, 4_000_000_000, 0, 1_000_000_000):
+        (tmp_path / "t/cpu.stat").write_text(
+            f"nr_periods 1\nnr_throttled 1\nthrottled_time {value}\n"
+        )
+        watched._add("/t", telemetry.read_cpu_stat("/t", (tmp_path,)) or {})
+    assert watched._totals["throttled_time"] == 5_000_000_000
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2/cpu.stat").write_text("nr_periods 3\nnr_throttled 2\nthrottled_usec 500\n")
+    watched._add("/v2", telemetry.read_cpu_stat("/v2", (tmp_path,)) or {})
+    assert watched._totals["throttled_time"] == 5_000_500_000
+
+
+def test_gpu_clocks_held_down_through_a_window_are_drift_evidence():
+    """Clock readings parsed from a real `nvidia-smi -q` of an RTX 2080 with its power cap
+    active (tests/fixtures/gpu-clocks/README.md), sampled through a window."""
+    from tests.conftest import FIXTURES
+    from tunebench.machine.gpu import parse_nvidia_smi_text, parse_nvidia_smi_xml
+
+    capped = parse_nvidia_smi_text((FIXTURES / "gpu-clocks/nvidia-smi-q-rtx2080.txt").read_text())
+    idle = parse_nvidia_smi_xml((FIXTURES / "gpu/nvidia-smi-q.xml").read_text())
+    for clocks, expect in ((capped, "GPU clocks held down in 100% of samples"), (idle, None)):
+        fake = _FakeTelemetry(throttled=0.0)
+        ticks = iter(float(t) for t in range(100))
+        watch = MachineWatch(
+            fake,  # type: ignore[arg-type]
+            None,
+            clock=lambda: next(ticks),
+            gpu_reader=lambda clocks=clocks: clocks,
+        )
+        for _ in range(6):
+            watch._sample()
+        reading = watch.window(1.0, 9.0)
+        assert isinstance(reading, MachineReading)
+        _, drift = machine_columns(_steady(), reading)
+        if expect is None:
+            assert drift is None and reading.gpu is None
+        else:
+            assert drift is not None and expect in drift and "sw_power_cap" in drift
