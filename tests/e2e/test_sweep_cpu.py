@@ -206,6 +206,9 @@ def gate_between_variants(e2e_sweep, baseline: str):
         "json",
         "--fail-on-regression",
         "5",
+        # the gate's statistics are this test's subject; a window the machine moved under
+        # (tests/e2e/test_drift_cpu.py's) would make its rows undecided
+        "--allow-drift",
     )
     rows = json.loads(gate.stdout)["rows"] if gate.stdout else []
     at8 = [r for r in rows if r["load_kind"] == "concurrent" and r["target"] == 8]

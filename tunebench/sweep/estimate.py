@@ -7,6 +7,7 @@ import math
 from tunebench import kinds
 from tunebench.deploy.local import gpu_visible
 from tunebench.load.guidellm import expected_benchmarks
+from tunebench.points.sentinel import sentinel_point
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import Plan
 
@@ -63,6 +64,13 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
                 else expected_benchmarks(point)
             )
             per_config += drivers * count * (seconds + POINT_OVERHEAD_S)
+        # the A...A sentinel: the first fixed point again, short (points/sentinel.py)
+        sentinel = sentinel_point(
+            [p for p in plan.points if p.search is None],
+            spec.machine.sentinel_seconds if spec.machine.sentinel else None,
+        )
+        if sentinel is not None:
+            per_config += drivers * ((sentinel.max_seconds or 0) + POINT_OVERHEAD_S)
         total += per_config * len(plan.configs)
     return total
 

@@ -1,0 +1,145 @@
+"""A real server slowed down under one point (a planted throttle of its process group):
+the point says the machine changed speed under it, where and from which evidence, the
+sentinel is measured, and compare's gate calls the difference undecided, not a regression.
+
+One sweep of two identical configurations (variants a and b), two points each; the second
+point of b gets a 50% throttle for 8 s from 4 s into its 16-s window.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+from tests.e2e.conftest import NEEDS_SERVER, wait_for
+from tunebench.processes import stop_session
+from tunebench.store.run import read_points
+from tunebench.testing.throttle import Throttle
+
+pytestmark = NEEDS_SERVER
+
+SPEC = """
+name: drift-e2e
+model: builtin:tiny-llama
+deployment: {kind: local, start_timeout_s: 300, kv_cache_space_gib: 1, cpus: "0"}
+server:
+  args: {max-model-len: 512, max-num-seqs: 4, enforce-eager: true}
+  variants:
+    - {name: a}
+    - {name: b}
+load:
+  client_cpus: "1"
+  data: {kind: synthetic, prompt_tokens: 32, output_tokens: 32}
+  profiles:
+    - {kind: concurrent, streams: [2, 3], max_seconds: 16}
+machine: {sentinel_seconds: 8}
+"""
+
+
+@pytest.fixture(scope="module")
+def throttled(tmp_path_factory):
+    root = tmp_path_factory.mktemp("drift")
+    spec = root / "drift.yaml"
+    spec.write_text(SPEC)
+    runs = root / "runs"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec), "-o", str(runs)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        run = wait_for(
+            lambda: next((d for d in runs.iterdir() if d.is_dir()), None), 120, "the run", sweep
+        )
+        # b's first point stored: its second point (3 streams) starts now
+        wait_for(
+            lambda: any(
+                r["config_label"] == "b" and r["point_id"] == "concurrent-2"
+                for r in read_points(run).to_dict(orient="records")
+            ),
+            900,
+            "b's first point",
+            sweep,
+        )
+        pgid = next(c for c in _manifest(run)["configs"] if c["label"] == "b")["server_pgid"]
+        time.sleep(4)
+        with Throttle(int(pgid), 0.5) as throttle:
+            time.sleep(8)
+        out, err = sweep.communicate(timeout=600)
+    finally:
+        if sweep.poll() is None:
+            stop_session(sweep)
+    assert sweep.returncode == 0, err[-3000:]
+    return run, throttle, out + err
+
+
+def _manifest(run):
+    import json
+
+    return json.loads((run / "manifest.json").read_text())
+
+
+def _point(run, label: str, point_id: str) -> dict:
+    rows = read_points(run).to_dict(orient="records")
+    return next(r for r in rows if r["config_label"] == label and r["point_id"] == point_id)
+
+
+def test_the_throttled_point_says_the_machine_moved_where_and_how(throttled):
+    run, throttle, _ = throttled
+    row = _point(run, "b", "concurrent-3")
+    reason = str(row["unverified_reason"])
+    assert row["valid"] is True or str(row["valid"]) == "True"
+    assert "machine speed changed: its requests ran" in reason, reason
+    start = float(row["start_time"])
+    planted = (throttle.started - start, throttle.ended - start)
+    assert float(row["window_change_pct"]) >= 20, row
+    # the stretch named overlaps the planted one (bins of ~1 s, the window's edges)
+    assert float(row["window_change_from_s"]) < planted[1], (row, planted)
+    assert float(row["window_change_to_s"]) > planted[0], (row, planted)
+    if throttle.method == "cgroup":
+        assert "the server's cgroup was throttled by its CPU quota" in reason, reason
+        assert float(row["throttled_pct"]) > 5
+
+
+def test_each_configuration_measures_its_sentinel(throttled):
+    run, _, output = throttled
+    for config in _manifest(run)["configs"]:
+        sentinel = config["sentinel"]
+        assert sentinel["point"] == "concurrent-2", sentinel
+        assert "held" in sentinel or sentinel.get("note"), sentinel
+    assert "sentinel: concurrent-2 again" in output
+    # the sentinel is no row of points.csv
+    assert not any("sentinel" in p for p in read_points(run)["point_id"])
+    assert (run / "machine/c1.csv").read_text().startswith("time,probe_ms,")
+
+
+def test_compare_calls_the_difference_undecided_unless_drift_is_allowed(throttled):
+    run, _, _ = throttled
+    gate = [
+        "compare",
+        run.name,
+        "--root",
+        str(run.parent),
+        "--by",
+        "variant",
+        "--baseline",
+        "a",
+        "-m",
+        "itl_p50",
+        "--fail-on-regression",
+        "30",
+        "--allow-unverified",
+    ]
+    undecided = run_cli(*gate)
+    assert undecided.returncode == 1, undecided.stderr
+    assert "undecided, machine drift" in undecided.stderr, undecided.stderr
+    allowed = run_cli(*gate, "--allow-drift")
+    assert "undecided" not in allowed.stderr.split("\n")[0], allowed.stderr
+    assert "accepted by --allow-drift" in allowed.stderr, allowed.stderr
