@@ -267,3 +267,72 @@ def test_gpu_clocks_held_down_through_a_window_are_drift_evidence():
             assert drift is None and reading.gpu is None
         else:
             assert drift is not None and expect in drift and "sw_power_cap" in drift
+
+
+def test_a_capacity_search_whose_probe_the_machine_moved_under_says_so():
+    from tunebench.runner.probing import CapacityProbing
+    from tunebench.spec.plan import LoadPoint, SearchSettings
+
+    point = LoadPoint("capacity", "capacity", None, 5.0, None, None, search=SearchSettings())
+    probing = CapacityProbing(point, None, {"ttft_ms": {"p95": 500}})
+    rows = [
+        {"valid": True, "slo_met": True, "unverified_reason": ""},
+        {
+            "valid": True,
+            "slo_met": False,
+            "unverified_reason": f"no server metrics; {DRIFT_PREFIX}: its requests ran 40% slower",
+        },
+    ]
+    for row in rows:
+        (probe,) = probing.next_points()
+        probing.observe(probe.point_id, {**row, "target": probe.target})
+    summary = probing.summary()
+    assert summary["drift"] == (
+        "machine drifted during the search (1 of 2 probes; first: capacity-2: "
+        f"{DRIFT_PREFIX}: its requests ran 40% slower)"
+    )
+    from tunebench.report.text import describe_capacity
+
+    assert "machine drifted during the search" in describe_capacity(summary)
+
+
+def test_the_report_plots_the_machine_over_the_run_from_the_points():
+    import pandas as pd
+
+    from tunebench.analysis.machine_plots import machine_speed_data, render_machine_speed
+
+    points = pd.DataFrame(
+        {
+            "config_label": ["a", "a", "b"],
+            "point_id": ["concurrent-1", "concurrent-2", "concurrent-1"],
+            "repeat": [1, 1, 1],
+            "start_time": [1060.0, 1000.0, 1120.0],
+            "probe_before_ms": [6.5, 6.4, 9.8],
+            "probe_ms": [13.0, 12.9, 19.5],
+            "window_change_pct": [4.0, -3.0, 45.0],
+            "unverified_reason": ["", "", f"{DRIFT_PREFIX}: its requests ran 45% slower"],
+        }
+    )
+    data = machine_speed_data(points)
+    assert list(data["minutes"]) == [0.0, 1.0, 2.0]
+    assert list(data["point"]) == ["concurrent-2", "concurrent-1", "concurrent-1"]
+    assert list(data["drift"]) == [False, False, True]
+    assert render_machine_speed(data).startswith(b"\x89PNG")
+    # a run recorded before the machine was watched has no such figure
+    old = points.assign(probe_before_ms=None, probe_ms=None, window_change_pct=None)
+    assert machine_speed_data(old).empty
+
+
+def test_explain_says_the_machine_moved_instead_of_blaming_the_configuration():
+    from tunebench.points.diagnosis import diagnose_point, facts_for
+
+    row = {
+        "valid": True,
+        "queue_depth_mean": 9.0,  # would read as over capacity on a steady machine
+        "queue_time_mean_s": 2.0,
+        "unverified_reason": f"{DRIFT_PREFIX}: its requests ran 45% slower inside t=4-14 s",
+    }
+    (finding,) = diagnose_point(facts_for(row, {"args": {"max-num-seqs": 4}}))
+    assert finding.rule == "machine-drift"
+    assert finding.cause.startswith(f"{DRIFT_PREFIX}: its requests ran 45% slower")
+    assert "check-machine" in finding.suggestion

@@ -105,6 +105,8 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
             out["lower_bound"] = why
         if capacity.get("converged") is False:
             out["converged"] = False
+        if capacity.get("drift"):
+            out["drift"] = capacity["drift"]
     return out
 
 
@@ -166,6 +168,8 @@ def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
         out["client_bound"] = True
     if best["capacity"].get("converged") is False:
         out["converged"] = False
+    if best["capacity"].get("drift"):
+        out["drift"] = best["capacity"]["drift"]
     return _standing_out(out, ranked, "capacity search", manifest)
 
 
@@ -601,6 +605,8 @@ def headline(best: dict[str, Any] | None) -> str:
             figure += f" at {best['point']}"
     if best.get("converged") is False:
         figure += " (search not converged: raise max_probes)"
+    if best.get("drift"):
+        figure += f" ({best['drift']}: not an answer of record)"
     notes = [f"rule {best.get('rule')}"]
     if best.get("slo_met") is False:
         notes.append("no point met the SLO")

@@ -16,6 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tunebench.analysis.machine_plots import (
+    MACHINE_FIGURE,
+    machine_speed_data,
+    render_machine_speed,
+)
 from tunebench.points.offered import REPLAY, SPEED_AXIS, load_panel
 
 HUE = "config_label"
@@ -633,6 +638,9 @@ def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]
     then the server time series."""
     figures = [(title, _figure_bytes(fig)) for title, fig in comparing_figures(points)]
     figures.append(("Latency-throughput Pareto", render_pareto(pareto_data(points))))
+    machine = machine_speed_data(points)
+    if not machine.empty:
+        figures.append((MACHINE_FIGURE, render_machine_speed(machine)))
     configs = list(dict.fromkeys(zip(points["config_id"], points[HUE])))
     if len(configs) <= TIMESERIES_PER_FIGURE:
         for config_id, label in configs:

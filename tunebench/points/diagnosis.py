@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from tunebench.numbers import to_float
 from tunebench.points import trust
+from tunebench.points.machine import is_drift
 
 # The numbers the rules compare against (documented in docs/diagnosis.md).
 THRESHOLDS = {
@@ -85,6 +86,20 @@ def _client_bound(f: Facts) -> Finding | None:
 def _queue(f: Facts) -> float | None:
     depth = f.number("queue_depth_mean")
     return depth if depth is not None else f.number("waiting_mean")
+
+
+def _machine_drift(f: Facts) -> Finding | None:
+    moved = [r for r in trust.unverified_reasons(f.row) if is_drift(r)]
+    if not moved:
+        return None
+    return Finding(
+        "machine-drift",
+        f"{moved[0]}: the point's figures mix two speeds of the machine, so they describe "
+        "neither configuration limit",
+        "measure again where the machine holds its speed (tunebench check-machine); give the "
+        "server and the load generator cores of their own; with repeats, compare sees the spread",
+        1.0,
+    )
 
 
 def _kv_limited(f: Facts) -> Finding | None:
@@ -181,6 +196,7 @@ def _queueing(f: Facts) -> Finding | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("client-bound", 0, "client_limited, client_limited_reason", _client_bound),
+    Rule("machine-drift", 0, "unverified_reason (machine speed changed)", _machine_drift),
     Rule(
         "kv-limited",
         1,
@@ -239,6 +255,9 @@ def diagnose_point(facts: Facts) -> list[Finding]:
     client = _client_bound(facts)
     if client is not None:
         return [client]  # the server's columns describe what the client let through
+    moved = _machine_drift(facts)
+    if moved is not None:
+        return [moved]  # two speeds of the machine: no limit of the configuration shows
     found = []
     for rule in RULES:
         finding = rule.judge(facts)

@@ -37,6 +37,8 @@ def describe_capacity(summary: dict[str, Any]) -> str:
         text += f" (missed at {missed})"
     if summary.get("converged") is False and not summary.get("capped"):
         text += ", not converged: raise max_probes"
+    if summary.get("drift"):
+        text += f", {summary['drift']}: not an answer of record"
     return f"{text}, {probes}"
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
+from tunebench.points.machine import is_drift
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.plan import LoadPoint
 
@@ -32,6 +33,7 @@ class CapacityProbing:
         self.quantile = highest_quantile(slo)  # sets how many requests a probe needs
         self.sample_margin = settings.sample_margin or SAMPLE_MARGIN
         self._pending: dict[str, float] = {}
+        self.drifted: list[str] = []  # probes the machine moved under: "point: reason"
 
     def next_points(self) -> list[LoadPoint]:
         if self._pending:
@@ -64,6 +66,9 @@ class CapacityProbing:
                 )
 
     def observe(self, point_id: str, row: dict[str, Any]) -> None:
+        moved = [r for r in trust.unverified_reasons(row) if is_drift(r)]
+        if moved:
+            self.drifted.append(f"{point_id}: {moved[0]}")
         rate = self._pending.pop(point_id, None)
         if rate is not None:
             self.search.tell(
@@ -92,4 +97,11 @@ class CapacityProbing:
             "client_bound": search.client_bound,
             "capped": search.capped,
             "slo": self.slo,
+            # probes measured while the machine moved: the capacity is no answer of record
+            "drift": (
+                f"machine drifted during the search ({len(self.drifted)} of "
+                f"{len(search.probes)} probes; first: {self.drifted[0]})"
+                if self.drifted
+                else None
+            ),
         }

@@ -1,0 +1,77 @@
+"""The machine's speed over a run, for the report: the probe before and inside every point,
+and each window's own change of speed, across configurations and repeats, with the points
+the machine moved under marked. Data and rendering apart (tests assert on the data)."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+
+from tunebench.points import trust
+from tunebench.points.machine import is_drift
+
+MACHINE_FIGURE = "Machine speed over the run"
+
+
+def machine_speed_data(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per point in time order: minutes since the run's first window, its label
+    (configuration, repeat, point), the probe before and inside it, the window's change of
+    speed, and whether the machine moved under it. Empty when the run has no such columns."""
+    wanted = ("probe_before_ms", "probe_ms", "window_change_pct")
+    measured = [c for c in wanted if c in points and points[c].notna().any()]
+    if points.empty or "start_time" not in points or not measured:
+        return pd.DataFrame()
+    frame = points.copy()
+    frame["start_time"] = pd.to_numeric(frame["start_time"], errors="coerce")
+    frame = frame.dropna(subset=["start_time"]).sort_values("start_time")
+    if frame.empty:
+        return pd.DataFrame()
+    first = frame["start_time"].min()
+    out = pd.DataFrame(
+        {
+            "minutes": (frame["start_time"] - first) / 60,
+            "config": frame["config_label"].astype(str),
+            "repeat": frame.get("repeat", pd.Series(1, index=frame.index)),
+            "point": frame["point_id"].astype(str),
+        }
+    )
+    for column in wanted:
+        out[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else None
+    out["drift"] = [
+        any(is_drift(r) for r in trust.unverified_reasons(row))
+        for row in frame.to_dict(orient="records")
+    ]
+    return out.reset_index(drop=True)
+
+
+def render_machine_speed(data: pd.DataFrame) -> bytes:
+    """Two panels over the run's time: the probe (before each point: the machine idle
+    between windows; inside: beside the load), and each window's change of speed, the points
+    the machine moved under in red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(9, 5), sharex=True, layout="constrained", height_ratios=(3, 2)
+    )
+    for config, rows in data.groupby("config", sort=False):
+        if rows["probe_before_ms"].notna().any():
+            top.plot(rows["minutes"], rows["probe_before_ms"], "o-", label=f"{config} before")
+        if rows["probe_ms"].notna().any():
+            top.plot(rows["minutes"], rows["probe_ms"], "x:", label=f"{config} inside")
+    top.set_ylabel("probe (ms)")
+    top.set_title(MACHINE_FIGURE)
+    if top.get_legend_handles_labels()[0]:
+        top.legend(fontsize="small", frameon=False, loc="upper left")
+    colours = ["tab:red" if moved else "tab:grey" for moved in data["drift"]]
+    bottom.bar(data["minutes"], data["window_change_pct"].fillna(0), width=0.05, color=colours)
+    bottom.axhline(0, color="black", linewidth=0.5)
+    bottom.set_ylabel("window change (%)")
+    bottom.set_xlabel("minutes since the first window (red: machine speed changed)")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    plt.close(fig)
+    return buffer.getvalue()
