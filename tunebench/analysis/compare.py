@@ -5,8 +5,10 @@ numeric target: synchronous, a sweep's steps), plus the configuration label when
 hold the same set of configurations. For every aligned point and metric, the change of B
 against A gets an interval from the method that fits the evidence (analysis/stats.py):
 
-- both sides measured the point in 2 or more repeats: Welch's t over the repeats' values,
-  which includes the run-to-run spread;
+- both sides measured the point in 2 or more repeats: configurations of one run measured in
+  the same rounds (a sweep's repeats alternate them) by a paired t over each round's log
+  ratio, so a drift of the machine that both sides of a round share cancels; otherwise
+  Welch's t over the repeats' values, which includes the run-to-run spread;
 - otherwise, within each run: percentiles by a block bootstrap over the requests in time
   order, rates by batch means over time bins, error rates as two proportions. These cover
   the request-to-request variability inside each run only, not a new server start's or
@@ -232,6 +234,23 @@ def _rate_bins(metric: CompareMetric, side: _Evidence) -> np.ndarray | None:
     return np.concatenate(found) if found else np.array([])
 
 
+def _paired_rounds(column: str, a: _Evidence, b: _Evidence) -> list[tuple[float, float]] | None:
+    """(A, B) per repeat when both sides are configurations of one run measured in the same
+    rounds (a sweep with `repeats` alternates them: c1 c2, c1 c2): each round's pair was
+    measured minutes apart, on the same machine state; None when the sides are not so paired
+    (two runs, or repeats that do not match)."""
+    if "run_id" not in a.rows or "run_id" not in b.rows or "repeat" not in a.rows:
+        return None
+    runs = set(a.rows["run_id"].astype(str)) | set(b.rows["run_id"].astype(str))
+    if len(runs) != 1 or "repeat" not in b.rows:
+        return None
+    by_a = dict(zip(a.rows["repeat"].astype(str), a.values(column)))
+    by_b = dict(zip(b.rows["repeat"].astype(str), b.values(column)))
+    if len(by_a) != len(a.rows) or len(by_b) != len(b.rows) or set(by_a) != set(by_b):
+        return None
+    return [(float(by_a[r]), float(by_b[r])) for r in sorted(by_a)]
+
+
 def measure_change(
     metric: CompareMetric,
     a: _Evidence,
@@ -245,6 +264,9 @@ def measure_change(
         total_b, failed_b = b.counts()
         return stats.proportion_change(failed_a, total_a, failed_b, total_b, confidence)
     if len(a.rows) >= 2 and len(b.rows) >= 2:
+        rounds = _paired_rounds(metric.column, a, b)
+        if rounds is not None:
+            return stats.paired_rounds_change(rounds, confidence)
         return stats.repeats_change(a.values(metric.column), b.values(metric.column), confidence)
     if metric.kind == "quantile":
         sample_a, sample_b = a.sample(metric.sample or ""), b.sample(metric.sample or "")
@@ -595,8 +617,11 @@ def _pooled(
     values_a = [_point_value(metric, c.a) for c in usable]
     values_b = [_point_value(metric, c.b) for c in usable]
     value_a, value_b = _mean_value(metric, values_a), _mean_value(metric, values_b)
-    if metric.kind == "proportion" or all(c.change.method != stats.REPEATS_METHOD for c in usable):
+    repeated = (stats.REPEATS_METHOD, stats.PAIRED_METHOD)
+    if metric.kind == "proportion" or all(c.change.method not in repeated for c in usable):
         change = stats.pooled_change([c.change for c in usable], confidence)
+    elif all(c.change.method == stats.PAIRED_METHOD for c in usable):
+        change = _pooled_rounds(metric, usable, confidence)
     elif all(c.change.method == stats.REPEATS_METHOD for c in usable):
         change = _pooled_repeats(metric, usable, confidence)
     else:
@@ -643,6 +668,24 @@ def _pooled_repeats(
     if not found.available:
         return dataclasses.replace(found, note="fewer than 2 repeats common to every point")
     return dataclasses.replace(found, note=f"geometric mean over {len(usable)} points per repeat")
+
+
+def _pooled_rounds(
+    metric: CompareMetric, usable: list[_Compared], confidence: float
+) -> stats.Change:
+    """Paired rounds on every point: each round's geometric mean over the points on each
+    side, then the paired t over the rounds (a round's drift is shared by all its points)."""
+    per_point = [_paired_rounds(metric.column, c.a, c.b) or [] for c in usable]
+    rounds = min(len(p) for p in per_point)
+    pairs = [
+        (
+            float(np.exp(np.mean([np.log(p[r][0]) for p in per_point]))),
+            float(np.exp(np.mean([np.log(p[r][1]) for p in per_point]))),
+        )
+        for r in range(rounds)
+    ]
+    found = stats.paired_rounds_change(pairs, confidence)
+    return dataclasses.replace(found, note=f"geometric mean over {len(usable)} points per round")
 
 
 _SAMPLE_KEY_COLUMNS = ("config_id", "point_id", "repeat")

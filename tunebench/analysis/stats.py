@@ -497,6 +497,31 @@ def repeats_change(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> Ch
     )
 
 
+PAIRED_METHOD = "paired t over rounds (log ratio within each repeat)"
+
+
+def paired_rounds_change(pairs: list[tuple[float, float]], confidence: float = 0.95) -> Change:
+    """The change of a metric measured in the same rounds on both sides (repeat r of A and
+    of B measured one after the other, configurations alternating): the log ratio within
+    each round, then a one-sample t over the rounds. A drift of the machine that both sides
+    of a round share cancels in its ratio; what is left is the configurations' difference
+    and the noise between rounds."""
+    ratios = np.array([math.log(b / a) for a, b in pairs if a > 0 and b > 0 and np.isfinite(a * b)])
+    if len(ratios) < 2:
+        return not_available(PAIRED_METHOD, len(ratios), len(ratios), "need 2 paired rounds")
+    return _welch(
+        float(ratios.mean()),
+        float(ratios.std(ddof=1)) / math.sqrt(len(ratios)),
+        len(ratios) - 1,
+        0.0,
+        0,
+        confidence,
+        PAIRED_METHOD,
+        len(ratios),
+        len(ratios),
+    )
+
+
 # -- proportions ---------------------------------------------------------------------------
 
 
