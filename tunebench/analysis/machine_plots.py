@@ -75,3 +75,19 @@ def render_machine_speed(data: pd.DataFrame) -> bytes:
     fig.savefig(buffer, format="png", dpi=80)
     plt.close(fig)
     return buffer.getvalue()
+
+
+def machine_line(name: str, points: pd.DataFrame) -> str | None:
+    """One side's machine in one line for compare: the probe between its points (median and
+    range) and how many points the machine moved under; None for a run without the
+    columns (recorded before the machine was watched)."""
+    data = machine_speed_data(points)
+    if data.empty:
+        return None
+    probe = data["probe_before_ms"].dropna()
+    speed = (
+        f"probe {probe.median():.2f} ms ({probe.min():.2f}-{probe.max():.2f})"
+        if not probe.empty
+        else "no probe"
+    )
+    return f"{name}: {speed}, machine moved under {int(data['drift'].sum())} of {len(data)} points"

@@ -229,6 +229,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"{option} {target}: cannot write it: {exc.strerror}") from exc
             name = "plot" if option == "--plot" else "html"
             typer.echo(f"{name}: {written}", err=format is not Format.table)
+        _print_machine(result, err=format is not Format.table)
         if result.missing and gate is None:
             typer.echo(
                 f"not compared: {len(result.missing)} baseline point(s) missing from the "
@@ -240,6 +241,16 @@ def register(app: typer.Typer) -> None:
             typer.echo(describe_gate(gate), err=True)
             if not gate["passed"]:
                 raise typer.Exit(1)
+
+
+def _print_machine(result, err: bool) -> None:
+    """Each side's machine speed, so a difference can be read against the machine's own."""
+    from tunebench.analysis.machine_plots import machine_line
+
+    lines = [machine_line(side.name, side.points) for side in result.sides]
+    found = [line for line in lines if line]
+    if found:
+        typer.echo("machine: " + "; ".join(found), err=err)
 
 
 def _missing_names(missing: list[dict]) -> list[str]:
