@@ -1,7 +1,7 @@
 """How right is the capacity search on a second, independent server law? A batching DES.
 
     python benchmarks/capacity_second_sim.py [--seeds 20] [--truth-requests 20000]
-        [--diagnose] [--fixes] [--queueing-seeds 20]
+        [--diagnose SEEDS] [--fixes] [--queueing-seeds 20]
 
 benchmarks/capacity_accuracy.py --synthetic grades the search on the queueing law it was
 tuned on (tunebench/testing/queueing.py). This grades it on a law it never saw: the
@@ -11,16 +11,22 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
 - The truth: each configuration's capacity at the SLO (TTFT p90 <= 150 ms) at its nominal
   speed, from long simulations (`--truth-requests`, 20,000 by default) on a fine grid of
   rates around the knee, the crossing interpolated between the two rates around it
-  (cached under /tmp, so a rerun is fast).
+  (cached under /tmp, so a rerun is fast; `--truth-requests 4000` for a quick run).
 - The recording: 3 server starts per configuration (each with its own log-normal speed
   factor, sd 4%), each with 5 Poisson windows at 0.5-1.6 x the truth, ~60 requests each
   after a warm-up, written in the run format the noisy replay reads
-  (tunebench/replay/noisy.py); the search replays repeats 1 and 2 (`--replay`).
-- The grade: capacity_accuracy.py's own `grade` and `ceiling` (imported), with today's
-  search (tunebench/points/capacity.py) and, with `--fixes`, candidate variants of it
-  (subclasses, swapped in here only), each graded on this grid and on the queueing law's.
-- `--diagnose`: where each answer came from (probes, requests, p90s, the bracket and its
-  interpolation) against the truth and against the deployed start's own windows.
+  (tunebench/replay/noisy.py); the search replays repeats 1 and 2 (`--replay`), graded
+  by capacity_accuracy.py's own `grade` and `ceiling` (imported, not copied).
+- Live probes: the same starts, but each probe runs the simulator at its own rate for its
+  own window: what the search would meet on such a server, without the recording's
+  windows in between (the replay can be no better than them: its ceiling).
+- `--diagnose SEEDS`: where today's answers come from (probes, requests per probe, the
+  p90s read, the bracket and its interpolation, the noise model), against the truth and
+  against the deployed start's own capacity.
+- `--fixes`: candidate variants of today's search (subclasses of CapacitySearch swapped
+  in here only; tunebench is not changed), each graded on this simulator, replayed and
+  live, on the queueing law's grid (`--synthetic sharp-knee` of capacity_accuracy.py) and
+  on the recorded CPU grid (tests/fixtures/grid-cpu-repeats, its last repeat held out).
 """
 
 from __future__ import annotations
@@ -330,6 +336,16 @@ def queueing_bench() -> Bench:
     return bench
 
 
+def recorded_bench() -> Bench:
+    """The recorded CPU grid capacity_accuracy.py grades on by default: its last repeat
+    held out as the truth, the others replayed."""
+    grid = RecordedGrid(REPO / "tests/fixtures/grid-cpu-repeats")
+    replay, held = grid.repeats[:-1], grid.repeats[-1:]
+    truths = {c.label: held_out_capacity(c, held, grid.slo) for c in grid.configs}
+    found = {label: t for label, t in truths.items() if t is not None}
+    return _bench("recorded CPU grid, held-out repeat", grid, found, replay)
+
+
 def _bench(name: str, grid: RecordedGrid, truths: dict[str, Truth], replay: list[int]) -> Bench:
     configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
     configs = [c for c in configs if c.label in truths]
@@ -427,10 +443,11 @@ def grade(
 
 def print_grade(label: str, result: dict[str, float], bench: Bench) -> None:
     print(
-        f"  {label:<34} within 10%: {result['right']:6.1%} (measurable "
+        f"  {label:<24} within 10%: {result['right']:6.1%} (measurable "
         f"{result['measurable']:6.1%}; ceiling {bench.ceiling:6.1%})   median signed error "
         f"{result['signed']:+6.1%}   converged {1 - result['unconverged']:5.1%}   probes "
-        f"median {result['probes']:.0f} (p90 {result['probes_p90']:.0f})"
+        f"median {result['probes']:.0f} (p90 {result['probes_p90']:.0f})   "
+        f"{result['minutes']:.1f} min"
     )
 
 
@@ -486,35 +503,37 @@ def trace(bench: Bench, seeds: int, own: dict[tuple[str, int], float], show: boo
                     )
                     answer = (search.capacity or 0.0) / truth - 1
                     print(
-                        f"    {config.label:<15} answer {answer:+5.0%} (own {mine / truth - 1:+4.0%}"
-                        f") converged {search.converged!s:<5} | {probes}"
+                        f"    {config.label:<15} answer {answer:+5.0%} (own "
+                        f"{mine / truth - 1:+4.0%}) converged {search.converged!s:<5} | {probes}"
                     )
     a = {k: np.asarray(v, dtype=float) for k, v in found.items()}
-    chord = a["chord"] > 0
+    chord, converged = a["chord"] > 0, a["converged"] > 0
+    versus_own = a["answer"] / a["own"]
     print(
-        f"    answer / truth: median {np.nanmedian(a['answer']):.3f}; own capacity / truth "
-        f"{np.nanmedian(a['own']):.3f}; answer / own {np.nanmedian(a['answer'] / a['own']):.3f}"
-        f" (within 10% of own: {np.nanmean(np.abs(a['answer'] / a['own'] - 1) <= 0.1):.0%})"
+        f"    answer / truth: median {np.nanmedian(a['answer']):.3f} = own capacity / truth "
+        f"{np.nanmedian(a['own']):.3f} x answer / own {np.nanmedian(versus_own):.3f} (within "
+        f"10% of own: {np.nanmean(np.abs(versus_own - 1) <= 0.1):.0%})"
     )
     print(
-        f"    answers from the 1/ratio chord between the bracket's ends: {chord.mean():.0%}, "
-        f"median answer / truth {np.nanmedian(a['answer'][chord]):.3f}; converged "
-        f"{np.mean(a['converged']):.0%} (answer / truth {np.nanmedian(a['answer'][a['converged'] > 0]):.3f}"
-        f"), unconverged answer / truth {np.nanmedian(a['answer'][a['converged'] == 0]):.3f}"
+        f"    answers from the 1/ratio chord between the bracket's ends: {chord.mean():.0%} "
+        f"(answer / truth {np.nanmedian(a['answer'][chord]):.3f}); converged "
+        f"{converged.mean():.0%} (answer / truth {np.nanmedian(a['answer'][converged]):.3f}), "
+        f"unconverged {np.nanmedian(a['answer'][~converged]):.3f}"
     )
     print(
         f"    final bracket: lower end / own {np.nanmedian(a['lower']):.2f} (its ratio "
         f"{np.nanmedian(a['lower_ratio']):.2f}; above own in {np.nanmean(a['lower'] > 1):.0%}), "
-        f"upper end / own {np.nanmedian(a['upper']):.2f} (its ratio {np.nanmedian(a['upper_ratio']):.2f}"
-        f"; > {OVERLOAD:g} in {np.nanmean(a['upper_ratio'] > OVERLOAD):.0%}), width x"
+        f"upper end / own {np.nanmedian(a['upper']):.2f} (its ratio "
+        f"{np.nanmedian(a['upper_ratio']):.2f}; > {OVERLOAD:g} in "
+        f"{np.nanmean(a['upper_ratio'] > OVERLOAD):.0%}), width x"
         f"{np.nanmedian(a['upper'] / a['lower']):.2f}"
     )
     near = (a["probe_rate"] >= 1.0) & (a["probe_rate"] <= 1.25)
     print(
-        f"    probes: median {np.median(a['probes']):.0f} per search, {np.median(a['bracketing']):.0f}"
-        f" of them before the first miss; {np.median(a['requests']):.0f} requests per probe "
-        f"(median); probes at 1.00-1.25x own capacity passed {np.mean(a['probe_met'][near]):.0%} "
-        f"({near.sum()} probes)"
+        f"    probes: median {np.median(a['probes']):.0f} per search, "
+        f"{np.median(a['bracketing']):.0f} of them before the first miss; "
+        f"{np.median(a['requests']):.0f} requests per probe (median); probes at 1.00-1.25x "
+        f"own capacity passed {np.mean(a['probe_met'][near]):.0%} ({near.sum()} probes)"
     )
 
 
@@ -585,16 +604,40 @@ def window_reading(truth: dict[str, dict[str, Any]], rec: Recording, count: int)
         for _ in range(20):
             _, requests = record_window(engine, knee, rec, int(rng.integers(2**32)))
             short.append(np.percentile([r["ttft_ms"] for r in requests], 90) / SLO_MS)
+    within = np.mean(np.abs(np.asarray(ideal) - 1) <= 0.1)
     print(
-        f"    the 5 recorded rates read from long runs ({count // 4} requests): crossing / "
-        f"truth median {np.median(ideal):.3f} (within 10%: {np.mean(np.abs(np.asarray(ideal) - 1) <= 0.1):.0%})"
-        f" -- the 1/ratio interpolation across rates {rec.high / rec.low:.1f}x apart in 4 steps"
+        f"    the 5 recorded rates read from long runs ({count // 4} requests): crossing / truth "
+        f"median {np.median(ideal):.3f}, within 10%: {within:.0%} (the 1/ratio rule between "
+        f"rates {(rec.high / rec.low) ** (1 / (rec.rates - 1)):.2f}x apart is not the problem)"
     )
     print(
-        f"    a recorded window ({rec.window_requests} requests after {rec.warmup_requests}, from "
-        f"an empty server) at the truth itself: median p90 / limit {np.median(short):.2f}, "
-        f"passes {np.mean(np.asarray(short) <= 1):.0%} (a long run: 1.00, 50%)"
+        f"    a recorded window ({rec.window_requests} requests after {rec.warmup_requests}) "
+        f"at the truth itself: median p90 / limit {np.median(short):.2f}, passes "
+        f"{np.mean(np.asarray(short) <= 1):.0%} (a long run: 1.00, 50%)"
     )
+
+
+def window_length(bench: Bench, own: dict[tuple[str, int], float]) -> None:
+    """Live probes at each start's own capacity, by window length: near the knee latency
+    comes in busy periods (the queue's excursions) that a short window mostly misses and
+    now and then catches whole, so its p90 is low more often than not, and scattered."""
+    for count in (60, 144, 600, 2000):
+        rng = np.random.default_rng(3)
+        logs = []
+        for config in bench.configs:
+            for r in bench.replay:
+                rate = own[(config.label, r)]
+                for _ in range(10):
+                    row = tune_replay.noisy_probe(
+                        config.starts[r], rate, count / rate, bench.grid.slo, rng
+                    )
+                    logs.append(np.log(row["slo_ratio"]))
+        v = np.asarray(logs)
+        print(
+            f"    {count:>5} requests at the start's own capacity: median ratio "
+            f"{np.exp(np.median(v)):.2f}, passes {np.mean(v <= 0):.0%}, sd of log ratio "
+            f"{v.std():.2f}"
+        )
 
 
 # -- candidate fixes: variants of today's search, swapped in here only -----------------------
@@ -624,11 +667,6 @@ def _guarded_crossing(a: Probe, b: Probe) -> float:
     return _geometric_middle(a, b)
 
 
-def _upper_guarded_crossing(a: Probe, b: Probe) -> float:
-    assert a.ratio and b.ratio
-    return _CROSSING(a, b) if b.ratio <= OVERLOAD else _geometric_middle(a, b)
-
-
 _CROSSING = capacity_module._crossing
 
 
@@ -649,11 +687,19 @@ def with_crossing(crossing) -> type[CapacitySearch]:
     return Variant
 
 
-FIXES = {
-    "A: chord only near the limit": with_crossing(_guarded_crossing),
-    "A': chord unless the miss is deep": with_crossing(_upper_guarded_crossing),
-    "B: log-ratio chord": with_crossing(_log_crossing),
-    "C: geometric bisection, no chord": with_crossing(_geometric_middle),
+# name: (the search, changes to the search's settings); the last two change how much a probe
+# measures too (`sample_margin`: requests per narrowing window, 4 today; `max_probes`: 8).
+FIXES: dict[str, tuple[type[CapacitySearch] | None, dict[str, Any]]] = {
+    "today's search": (None, {}),
+    "A: chord only near the limit": (with_crossing(_guarded_crossing), {}),
+    "B: log-ratio chord": (with_crossing(_log_crossing), {}),
+    "C: geometric bisection, no chord": (with_crossing(_geometric_middle), {}),
+    "B + margin 16": (with_crossing(_log_crossing), {"sample_margin": 16.0}),
+    "B + margin 16 + 12 probes": (
+        with_crossing(_log_crossing),
+        {"sample_margin": 16.0, "max_probes": 12},
+    ),
+    "today + margin 16 + 12 probes": (None, {"sample_margin": 16.0, "max_probes": 12}),
 }
 
 
@@ -674,8 +720,14 @@ def main() -> None:
     parser.add_argument("--truth-requests", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--replay", default="1,2", help="the starts the search replays")
-    parser.add_argument("--diagnose", type=int, default=0, metavar="SEEDS")
-    parser.add_argument("--fixes", action="store_true")
+    parser.add_argument("--window-requests", type=int, default=Recording.window_requests)
+    parser.add_argument("--warmup-requests", type=int, default=Recording.warmup_requests)
+    parser.add_argument(
+        "--diagnose", type=int, default=0, metavar="SEEDS", help="trace today's search"
+    )
+    parser.add_argument(
+        "--fixes", action="store_true", help="grade the candidate fixes on both simulators"
+    )
     parser.add_argument("--queueing-seeds", type=int, default=20)
     args = parser.parse_args()
     global TRUTH_REQUESTS
@@ -683,12 +735,12 @@ def main() -> None:
     began = time.monotonic()
     truth = truths_cached(args.truth_requests)
     replay = [int(r) for r in args.replay.split(",")]
-    second = second_bench(truth, replay, Recording())
+    rec = Recording(window_requests=args.window_requests, warmup_requests=args.warmup_requests)
+    second = second_bench(truth, replay, rec)
     print(f"{second.name}: {len(second.configs)} configurations, SLO {SLO}, replay {replay}")
     base = accuracy.tunebench_search(second.rules())
     print_grade("today's search, cold", grade(second, base, args.seeds), second)
     print_grade("today's search, warm", grade(second, base, args.seeds, True), second)
-    rec = Recording()
     live = live_bench(second, args.truth_requests, rec)
     with swapped(tune_replay, "noisy_probe", LiveProbes(live, rec)):
         print(f"{live.name}:")
@@ -705,23 +757,29 @@ def main() -> None:
         own = own_capacity(live, True)
         with swapped(tune_replay, "noisy_probe", LiveProbes(live, rec)):
             print("    " + probe_bias(live, own))
+            window_length(live, own)
             trace(live, args.diagnose, own, True)
     if args.fixes:
         queueing = queueing_bench()
-        print("\ncandidate fixes (cold | warm), each on both simulators:")
-        for name, search in [("today's search", None), *FIXES.items()]:
-            print(f"{name}")
-            for bench, seeds, probes in (
-                (second, args.seeds, None),
-                (live, args.seeds, LiveProbes(live, rec)),
-                (queueing, args.queueing_seeds, None),
-            ):
-                strategy = variant(bench.rules(), search)
-                with swapped(tune_replay, "noisy_probe", probes or tune_replay.noisy_probe):
+        benches = (
+            (second, args.seeds, tune_replay.noisy_probe, "DES replayed"),
+            (live, args.seeds, LiveProbes(live, rec), "DES live"),
+            (queueing, args.queueing_seeds, tune_replay.noisy_probe, "queueing replayed"),
+            (recorded_bench(), args.queueing_seeds, tune_replay.noisy_probe, "recorded CPU grid"),
+        )
+        print(
+            f"\ncandidate fixes on both simulators ({args.seeds} seeds on the DES, "
+            f"{args.queueing_seeds} on the queueing law; cold: from 1 req/s, warm: from the "
+            "previous configuration's answer):"
+        )
+        for name, (search, changes) in FIXES.items():
+            print(name)
+            for bench, seeds, probe, short in benches:
+                strategy = variant(bench.rules(**changes), search)
+                with swapped(tune_replay, "noisy_probe", probe):
                     for warm in (False, True):
                         result = grade(bench, strategy, seeds, warm)
-                        label = f"{bench.name.split(',')[0][:20]} {bench.name.split(', ')[1][:8]} {'warm' if warm else 'cold'}"
-                        print_grade(label, result, bench)
+                        print_grade(f"{short}, {'warm' if warm else 'cold'}", result, bench)
     print(f"({time.monotonic() - began:.0f} s)")
 
 

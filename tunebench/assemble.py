@@ -211,10 +211,13 @@ def build_runner(
                 if spec.machine.watch
                 else None
             ),
-            # a recorded run played back has no first point to measure again
+            # a recorded run played back has no first point to measure again; the sentinel is
+            # a GuideLLM point (the other drivers' reports are read point by point as planned)
             sentinel_seconds=(
                 spec.machine.sentinel_seconds
-                if spec.machine.sentinel and kind.name != "replay"
+                if spec.machine.sentinel
+                and kind.name != "replay"
+                and spec.load.driver == "guidellm"
                 else None
             ),
         ),

@@ -91,8 +91,9 @@ def test_report_is_self_contained_and_renders(e2e_sweep, tmp_path):
             browser.close()
     assert problems == []
     assert all(url.startswith(("file:", "data:")) for url in requests), requests
-    # 5 run plots + one time series per configuration that ran
-    assert len(images) == 7, images
+    # 5 run plots, the machine's speed over the run, one time series per configuration
+    assert len(images) == 8, images
+    assert "Machine speed over the run" in [alt for alt, *_ in images], images
     assert all(
         complete and width > 100 and height > 100 for _, complete, width, height in images
     ), images

@@ -104,7 +104,7 @@ def test_run_directory_layout(e2e_sweep):
     assert manifest["spec"]["name"] == "e2e-cpu"
     for config in ("c2", "c3"):
         reports = sorted((path / "guidellm" / config / "benchmarks").glob("*.json"))
-        assert len(reports) == 3
+        assert len(reports) == 4  # three points and the sentinel (points/sentinel.py)
         assert json.loads(reports[0].read_text())["benchmarks"][0]["requests"]["successful"]
         assert (path / "logs" / f"server-{config}.log").stat().st_size > 0
     header = (path / "points.csv").read_text().splitlines()[0].split(",")

@@ -67,7 +67,9 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
         # the A...A sentinel: the first fixed point again, short (points/sentinel.py)
         sentinel = sentinel_point(
             [p for p in plan.points if p.search is None],
-            spec.machine.sentinel_seconds if spec.machine.sentinel else None,
+            spec.machine.sentinel_seconds
+            if spec.machine.sentinel and spec.load.driver == "guidellm"
+            else None,
         )
         if sentinel is not None:
             per_config += drivers * ((sentinel.max_seconds or 0) + POINT_OVERHEAD_S)

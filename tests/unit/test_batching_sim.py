@@ -1,0 +1,114 @@
+"""The continuous-batching simulator (tunebench/testing/batching_sim.py) obeys the laws
+benchmarks/capacity_second_sim.py grades the capacity search against, and the grid that
+benchmark records is one the noisy replay reads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks.capacity_second_sim import (
+    SLO,
+    Recording,
+    make_batching_grid,
+    window_rates,
+)
+from tunebench.replay.noisy import RecordedGrid, held_out_capacity
+from tunebench.testing.batching_sim import (
+    Engine,
+    StepCosts,
+    saturation_rps,
+    serve,
+    simulate,
+    ttft_quantile,
+)
+
+
+def test_a_lone_request_costs_its_steps():
+    """64 prompt tokens in a 32-token budget: two prefill steps of 4 + 32 x 0.05 + 0.3 ms;
+    in a 64-token budget one step of 4 + 64 x 0.05 + 0.3; then 31 decode steps of
+    4 + 0.05 + 0.3 ms each (the first token came with the prompt)."""
+    chunked = serve(Engine(4, 32), np.zeros(1))
+    whole = serve(Engine(4, 64), np.zeros(1))
+    assert chunked.ttft_ms[0] == pytest.approx(2 * 5.9)
+    assert whole.ttft_ms[0] == pytest.approx(7.5)
+    assert whole.itl_ms[0] == pytest.approx(4.35)
+    assert whole.e2e_s[0] == pytest.approx((7.5 + 31 * 4.35) / 1000)
+
+
+def test_no_more_than_max_num_seqs_run_at_once():
+    served = serve(Engine(2, 512), np.zeros(6))
+    # the third request is admitted only when one of the first two has left
+    assert served.first_token[2] > min(served.end[:2])
+    for t in served.first_token:
+        running = np.sum((served.first_token <= t) & (served.end > t))
+        assert running <= 2
+
+
+def test_the_step_slows_past_the_kv_and_bandwidth_knees():
+    engine = Engine(8, 512, StepCosts())
+    base = engine.step_seconds(100, 4, 0.5)
+    assert engine.step_seconds(100, 4, 1.0) == pytest.approx(2 * base)  # a full cache: x2
+    plain = (4.0 + 0.05 * 512 + 0.3 * 4) / 1000
+    assert engine.step_seconds(512, 4, 0.5) == pytest.approx(plain * 1.5)  # 2 knees: +50%
+
+
+def test_a_start_speed_factor_scales_every_time():
+    arrivals = np.zeros(20)  # all at once: every time is a sum of steps
+    slow = serve(Engine(4, 64).with_speed(1.1), arrivals)
+    fast = serve(Engine(4, 64), arrivals)
+    np.testing.assert_allclose(slow.end, 1.1 * fast.end)
+
+
+def test_ttft_grows_with_load():
+    engine = Engine(4, 64)
+    mu = saturation_rps(engine)
+    p90 = [
+        ttft_quantile(simulate(engine, f * mu, 3000, seed=1).tail(300), 0.9)
+        for f in (0.3, 0.6, 0.9)
+    ]
+    assert p90[0] < p90[1] < p90[2]
+    assert p90[2] > 3 * p90[0]  # a knee, not a drift
+
+
+def test_capacity_grows_with_max_num_seqs_until_the_token_budget_binds():
+    wide = [saturation_rps(Engine(seqs, 512)) for seqs in (1, 2, 4, 8, 16)]
+    assert all(a < b for a, b in zip(wide, wide[1:]))
+    narrow = [saturation_rps(Engine(seqs, 32)) for seqs in (8, 16)]
+    # 16 decodes leave a 32-token budget half its room for prompts: doubling the
+    # sequences gains far less than with room to spare
+    assert narrow[1] / narrow[0] < 0.9 * wide[4] / wide[3]
+    assert narrow[1] < 0.9 * wide[4]
+
+
+def test_the_same_seed_gives_the_same_requests_and_times():
+    engine = Engine(4, 64)
+    a, b = simulate(engine, 10.0, 500, seed=7), simulate(engine, 10.0, 500, seed=7)
+    np.testing.assert_array_equal(a.arrival, b.arrival)
+    np.testing.assert_array_equal(a.end, b.end)
+    other = simulate(engine, 10.0, 500, seed=8)
+    assert not np.array_equal(a.arrival, other.arrival)
+    assert not np.isnan(a.end).any() and (a.first_token <= a.end).all()
+
+
+def test_the_recorded_grid_is_what_the_noisy_replay_reads(tmp_path):
+    knees = {"mns2-mnbt64": 7.0, "mns8-mnbt128": 27.0}
+    rec = Recording(repeats=2)
+    store = make_batching_grid(tmp_path, knees, rec)
+    grid = RecordedGrid(store.path)
+    assert grid.slo == SLO and grid.repeats == [1, 2]
+    assert [c.label for c in grid.configs] == list(knees)
+    for config in grid.configs:
+        assert config.args["max-num-seqs"] in (2, 8)
+        for start in config.starts.values():
+            targets = [w.target for w in start.windows]
+            assert targets == pytest.approx(window_rates(knees[config.label], rec))
+            # ~60 requests a window (Poisson): never a handful, never the warm-up's too
+            assert all(30 <= w.requests <= 100 for w in start.windows)
+        found = held_out_capacity(config, [1, 2], grid.slo)
+        assert found is not None and math.isfinite(found.rate)
+        assert 0.5 * knees[config.label] <= found.rate <= 1.6 * knees[config.label]
+    costs = grid.costs()
+    assert costs.deployment_s > 0 and costs.point_overhead_s == pytest.approx(2.0)
