@@ -41,7 +41,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -61,7 +61,13 @@ from tunebench.points.capacity import (  # noqa: E402
 )
 from tunebench.points.columns import SERVER_COLUMNS  # noqa: E402
 from tunebench.points.slo import evaluate  # noqa: E402
-from tunebench.replay.noisy import RecordedGrid, Truth, held_out_capacity  # noqa: E402
+from tunebench.replay.noisy import (  # noqa: E402
+    GridConfig,
+    RecordedGrid,
+    RecordedStart,
+    Truth,
+    held_out_capacity,
+)
 from tunebench.store.manifest import ConfigStatus, RunKind  # noqa: E402
 from tunebench.store.run import RunStore  # noqa: E402
 from tunebench.testing.batching_sim import (  # noqa: E402
@@ -295,7 +301,7 @@ class Bench:
 
     name: str
     grid: RecordedGrid
-    configs: list
+    configs: list[GridConfig]
     truths: dict[str, Truth]
     replay: list[int]
     ceiling: float
@@ -401,7 +407,16 @@ class LiveProbes:
             id(c.starts[r]): bench.engines[(c.label, r)] for c in bench.configs for r in c.starts
         }
 
-    def __call__(self, start, rate, seconds, slo, rng, extra=0.0, kind="poisson"):
+    def __call__(
+        self,
+        start: RecordedStart,
+        rate: float,
+        seconds: float,
+        slo: dict,
+        rng: np.random.Generator,
+        extra: float = 0.0,  # the replay's extra noise: a live server has its own
+        kind: str = "poisson",
+    ) -> dict[str, Any]:
         engine = self.by_start[id(start)]
         warmup_s = self.rec.warmup_requests / rate
         seed = int(rng.integers(2**32))
@@ -543,7 +558,13 @@ TRACE_KEYS = (
 ).split()
 
 
-def _collect(found: dict[str, list[float]], search: CapacitySearch, rows, truth, mine) -> None:
+def _collect(
+    found: dict[str, list[float]],
+    search: CapacitySearch,
+    rows: list[dict[str, Any]],
+    truth: float,
+    mine: float,
+) -> None:
     lower, upper = search.lower, search.upper
     answer = search.capacity
     found["answer"].append((answer or 0.0) / truth)
@@ -670,7 +691,7 @@ def _guarded_crossing(a: Probe, b: Probe) -> float:
 _CROSSING = capacity_module._crossing
 
 
-def with_crossing(crossing) -> type[CapacitySearch]:
+def with_crossing(crossing: Callable[[Probe, Probe], float]) -> type[CapacitySearch]:
     """CapacitySearch whose answer and narrowing probes use `crossing` for the rate
     between the bracket's ends (its growing still projects the knee with the chord)."""
 

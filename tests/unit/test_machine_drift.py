@@ -299,7 +299,7 @@ def test_a_capacity_search_whose_probe_the_machine_moved_under_says_so():
 def test_the_report_plots_the_machine_over_the_run_from_the_points():
     import pandas as pd
 
-    from tunebench.analysis.machine_plots import machine_speed_data, render_machine_speed
+    from tunebench.analysis.machine_plots import machine_speed_data, machine_speed_figure
 
     points = pd.DataFrame(
         {
@@ -317,7 +317,24 @@ def test_the_report_plots_the_machine_over_the_run_from_the_points():
     assert list(data["minutes"]) == [0.0, 1.0, 2.0]
     assert list(data["point"]) == ["concurrent-2", "concurrent-1", "concurrent-1"]
     assert list(data["drift"]) == [False, False, True]
-    assert render_machine_speed(data).startswith(b"\x89PNG")
+    figure = machine_speed_figure(data)
+    top, bottom = figure.axes
+    assert top.get_title() == "Machine speed over the run"
+    assert [line.get_label() for line in top.get_lines()] == [
+        "a between",
+        "a inside",
+        "b between",
+        "b inside",
+    ]
+    bars = bottom.patches
+    assert [round(bar.get_height()) for bar in bars] == [-3, 4, 45]
+    assert [bar.get_facecolor()[:3] for bar in bars][2] != bars[0].get_facecolor()[:3]
+    # what a reader sees: no legend over the data, every series visible
+    from tunebench.analysis.plots import _figure_bytes
+    from tunebench.testing.plot_layout import layout_problems, read_layout
+
+    png = _figure_bytes(machine_speed_figure(data))
+    assert layout_problems(read_layout(png), "machine") == []
     # a run recorded before the machine was watched has no such figure
     old = points.assign(probe_before_ms=None, probe_ms=None, window_change_pct=None)
     assert machine_speed_data(old).empty

@@ -4,7 +4,7 @@ the machine moved under marked. Data and rendering apart (tests assert on the da
 
 from __future__ import annotations
 
-import io
+from typing import Any
 
 import pandas as pd
 
@@ -45,10 +45,10 @@ def machine_speed_data(points: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def render_machine_speed(data: pd.DataFrame) -> bytes:
-    """Two panels over the run's time: the probe (before each point: the machine idle
-    between windows; inside: beside the load), and each window's change of speed, the points
-    the machine moved under in red."""
+def machine_speed_figure(data: pd.DataFrame) -> Any:
+    """Two panels over the run's time: the probe (before each point: the server idle between
+    windows; inside: beside the load), and each window's change of speed, the points the
+    machine moved under in red. The figure; analysis/plots.py turns it into the report's PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -59,22 +59,20 @@ def render_machine_speed(data: pd.DataFrame) -> bytes:
     )
     for config, rows in data.groupby("config", sort=False):
         if rows["probe_before_ms"].notna().any():
-            top.plot(rows["minutes"], rows["probe_before_ms"], "o-", label=f"{config} before")
+            top.plot(rows["minutes"], rows["probe_before_ms"], "o-", label=f"{config} between")
         if rows["probe_ms"].notna().any():
             top.plot(rows["minutes"], rows["probe_ms"], "x:", label=f"{config} inside")
     top.set_ylabel("probe (ms)")
     top.set_title(MACHINE_FIGURE)
-    if top.get_legend_handles_labels()[0]:
-        top.legend(fontsize="small", frameon=False, loc="upper left")
+    handles, labels = top.get_legend_handles_labels()
+    if handles:  # one legend right of the panels: never over the data
+        fig.legend(handles, labels, loc="outside right upper", fontsize="small", frameon=False)
     colours = ["tab:red" if moved else "tab:grey" for moved in data["drift"]]
     bottom.bar(data["minutes"], data["window_change_pct"].fillna(0), width=0.05, color=colours)
     bottom.axhline(0, color="black", linewidth=0.5)
     bottom.set_ylabel("window change (%)")
     bottom.set_xlabel("minutes since the first window (red: machine speed changed)")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
-    plt.close(fig)
-    return buffer.getvalue()
+    return fig
 
 
 def machine_line(name: str, points: pd.DataFrame) -> str | None:

@@ -19,7 +19,7 @@ import pandas as pd
 from tunebench.analysis.machine_plots import (
     MACHINE_FIGURE,
     machine_speed_data,
-    render_machine_speed,
+    machine_speed_figure,
 )
 from tunebench.points.offered import REPLAY, SPEED_AXIS, load_panel
 
@@ -640,7 +640,7 @@ def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]
     figures.append(("Latency-throughput Pareto", render_pareto(pareto_data(points))))
     machine = machine_speed_data(points)
     if not machine.empty:
-        figures.append((MACHINE_FIGURE, render_machine_speed(machine)))
+        figures.append((MACHINE_FIGURE, _figure_bytes(machine_speed_figure(machine))))
     configs = list(dict.fromkeys(zip(points["config_id"], points[HUE])))
     if len(configs) <= TIMESERIES_PER_FIGURE:
         for config_id, label in configs:
