@@ -321,9 +321,9 @@ def test_the_report_plots_the_machine_over_the_run_from_the_points():
     top, bottom = figure.axes
     assert top.get_title() == "Machine speed over the run"
     assert [line.get_label() for line in top.get_lines()] == [
-        "a between",
+        "a before",
         "a inside",
-        "b between",
+        "b before",
         "b inside",
     ]
     bars = bottom.patches

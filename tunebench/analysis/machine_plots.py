@@ -46,8 +46,8 @@ def machine_speed_data(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def machine_speed_figure(data: pd.DataFrame) -> Any:
-    """Two panels over the run's time: the probe (before each point: the server idle between
-    windows; inside: beside the load), and each window's change of speed, the points the
+    """Two panels over the run's time: the probe (the last before each point, and inside
+    it, beside the load), and each window's change of speed, the points the
     machine moved under in red. The figure; analysis/plots.py turns it into the report's PNG."""
     import matplotlib
 
@@ -59,7 +59,7 @@ def machine_speed_figure(data: pd.DataFrame) -> Any:
     )
     for config, rows in data.groupby("config", sort=False):
         if rows["probe_before_ms"].notna().any():
-            top.plot(rows["minutes"], rows["probe_before_ms"], "o-", label=f"{config} between")
+            top.plot(rows["minutes"], rows["probe_before_ms"], "o-", label=f"{config} before")
         if rows["probe_ms"].notna().any():
             top.plot(rows["minutes"], rows["probe_ms"], "x:", label=f"{config} inside")
     top.set_ylabel("probe (ms)")
@@ -76,7 +76,7 @@ def machine_speed_figure(data: pd.DataFrame) -> Any:
 
 
 def machine_line(name: str, points: pd.DataFrame) -> str | None:
-    """One side's machine in one line for compare: the probe between its points (median and
+    """One side's machine in one line for compare: the probe before its points (median and
     range) and how many points the machine moved under; None for a run without the
     columns (recorded before the machine was watched)."""
     data = machine_speed_data(points)

@@ -36,9 +36,7 @@ class MachineWatch:
         self.probe_interval_s = probe_interval_s
         self._clock = clock
         self._counters: list[Counters] = []
-        # (epoch time, ms, taken between points: the server idle after a window)
-        self._probes: list[tuple[float, float, bool]] = []
-        self._between = False  # the next probe asked for follows a window's end
+        self._probes: list[tuple[float, float]] = []  # (epoch time, ms)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._probe_now = threading.Event()
@@ -72,7 +70,7 @@ class MachineWatch:
                 with self._lock:
                     self._gpu.append((self._clock(), clocks))
 
-    def _run_probe(self, between: bool = False) -> None:
+    def _run_probe(self) -> None:
         if self.probe is None:
             return
         try:
@@ -82,17 +80,21 @@ class MachineWatch:
             self.last_error = f"probe: {type(exc).__name__}: {exc}"
             return
         with self._lock:
-            self._probes.append((self._clock(), ms, between))
+            self._probes.append((self._clock(), ms))
 
     def _loop(self) -> None:
+        # its own schedule, whatever the marks ask besides: a load generator that runs its
+        # points back to back leaves no idle gap to wait for, and a long window still gets
+        # a probe every `probe_interval_s`
         next_probe = time.monotonic()
         while not self._stop.is_set():
             self._sample()
-            if self._probe_now.is_set() or time.monotonic() >= next_probe:
-                asked, between = self._probe_now.is_set(), self._between
+            if self._probe_now.is_set():
                 self._probe_now.clear()
-                self._run_probe(between=asked and between)
-                next_probe = time.monotonic() + self.probe_interval_s
+                self._run_probe()
+            if time.monotonic() >= next_probe:
+                self._run_probe()
+                next_probe += self.probe_interval_s
             self._stop.wait(self.interval_s)
 
     def start(self) -> None:
@@ -100,13 +102,10 @@ class MachineWatch:
             self._thread = threading.Thread(target=self._loop, name="machine-watch", daemon=True)
             self._thread.start()
 
-    def mark(self, ended: bool = False) -> None:
-        """A point starts or (`ended`) ends: a telemetry sample now, and a probe soon, on the
-        watch's own thread (the point's next steps do not wait for it). A probe after a
-        window's end runs while the server is idle between points: those are comparable
-        across the run; a probe inside a window shares the server's cores with its load."""
+    def mark(self) -> None:
+        """A point starts or ends: a telemetry sample now, and a probe soon, on the watch's
+        own thread (the point's next steps do not wait for it)."""
         self._sample()
-        self._between = ended
         self._probe_now.set()
 
     def stop(self) -> None:
@@ -114,7 +113,7 @@ class MachineWatch:
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=10)
 
-    def probes(self) -> list[tuple[float, float, bool]]:
+    def probes(self) -> list[tuple[float, float]]:
         with self._lock:
             return list(self._probes)
 
@@ -124,12 +123,12 @@ class MachineWatch:
         with self._lock:
             counters = list(self._counters)
             probes = list(self._probes)
-        lines = ["time,probe_ms,between,busy_s,steal_s,total_s,ours_s,throttled_s"]
-        rows = [(t, f"{t:.3f},{ms:.3f},{int(between)},,,,,") for t, ms, between in probes]
+        lines = ["time,probe_ms,busy_s,steal_s,total_s,ours_s,throttled_s"]
+        rows = [(t, f"{t:.3f},{ms:.3f},,,,,") for t, ms in probes]
         rows += [
             (
                 c.time,
-                f"{c.time:.3f},,,{c.busy_s:.2f},{c.steal_s:.2f},{c.total_s:.2f},"
+                f"{c.time:.3f},,{c.busy_s:.2f},{c.steal_s:.2f},{c.total_s:.2f},"
                 f"{c.ours_s:.2f},{c.throttled_s:.3f}",
             )
             for c in counters
@@ -159,9 +158,9 @@ class MachineWatch:
             gpu = found if isinstance(found, str) else gpu_slowdown(found)
             if isinstance(found, str):
                 gpu = f"GPU clocks not judged: {found}"
-        inside = [ms for t, ms, _ in probes if start <= t <= end]
-        before = [ms for t, ms, between in probes if t < start and between]
-        after = [ms for t, ms, between in probes if t > end and between]
+        inside = [ms for t, ms in probes if start <= t <= end]
+        before = [ms for t, ms in probes if t < start]
+        after = [ms for t, ms in probes if t > end]
         return MachineReading(
             throttled_share=share(b.throttled_s - a.throttled_s, seconds),
             steal_share=share(b.steal_s - a.steal_s, total),

@@ -348,7 +348,7 @@ class ConfigRunner:
             if state.meter is not None and not isinstance(state.meter, str):
                 state.meter.mark()  # a reading after the window: its end is bracketed
             if isinstance(state.machine, MachineWatch):
-                state.machine.mark(ended=True)
+                state.machine.mark()
             state.in_flight = None
             if state.sentinel is not None and result.point_id == state.sentinel.point_id:
                 self._judge_sentinel(state, result)
