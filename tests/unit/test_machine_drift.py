@@ -353,3 +353,63 @@ def test_explain_says_the_machine_moved_instead_of_blaming_the_configuration():
     assert finding.rule == "machine-drift"
     assert finding.cause.startswith(f"{DRIFT_PREFIX}: its requests ran 45% slower")
     assert "check-machine" in finding.suggestion
+
+
+def test_check_machine_times_the_probe_in_bins_and_says_it_in_one_line():
+    from tunebench.machine.stability import Stability, check_stability
+
+    found = check_stability(3.0, {0}, bins=3, every_s=0.1)
+    assert len(found.bins) == 3 and all(ms > 0 for ms in found.bins)
+    assert found.spread == pytest.approx(max(found.bins) / min(found.bins) - 1)
+    assert found.cpus == "CPUs 0"
+    steady = Stability(60, [6.0, 6.2, 6.1], 0.0333, 0.10, 0.0, 0.01, "CPUs 0")
+    assert steady.steady and steady.line() == (
+        "machine holds its speed to 10%: over 60 s the probe's slowest 3-bin median was 3% "
+        "above its fastest (6.00-6.20 ms on CPUs 0)"
+    )
+    moved = Stability(60, [6.0, 9.0], 0.5, 0.10, 0.06, 0.3, "CPUs 0")
+    assert not moved.steady
+    assert moved.line().endswith("; steal 6%, other processes 30% of CPUs 0")
+    with pytest.raises(ValueError, match="too few for 2 bins"):
+        check_stability(0.3, None, bins=6, every_s=0.1)
+
+
+def test_check_machine_bad_cpus_is_one_line_and_the_exit_says_the_verdict():
+    from tests.conftest import invoke
+
+    bad = invoke("check-machine", "--cpus", "0-x", "--seconds", "10")
+    assert bad.returncode == 2 and bad.stderr.count("\n") <= 1
+    assert "--cpus 0-x" in bad.stderr
+    run = invoke("check-machine", "--seconds", "10", "--precision", "100")
+    assert run.returncode in (0, 1)
+    assert run.stdout.startswith("machine ") and "to 100%" in run.stdout
+
+
+def test_a_sweep_preflight_on_a_moving_machine_stops_before_any_server(tmp_path, monkeypatch):
+    from tunebench.errors import TunebenchError
+    from tunebench.machine import stability
+    from tunebench.machine.stability import Stability
+    from tunebench.seams.progress import SilentReporter
+    from tunebench.spec.loading import load_spec
+    from tunebench.store.manifest import RunKind
+    from tunebench.store.run import RunStore
+    from tunebench.sweep.run import preflight
+
+    spec_path = tmp_path / "s.yaml"
+    spec_path.write_text(
+        "name: s\nmodel: builtin:tiny-llama\ndeployment: {kind: local, cpus: '0'}\n"
+        "load: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8},\n"
+        "       profiles: [{kind: concurrent, streams: [1], max_seconds: 5}]}\n"
+        "machine: {stability_s: 30}\n"
+    )
+    spec = load_spec(spec_path)
+    moved = Stability(30, [6.0, 9.0], 0.5, 0.10, 0.0, 0.0, "CPUs 0")
+    asked = []
+    monkeypatch.setattr(
+        stability, "check_stability", lambda s, cpus, **_: asked.append((s, cpus)) or moved
+    )
+    store = RunStore.create(tmp_path / "runs", RunKind.SWEEP, "s")
+    with pytest.raises(TunebenchError, match="machine.stability_s: machine does NOT hold"):
+        preflight(spec, spec_path, store, SilentReporter())
+    assert asked == [(30.0, {0})]
+    assert store.manifest.model_dump()["machine_check"]["steady"] is False

@@ -11,7 +11,7 @@ def register(app: typer.Typer) -> None:
     @app.command("check-machine")
     def check_machine(
         seconds: float = typer.Option(
-            60.0, "--seconds", min=3, max=3600, help="How long to time the probe."
+            60.0, "--seconds", min=10, max=3600, help="How long to time the probe (10 s or more)."
         ),
         cpus: Optional[str] = typer.Option(
             None, "--cpus", help="The CPUs a server would run on, e.g. 0 or 0-3 (default: any)."

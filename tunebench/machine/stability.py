@@ -73,6 +73,8 @@ def check_stability(
             progress(elapsed)
         time.sleep(max(0.0, every_s - (time.monotonic() - begin - elapsed)))
     after = telemetry.read(time.time())
+    # as many bins as the probes fill (at least two), up to `bins`
+    bins = max(2, min(bins, len(readings) // LEAST_PER_BIN))
     width = seconds / bins
     medians = []
     for k in range(bins):
