@@ -139,7 +139,12 @@ def test_compare_calls_the_difference_undecided_unless_drift_is_allowed(throttle
     ]
     undecided = run_cli(*gate)
     assert undecided.returncode == 1, undecided.stderr
-    assert "undecided, machine drift" in undecided.stderr, undecided.stderr
+    assert _gate_line(undecided.stderr).startswith("gate: FAIL (undecided, machine drift")
+    assert "machine moved under" in undecided.stdout  # each side's machine, under the table
     allowed = run_cli(*gate, "--allow-drift")
-    assert "undecided" not in allowed.stderr.split("\n")[0], allowed.stderr
+    assert "undecided" not in _gate_line(allowed.stderr), allowed.stderr
     assert "accepted by --allow-drift" in allowed.stderr, allowed.stderr
+
+
+def _gate_line(stderr: str) -> str:
+    return next(line for line in stderr.splitlines() if line.startswith("gate:"))

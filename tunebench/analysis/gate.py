@@ -82,18 +82,20 @@ def regression_gate(
             else:
                 unjudged.append(index)
             continue
-        if verdict.startswith(NOT_AVAILABLE):
-            unjudged.append(index)
-            continue
         key = (str(row["candidate"]), _point_name(row))
         drift_b, others = _drift_apart(row.get("unverified_b"))
         drift_a, _ = _drift_apart(row.get("unverified_a"))
-        if others:
-            unverified.setdefault(key, "; ".join(others))
         if drift_a or drift_b:
+            # also a row too thin to judge: the machine's move may be what thinned it (a
+            # spell of another speed makes a window's requests strongly autocorrelated)
             side = "candidate" if drift_b else "baseline"
             drifted.setdefault(key, f"{side}: {(drift_b or drift_a)[0]}")
             drifted_rows.add(index)
+        if verdict.startswith(NOT_AVAILABLE):
+            unjudged.append(index)
+            continue
+        if others:
+            unverified.setdefault(key, "; ".join(others))
         metric = METRICS[row["metric"]]
         threshold = error_rate_pp if metric.kind == "proportion" else threshold_pct
         gated.append(index)
@@ -102,7 +104,7 @@ def regression_gate(
     rejected = stats.holm(p_values, alpha)
     failing = [index for index, hit in zip(gated, rejected) if hit]
     # a drifted row decides nothing either way: a pass there may be the machine's speed-up
-    undecided = [] if allow_drift else [i for i in gated if i in drifted_rows]
+    undecided = [] if allow_drift else sorted(drifted_rows)
     failing = [i for i in failing if i not in undecided]
     causes = _causes(
         result,
@@ -116,7 +118,7 @@ def regression_gate(
             (str(rows.iloc[undecided[0]]["candidate"]), _point_name(rows.iloc[undecided[0]]))
         ]
         causes.append(
-            f"undecided (machine drift): {len(undecided)} gated row(s) rest on points measured "
+            f"undecided (machine drift): {len(undecided)} compared row(s) rest on points measured "
             f"while the machine changed speed (first: {first}); --allow-drift judges them as "
             "measured"
         )
