@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 from tunebench.version import __version__
 
@@ -121,3 +122,13 @@ def host_info() -> dict[str, object]:
         "accelerator": "; ".join(f"{g['name']}, {g['memory']}" for g in found) or "cpu",
         "gpus": found,
     }
+
+
+def load_nvml() -> ModuleType | str:
+    """The pynvml module (nvidia-ml-py), or why it cannot be imported: the energy meter and
+    the GPU clock reader both start from it."""
+    try:
+        import pynvml
+    except ImportError:
+        return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    return pynvml

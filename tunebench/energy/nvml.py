@@ -9,18 +9,10 @@ are the server's: its CUDA_VISIBLE_DEVICES (indices or UUIDs), else every GPU.
 from __future__ import annotations
 
 import time
-from types import ModuleType
 from typing import Any, Callable
 
 from tunebench.energy.sampler import SamplingMeter
-
-
-def _load_nvml() -> ModuleType | str:
-    try:
-        import pynvml
-    except ImportError:
-        return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-    return pynvml
+from tunebench.environment import load_nvml
 
 
 def visible_devices(value: str | None) -> list[str] | None:
@@ -37,7 +29,7 @@ def nvml_meter(
     clock: Callable[[], float] = time.time,
 ) -> SamplingMeter | str:
     """A meter of the server's GPUs, or why there is none (no NVML, no GPU)."""
-    nvml = nvml if nvml is not None else _load_nvml()
+    nvml = nvml if nvml is not None else load_nvml()
     if isinstance(nvml, str):
         return nvml
     try:

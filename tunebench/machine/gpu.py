@@ -14,8 +14,9 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Callable
+
+from tunebench.environment import load_nvml
 
 # Reasons that cost throughput. The others (idle, application clocks, sync boost, display)
 # are settings or the absence of work, not a slower machine.
@@ -156,20 +157,12 @@ def _text_block(index: str, lines: list[str]) -> GpuClocks | None:
     )
 
 
-def _load_nvml() -> ModuleType | str:
-    try:
-        import pynvml
-    except ImportError:
-        return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-    return pynvml
-
-
 def nvml_clock_reader(
     cuda_visible_devices: str | None = None, nvml: Any = None
 ) -> Callable[[], list[GpuClocks]] | str:
     """A reader of the server's GPUs' clocks (its CUDA_VISIBLE_DEVICES, else every GPU), or
     why there is none (no NVML, no GPU)."""
-    nvml = nvml if nvml is not None else _load_nvml()
+    nvml = nvml if nvml is not None else load_nvml()
     if isinstance(nvml, str):
         return nvml
     try:

@@ -22,14 +22,14 @@ from tunebench.metrics.summary import summarize_window
 from tunebench.points.checkpoint import check_checkpoint, declared_for_model
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
-from tunebench.points.machine import DRIFT_PREFIX
 from tunebench.points.roofline import Roofline
 from tunebench.points.row import PointId, build_row
-from tunebench.points.sentinel import SENTINEL_SUFFIX, sentinel_point, sentinel_verdict
+from tunebench.points.sentinel import SENTINEL_SUFFIX, sentinel_point
 from tunebench.points.validity import verify_args
 from tunebench.redact import redact_text, secret_values
 from tunebench.roofline.plan import RooflinePlanner
 from tunebench.runner.probing import CapacityProbing
+from tunebench.runner.sentinel import judge_sentinel
 from tunebench.runner.watch import ServerWatch
 from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.deployment import Deployment, ServerHandle
@@ -351,7 +351,15 @@ class ConfigRunner:
                 state.machine.mark()
             state.in_flight = None
             if state.sentinel is not None and result.point_id == state.sentinel.point_id:
-                self._judge_sentinel(state, result)
+                judge_sentinel(
+                    self.store,
+                    self.reporter,
+                    config.config_id,
+                    state.repeat,
+                    state.sentinel.point_id.removesuffix(SENTINEL_SUFFIX),
+                    state.first_samples,
+                    result,
+                )
                 return
             if state.first_samples is None:
                 state.first_samples = result.samples
@@ -404,33 +412,6 @@ class ConfigRunner:
         return ConfigOutcome(
             config.config_id, "complete", state.done, None, capacity, state.effective, state.reasons
         )
-
-    def _judge_sentinel(self, state: _Measuring, result: ClientResult) -> None:
-        """The sentinel against the configuration's first point: when the machine did not
-        hold its speed between them, every point of this repeat is unverified, saying so."""
-        config, first = state.config, (state.sentinel.point_id if state.sentinel else "")
-        first = first.removesuffix(SENTINEL_SUFFIX)
-        verdict = (
-            sentinel_verdict(state.first_samples, result.samples)
-            if state.first_samples is not None
-            else "sentinel not compared: the first point was measured by an earlier attempt"
-        )
-        record = {"point": first, "window": [result.start_time, result.end_time]}
-        if isinstance(verdict, str):
-            record["note"] = verdict
-            self.reporter.note(f"  {verdict}")
-        else:
-            record.update(verdict.as_dict())
-            if verdict.held:
-                self.reporter.note(
-                    f"  sentinel: {first} again within {abs(verdict.change):.0%}: "
-                    "the machine held its speed"
-                )
-            else:
-                reason = f"{DRIFT_PREFIX}: {verdict.describe(first)}"
-                self.store.mark_unverified(config.config_id, state.repeat, reason)
-                self.reporter.note(f"  [yellow]{reason}[/]")
-        self.store.update_config(config.config_id, sentinel=record)
 
     def _row(self, state: _Measuring, result: ClientResult) -> dict[str, Any]:
         config, scraper = state.config, state.scraper

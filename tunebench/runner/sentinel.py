@@ -1,0 +1,47 @@
+"""The A...A sentinel judged when it is measured: against the configuration's first point
+(points/sentinel.py), recorded in the manifest, and every point of the repeat marked when the
+machine did not hold its speed between the two."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunebench.points.machine import DRIFT_PREFIX
+from tunebench.points.sentinel import sentinel_verdict
+from tunebench.seams.load import ClientResult
+from tunebench.seams.progress import Reporter
+from tunebench.store.run import RunStore
+
+
+def judge_sentinel(
+    store: RunStore,
+    reporter: Reporter,
+    config_id: str,
+    repeat: int,
+    first: str,
+    first_samples: list[dict[str, Any]] | None,
+    result: ClientResult,
+) -> None:
+    """`result` is the sentinel's window; `first` the point it repeats, `first_samples` that
+    point's requests (None when an earlier attempt measured it)."""
+    verdict = (
+        sentinel_verdict(first_samples, result.samples)
+        if first_samples is not None
+        else "sentinel not compared: the first point was measured by an earlier attempt"
+    )
+    record: dict[str, Any] = {"point": first, "window": [result.start_time, result.end_time]}
+    if isinstance(verdict, str):
+        record["note"] = verdict
+        reporter.note(f"  {verdict}")
+    else:
+        record.update(verdict.as_dict())
+        if verdict.held:
+            reporter.note(
+                f"  sentinel: {first} again within {abs(verdict.change):.0%}: "
+                "the machine held its speed"
+            )
+        else:
+            reason = f"{DRIFT_PREFIX}: {verdict.describe(first)}"
+            store.mark_unverified(config_id, repeat, reason)
+            reporter.note(f"  [yellow]{reason}[/]")
+    store.update_config(config_id, sentinel=record)
