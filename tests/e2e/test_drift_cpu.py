@@ -104,8 +104,16 @@ def test_the_throttled_point_says_the_machine_moved_where_and_how(throttled):
     assert float(row["window_change_from_s"]) < planted[1], (row, planted)
     assert float(row["window_change_to_s"]) > planted[0], (row, planted)
     if throttle.method == "cgroup":
-        assert "the server's cgroup was throttled by its CPU quota" in reason, reason
-        assert float(row["throttled_pct"]) > 5
+        # the telemetry names a cause: the quota, or, on a machine busy with other work
+        # (CI runs tests side by side), the other processes that kept the server under
+        # its quota so that the quota seldom bit
+        quota = float(row["throttled_pct"] or 0)
+        foreign = float(row["foreign_cpu_pct"] or 0)
+        assert quota > 5 or foreign > 10, row
+        if quota > 5:
+            assert "the server's cgroup was throttled by its CPU quota" in reason, reason
+        else:
+            assert "processes not of this run used" in reason, reason
 
 
 def test_each_configuration_measures_its_sentinel(throttled):
