@@ -5,7 +5,9 @@
      ├── UsageError             a command-line value is not allowed (exit code 2)
      ├── DeploymentError        a server could not be started, reached or verified
      ├── LoadError              the load generator failed or produced no usable report
-     ├── StoreError             the run directory is missing, locked or unreadable
+     ├── StoreError             the run directory is locked or unreadable
+     │    └── PathError         a run named is not there, or a run cannot be made where asked
+     │                          (the user's path is wrong: exit code 2)
      └── UploadError            copying runs to S3 / MinIO failed (bucket, credentials, endpoint)
 
 Lower layers' exceptions (pydantic, httpx, subprocess, OSError) are translated into these
@@ -60,6 +62,14 @@ class LoadError(TunebenchError):
 
 class StoreError(TunebenchError):
     pass
+
+
+class PathError(StoreError):
+    """A path the user gave is wrong: the run it names is not there, or a run cannot be
+    made in the directory it names. Exit 2, as for every bad command-line value: "not found"
+    and "cannot write" are the user's to fix, never a failure of the run."""
+
+    exit_code = 2
 
 
 class UploadError(TunebenchError):

@@ -129,7 +129,7 @@ def test_cli_destination_and_selection_errors(tmp_path):
     empty = run_cli("upload", "--all", "s3://bucket/x", "--root", str(tmp_path / "empty"))
     assert empty.returncode == 0 and "nothing to upload" in empty.stdout
     missing = run_cli("upload", "no-such-run", "s3://bucket/x", "--root", str(tmp_path))
-    assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr
+    assert missing.returncode == 2 and "no run 'no-such-run'" in missing.stderr
 
 
 def test_cli_honours_aws_endpoint_url(s3, tmp_path):

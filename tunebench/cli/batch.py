@@ -7,7 +7,12 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import live_progress, root_of, root_option, write_report_keeping_the_run
+from tunebench.cli.common import (
+    live_progress,
+    new_run_root,
+    root_option,
+    write_report_keeping_the_run,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -49,6 +54,7 @@ def register(app: typer.Typer) -> None:
         out = wide_console()
         spec, data = load_batch_spec(spec_path)
         if dry_run:
+            new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
             prompts = render_prompts(spec, spec_path)
             json_schema_of(spec, spec_path)
             out.print(
@@ -62,6 +68,7 @@ def register(app: typer.Typer) -> None:
                 f"sbatch script: {write_sbatch(spec, spec_path, slurm, shards or spec.shards)}"
             )
             return
+        output = new_run_root(root, spec.output, spec_path)
         stores: list = []
 
         def where() -> str | None:
@@ -74,7 +81,7 @@ def register(app: typer.Typer) -> None:
                 spec,
                 spec_path,
                 data,
-                root_of(root, spec.output),
+                output,
                 reporter,
                 shards=shards,
                 on_store=stores.append,

@@ -60,19 +60,71 @@ def writable_file(path: Path, option: str) -> Path:
 
 
 def writable_dir(path: Path, option: str) -> Path:
-    """A directory a command writes into (made if missing): not an existing file, and its
-    nearest existing parent writable."""
+    """A directory a command writes into, made now if missing: not an existing file, and
+    its parent there (only the last level is made: a deep path that is not there is a typo
+    far more often than a wish). What is wrong is one line naming the option and the fix."""
+    return _make_dir(path, option, "a directory")
+
+
+def new_run_root(
+    given: Path | None,
+    spec_output: str | None = None,
+    spec_path: Path | None = None,
+    make: bool = True,
+) -> Path:
+    """The directory a new run goes under (--root/-o, else the spec's `output`, else
+    reports/), checked before any work and made (its last level only); with `make` False
+    (a dry run, or a command that makes it with the run) it is left as it was."""
+    root = root_of(given, spec_output)
+    if given is not None:
+        option = "--root"
+    elif spec_output and spec_path is not None:
+        option = f"{spec_path}: output:"
+    else:
+        option = "the default --root"
+    what = "the directory that holds runs"
+    if make or root.exists():
+        return _make_dir(root, option, what)
+    _make_dir(root, option, what).rmdir()  # whether it can be made is known by making it
+    return root
+
+
+def _check_dir(path: Path, option: str, what: str) -> Path:
+    """`path` could be made by _make_dir: not a file, its parent an existing directory."""
     import os
 
     from tunebench.errors import UsageError
 
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{option} {path}: is a file, not a directory; give a directory")
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise UsageError(f"{option} {path}: cannot write in {existing}; pick another directory")
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{option} {path}: is a file, not a directory; give {what}")
+        return path
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        missing = parent
+        while not missing.parent.exists() and missing.parent != missing:
+            missing = missing.parent
+        found = f"{parent} is a file" if parent.exists() else f"{missing} does not exist"
+        raise UsageError(
+            f"{option} {path}: {found}; create the directories above it (mkdir -p {parent}) "
+            f"or give another (only the last level, {path.name}/, is made)"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: cannot write in {parent}; give a directory you can")
+    return path
+
+
+def _make_dir(path: Path, option: str, what: str) -> Path:
+    from tunebench.errors import UsageError
+
+    _check_dir(path, option, what)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as exc:  # a place that takes no files (/proc), a read-only disk
+        raise UsageError(
+            f"{option} {path}: cannot make it ({exc.strerror or exc}); give a directory "
+            "you can write"
+        ) from None
     return path
 
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tunebench.cli.common import root_of, root_option
+from tunebench.cli.common import new_run_root, root_option
 
 
 def register(app: typer.Typer) -> None:
@@ -37,5 +37,6 @@ def register(app: typer.Typer) -> None:
         """
         from tunebench.importers import import_results
 
-        store = import_results(list(files), name, root_of(root))
+        # checked first, made with the run (RunStore.create): a bad file makes no directory
+        store = import_results(list(files), name, new_run_root(root, make=False))
         typer.echo(f"imported {len(store.rows)} point(s): {store.path}")

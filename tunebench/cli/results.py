@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import root_of, root_option
-from tunebench.errors import StoreError, UsageError
+from tunebench.cli.common import root_of, root_option, writable_dir
+from tunebench.errors import UsageError
 
 RESULT_NAMES = ("run-id", "best-config", "verdict")
 
@@ -90,13 +90,13 @@ def register(app: typer.Typer) -> None:
                 ) from None
             values["verdict"] = compare_verdict(comparison)
         if to is not None:
+            writable_dir(to, "--to")
             try:
-                to.mkdir(parents=True, exist_ok=True)
                 for name in RESULT_NAMES:
                     # Tekton takes a result file verbatim: no trailing newline.
                     (to / name).write_text(values[name])
             except OSError as exc:
-                raise StoreError(f"--to {to}: cannot write results ({exc.strerror})") from None
+                raise UsageError(f"--to {to}: cannot write results ({exc.strerror})") from None
         for name in RESULT_NAMES:
             typer.echo(f"{name}: {values[name]}")
         # for the person reading the log: what the best rests on (a tie, a lower bound)

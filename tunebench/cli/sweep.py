@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from tunebench.cli.common import live_progress, root_of, root_option, write_report_keeping_the_run
+from tunebench.cli.common import (
+    live_progress,
+    new_run_root,
+    root_of,
+    root_option,
+    write_report_keeping_the_run,
+)
 from tunebench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -104,6 +110,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(config_ids_json(plan))
             return
         if dry_run:
+            new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
             out.print(sweep_plan(spec, plan, estimate_seconds(spec, plan)))
             return
         if slurm is not None:
@@ -120,6 +127,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"merge job:    {scripts.merge}")
             typer.echo(f"submit with:  bash {scripts.submit}   (--wait: until the merge ends)")
             return
+        output = new_run_root(root, spec.output, spec_path)
         stores: list = []
         where = lambda: f"interrupted; finished points are in {stores[0].path}" if stores else None  # noqa: E731
         with live_progress(where) as reporter:
@@ -128,7 +136,7 @@ def register(app: typer.Typer) -> None:
                 spec_path,
                 spec_data,
                 plan,
-                root_of(root, spec.output),
+                output,
                 reporter,
                 on_store=stores.append,
                 keep=keep,

@@ -7,7 +7,13 @@ from typing import Optional
 
 import typer
 
-from tunebench.cli.common import live_progress, root_of, root_option, write_report_keeping_the_run
+from tunebench.cli.common import (
+    live_progress,
+    new_run_root,
+    root_of,
+    root_option,
+    write_report_keeping_the_run,
+)
 from tunebench.errors import UsageError
 
 
@@ -127,13 +133,18 @@ def register(app: typer.Typer) -> None:
             job = TuneJob(spec, spec_path, spec_data, assemble.plan(spec, spec_path))
         assert job.spec.tune is not None
         if dry_run:
+            new_run_root(root, job.spec.output, job.spec_path, make=False)
             count = trials or job.spec.tune.trials
             checks = job.spec.tune.revalidate if revalidate is None else revalidate
             count += 3 * checks  # best, runner-up and baseline again
             seconds = estimate_seconds(job.spec, job.plan) * count
             out.print(tune_space(job.spec, job.plan, count, seconds))
             return
-        output = store.path.parent if store is not None else root_of(root, job.spec.output)
+        output = (
+            store.path.parent
+            if store is not None
+            else new_run_root(root, job.spec.output, job.spec_path)
+        )
         assemble.resolve_settings(job.spec, job.spec_path, output)  # a bad replay run fails here
         stores: list = [store] if store is not None else []
 

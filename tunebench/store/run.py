@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from tunebench.errors import StoreError
+from tunebench.errors import PathError, StoreError
 from tunebench.points.columns import REQUEST_COLUMNS, point_columns
 from tunebench.processes import stop_leftover_group
 from tunebench.redact import redact, redact_text
@@ -104,9 +104,15 @@ class RunStore:
         """A new run directory under `root` (locked by this process); `fields` go to
         `Manifest.new` (spec, spec_path, deployment_kind, varied_args, ...)."""
         root = Path(root)
-        root.mkdir(parents=True, exist_ok=True)
-        run_id = new_run_id(name, root)
-        (root / run_id).mkdir()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            run_id = new_run_id(name, root)
+            (root / run_id).mkdir()
+        except OSError as exc:  # a file there, /proc, a read-only or full disk
+            raise PathError(
+                f"{root}: cannot make a run here ({exc.strerror or exc}); give a directory "
+                "you can write (--root DIR)"
+            ) from None
         store = cls(root / run_id, Manifest.new(run_id, name, kind, **fields)).acquire_lock()
         store.save_manifest()
         return store
@@ -339,6 +345,6 @@ def resolve_run(ref: str, root: Path) -> Path:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise StoreError(f"no run {ref!r} under {root}; `tunebench runs` lists them")
+        raise PathError(f"no run {ref!r} under {root}; `tunebench runs` lists them")
     names = ", ".join(p.name for p in matches[:5])
-    raise StoreError(f"{ref!r} matches {len(matches)} runs ({names}); give more of the id")
+    raise PathError(f"{ref!r} matches {len(matches)} runs ({names}); give more of the id")
