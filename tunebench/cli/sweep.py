@@ -85,6 +85,7 @@ def register(app: typer.Typer) -> None:
         """
         from tunebench import assemble
         from tunebench.report.tables import sweep_plan, wide_console
+        from tunebench.spec.loadable import check_sweep
         from tunebench.spec.loading import read_yaml_mapping, validate_spec
         from tunebench.sweep.estimate import estimate_seconds
         from tunebench.sweep.run import run_sweep
@@ -109,10 +110,17 @@ def register(app: typer.Typer) -> None:
         if dry_run and ids_json:
             typer.echo(config_ids_json(plan))
             return
+        # a misspelt arg or a model not here fails now, not a server start later (a Slurm
+        # job runs where its own vLLM and models are)
+        notes = check_sweep(spec, spec_path, dry_run=dry_run) if slurm is None else []
         if dry_run:
             new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
             out.print(sweep_plan(spec, plan, estimate_seconds(spec, plan)))
+            for note in notes:
+                out.print(f"note: {note}", highlight=False)
             return
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
         if slurm is not None:
             from tunebench.sweep.slurm import write_sweep_array
 

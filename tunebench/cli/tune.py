@@ -108,6 +108,7 @@ def register(app: typer.Typer) -> None:
         from tunebench import assemble
         from tunebench.analysis.stats import repeats_change
         from tunebench.report.tables import tune_space, tune_summary, wide_console
+        from tunebench.spec.loadable import check_sweep
         from tunebench.spec.loading import read_yaml_mapping, validate_spec
         from tunebench.store.run import RunStore, resolve_run
         from tunebench.sweep.estimate import estimate_seconds
@@ -132,6 +133,8 @@ def register(app: typer.Typer) -> None:
             require_tune(spec, spec_path)
             job = TuneJob(spec, spec_path, spec_data, assemble.plan(spec, spec_path))
         assert job.spec.tune is not None
+        # a misspelt arg or a model not here fails now, not a server start later
+        notes = check_sweep(job.spec, job.spec_path, dry_run=dry_run) if store is None else []
         if dry_run:
             new_run_root(root, job.spec.output, job.spec_path, make=False)
             count = trials or job.spec.tune.trials
@@ -139,7 +142,11 @@ def register(app: typer.Typer) -> None:
             count += 3 * checks  # best, runner-up and baseline again
             seconds = estimate_seconds(job.spec, job.plan) * count
             out.print(tune_space(job.spec, job.plan, count, seconds))
+            for note in notes:
+                out.print(f"note: {note}", highlight=False)
             return
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
         output = (
             store.path.parent
             if store is not None
