@@ -138,8 +138,8 @@ def live_progress(where: Callable[[], str | None]) -> Iterator[ConsoleReporter]:
     except KeyboardInterrupt:
         reporter.close()
         place = where()
-        if place:
-            reporter.note(place)
+        if place:  # one line, never wrapped: it ends in a command to copy
+            reporter.console.print(place, soft_wrap=True, markup=False, highlight=False)
         raise
     finally:
         reporter.close()

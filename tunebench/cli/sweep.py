@@ -16,6 +16,7 @@ from tunebench.cli.common import (
     write_report_keeping_the_run,
 )
 from tunebench.errors import UsageError
+from tunebench.report.next_steps import resume_hint
 
 if TYPE_CHECKING:
     from tunebench.spec.plan import Plan
@@ -137,7 +138,7 @@ def register(app: typer.Typer) -> None:
             return
         output = new_run_root(root, spec.output, spec_path)
         stores: list = []
-        where = lambda: f"interrupted; finished points are in {stores[0].path}" if stores else None  # noqa: E731
+        where = lambda: resume_hint(stores[0].path) if stores else None  # noqa: E731
         with live_progress(where) as reporter:
             result = run_sweep(
                 spec,
@@ -180,7 +181,7 @@ def _resume(out, ref: str, root: Optional[Path], report: bool, keep: bool) -> No
     from tunebench.sweep.resume import resume_sweep
 
     path = resolve_run(ref, root_of(root))
-    with live_progress(lambda: f"interrupted; finished points are in {path}") as reporter:
+    with live_progress(lambda: resume_hint(path)) as reporter:
         result = resume_sweep(path, path.parent, reporter, keep=keep)
     if result is None:
         out.print(f"run {path.name} is complete; nothing to resume")
@@ -189,6 +190,7 @@ def _resume(out, ref: str, root: Optional[Path], report: bool, keep: bool) -> No
 
 
 def _finish(out, result, report: bool) -> None:
+    from tunebench.report.next_steps import sweep_best_line, sweep_next_step
     from tunebench.report.points_table import points_table
     from tunebench.report.replayed_points import stored_replay_view
     from tunebench.report.tables import capacity_lines, cross_check_view, failure_lines
@@ -217,7 +219,10 @@ def _finish(out, result, report: bool) -> None:
     view = cross_check_view(check)
     if view is not None:
         out.print(view)
+    if store.rows:
+        out.print(sweep_best_line(store.path), highlight=False)
     out.print(f"run: {store.path}  (status: {manifest.status.value})")
+    out.print(sweep_next_step(store.path, manifest.varied_args, len(failed)), highlight=False)
     if result.failed:
         raise typer.Exit(1)
 
