@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from tunebench.errors import SpecError
 from tunebench.spec.engine_args import check_server, token_count
+from tunebench.spec.file_kind import other_command
 from tunebench.spec.loading import describe_validation_error, read_yaml_mapping
 from tunebench.spec.models import Quality, Server, Strict
 from tunebench.spec.slurm import Slurm
@@ -143,7 +144,8 @@ def load_batch_spec(path: Path) -> tuple[BatchSpec, dict[str, Any]]:
     try:
         spec = BatchSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{path}: {describe_validation_error(exc, BatchSpec)}") from None
+        message = other_command(data, path, "batch")  # a sweep file given to batch
+        raise SpecError(message or f"{path}: {describe_validation_error(exc, BatchSpec)}") from None
     check_server(spec.engine_args, path, "engine_args")
     _check_room_for_prompts(spec, path)
     if spec.prompt.template is not None:

@@ -21,6 +21,7 @@ from pydantic_core import ErrorDetails
 from tunebench.errors import SpecError
 from tunebench.redact import remember_secrets_in
 from tunebench.spec.engine_args import check_server
+from tunebench.spec.file_kind import other_command
 from tunebench.spec.models import SweepSpec
 
 MAX_SPEC_BYTES = 1_000_000
@@ -242,7 +243,8 @@ def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{path}: {describe_validation_error(exc, SweepSpec)}") from None
+        message = other_command(data, path, "sweep")  # a batch file given to sweep or tune
+        raise SpecError(message or f"{path}: {describe_validation_error(exc, SweepSpec)}") from None
     check_server(spec.server, path)
     return spec
 
