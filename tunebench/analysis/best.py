@@ -103,7 +103,7 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
         why = capacity_bound(capacity)
         if why:
             out["lower_bound"] = why
-        if capacity.get("converged") is False:
+        if unconverged(capacity):
             out["converged"] = False
         if capacity.get("drift"):
             out["drift"] = capacity["drift"]
@@ -143,6 +143,13 @@ def capacity_bound(capacity: dict[str, Any]) -> str | None:
     return None
 
 
+def unconverged(capacity: dict[str, Any]) -> bool:
+    """The search stopped on max_probes with its bracket still wide: raising max_probes
+    narrows it. A search that held the SLO at max_rate stopped there (`capped`), so more
+    probes would change nothing: its limit is max_rate, which its lower bound names."""
+    return capacity.get("converged") is False and not capacity.get("capped")
+
+
 def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
     standings = []
     for config in manifest.get("configs", []):
@@ -166,7 +173,7 @@ def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
         out["arrival"] = REPLAY  # the value is a speed of the trace, not req/s
     if best["capacity"].get("client_bound"):
         out["client_bound"] = True
-    if best["capacity"].get("converged") is False:
+    if unconverged(best["capacity"]):
         out["converged"] = False
     if best["capacity"].get("drift"):
         out["drift"] = best["capacity"]["drift"]

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from tunebench.points.offered import is_replay, speed_text
+from tunebench.points import trust
+from tunebench.points.offered import is_replay, rate_text, speed_text
 from tunebench.redact import redact_text
 from tunebench.report.formats import number
 from tunebench.report.text import describe_capacity
@@ -25,6 +26,28 @@ def load_target(point) -> str:
     if is_replay(point.kind):
         return f" at {speed_text(point.target)}"
     return f" target {point.target:g}"
+
+
+def is_probe(row) -> bool:
+    """A capacity search's probe (capacity-3), whose rate the search chose."""
+    return str(row.get("point_id") or "").startswith("capacity-")
+
+
+def probe_verdict(row) -> str:
+    """What a capacity probe told the search: "SLO met", "SLO missed (TTFT p90 85 > 60)",
+    or why it does not count as the server's (client-limited, invalid, not judged)."""
+    if not trust.is_valid(row):
+        return "no server capacity proven at this rate"
+    if str(row.get("slo_met")).lower() in ("none", "", "nan"):
+        return "SLO not judged"
+    met = trust.flag(row.get("slo_met"))
+    verdict = "SLO met" if met else "SLO missed"
+    violations = str(row.get("slo_violations") or "")
+    if not met and violations and violations != "nan":
+        verdict += f" ({violations.split('; ')[0]})"
+    if trust.flag(row.get("client_limited")):
+        verdict += "; client-limited: no server capacity proven here"
+    return verdict
 
 
 def load_limit(point) -> str:
@@ -79,7 +102,10 @@ class ConsoleReporter:
         flag = "" if str(row.get("valid")) in ("True", "true", "1") else " [yellow](invalid)[/]"
         # a replay's speed beside its id: a capacity probe's id (capacity-3) names none
         speed = f" {speed_text(row.get('target'))}" if is_replay(row.get("load_kind")) else ""
-        self.console.print(
+        probe = is_probe(row)
+        if probe and not speed:
+            speed = f" target {rate_text(row.get('target'))}"
+        line = Text.from_markup(
             f"  {row['point_id']:<16}{speed} achieved {number(row.get('achieved_rps'), 2)} req/s, "
             f"conc {number(row.get('achieved_concurrency'))}, "
             f"TTFT p50 {number(row.get('ttft_p50_ms'))} ms, "
@@ -88,6 +114,9 @@ class ConsoleReporter:
             f"{number(row.get('requests_ok'), 0)} ok / {number(row.get('requests_failed'), 0)} "
             f"failed{flag}"
         )
+        if probe:
+            line.append(f"; {probe_verdict(row)}")
+        self.console.print(line)
 
     def capacity_found(self, config, summary):
         self._stop_spin()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunebench.analysis.best import capacity_bound, capacity_text
+from tunebench.analysis.best import capacity_bound, capacity_text, unconverged
 from tunebench.points.offered import is_replay, rate_text
 
 
@@ -35,7 +35,7 @@ def describe_capacity(summary: dict[str, Any]) -> str:
         # a speed carries its unit; a rate's is the capacity's, just before
         missed = rate_text(upper, arrival) if is_replay(arrival) else f"{upper:.3g}"
         text += f" (missed at {missed})"
-    if summary.get("converged") is False and not summary.get("capped"):
+    if unconverged(summary):
         text += ", not converged: raise max_probes"
     if summary.get("drift"):
         text += f", {summary['drift']}: not an answer of record"
@@ -59,7 +59,7 @@ def describe_trial_value(names: list[str], best: dict[str, Any]) -> str:
                 text += " (a lower bound)"
             if bound:
                 text += f": {bound}"
-            if capacity.get("converged") is False and not capacity.get("capped"):
+            if unconverged(capacity):
                 text += "; search not converged: raise max_probes"
         parts.append(text)
     return ", ".join(parts)
