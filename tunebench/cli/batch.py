@@ -49,7 +49,8 @@ def register(app: typer.Typer) -> None:
         """
         from tunebench.batch.run import json_schema_of, plan_configs, render_prompts, run_batch
         from tunebench.batch.spec import load_batch_spec
-        from tunebench.report.tables import batch_plan, batch_summary, wide_console
+        from tunebench.report.batch_tables import batch_plan, batch_summary
+        from tunebench.report.tables import wide_console
 
         out = wide_console()
         spec, data = load_batch_spec(spec_path)
@@ -95,6 +96,8 @@ def register(app: typer.Typer) -> None:
                 manifest.records,
                 manifest.shards,
                 store.rows,
+                {c.config_id: c.varied for c in manifest.configs},
+                out.width,
             )
         )
         failed = [o for o in outcomes if o.status != "complete"]

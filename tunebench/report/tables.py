@@ -144,50 +144,6 @@ def _quality_plan(quality: Any, configs: list[Any]) -> str:
     return line
 
 
-def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) -> Group:
-    table = Table(
-        title=f"plan for {spec.name}: {len(configs)} configurations x {len(prompts)} "
-        f"records, engine {spec.engine}, {shards} shard(s)"
-    )
-    for column in ("config", "model", "engine args"):
-        table.add_column(column)
-    for config in configs:
-        table.add_row(
-            f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args())
-        )
-    longest = max(len(p["prompt"]) for p in prompts)
-    return Group(
-        table,
-        Text(
-            f"prompts: {len(prompts)} rendered (longest {longest} characters);"
-            f" max_tokens {spec.sampling.max_tokens}; dry run: nothing started"
-        ),
-    )
-
-
-BATCH_COLUMNS = (
-    ("config", "config_label", None),
-    ("load s", "load_s", 1),
-    ("init s", "init_s", 1),
-    ("compile s", "compile_s", 1),
-    ("generate s", "generate_s", 1),
-    ("write s", "write_s", 2),
-    ("req/s", "achieved_rps", 2),
-    ("in tok/s", "input_tok_s", 0),
-    ("out tok/s", "output_tok_s", 0),
-    ("schema ok (share)", "schema_valid_fraction", 3),
-)
-
-
-def batch_summary(run_id: str, records: Any, shards: Any, rows: list[dict]) -> Table:
-    table = Table(title=f"batch {run_id}: {records} records, {shards} shard(s)")
-    for title, _, _ in BATCH_COLUMNS:
-        table.add_column(title)
-    for row in rows:
-        table.add_row(*(cell(row.get(key), digits) for _, key, digits in BATCH_COLUMNS))
-    return table
-
-
 def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
     from tunebench.spec.plan import format_value
 

@@ -1,0 +1,120 @@
+"""`tunebench batch` on the console: the plan of a dry run and the summary of a run.
+
+Configurations go by the short labels `show` uses ("c2 mns=8"), spelled out in a legend, so
+two configurations can be told apart at 100 columns; a phase no configuration reported
+(compile time on a build that does not compile) is named under the table, not a column of
+dashes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from tunebench.report.formats import MISSING, cell
+from tunebench.report.points_table import Column, _fit, short_label
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 configuration", "2 configurations"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) -> Group:
+    table = Table(
+        title=f"plan for {spec.name}: {plural(len(configs), 'configuration')} x "
+        f"{plural(len(prompts), 'record')}, engine {spec.engine}, {plural(shards, 'shard')}"
+    )
+    for column in ("config", "model", "engine args"):
+        table.add_column(column)
+    for config in configs:
+        table.add_row(
+            f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args())
+        )
+    longest = max(len(p["prompt"]) for p in prompts)
+    return Group(
+        table,
+        Text(
+            f"prompts: {len(prompts)} rendered (longest {longest} characters);"
+            f" max_tokens {spec.sampling.max_tokens}; dry run: nothing started"
+        ),
+    )
+
+
+# header, points.csv column, decimals; the priority keeps the phases that say most at 100
+BATCH_COLUMNS = (
+    ("config", "config_label", None, 0),
+    ("load s", "load_s", 1, 1),
+    ("init s", "init_s", 1, 1),
+    ("compile s", "compile_s", 1, 2),
+    ("generate s", "generate_s", 1, 0),
+    ("write s", "write_s", 2, 2),
+    ("req/s", "achieved_rps", 2, 0),
+    ("in tok/s", "input_tok_s", 0, 1),
+    ("out tok/s", "output_tok_s", 0, 0),
+    ("schema ok (share)", "schema_valid_fraction", 3, 1),
+)
+
+
+def batch_summary(
+    run_id: str,
+    records: Any,
+    shards: Any,
+    rows: list[dict],
+    varied: dict[str, dict[str, Any]] | None = None,
+    width: int = 100,
+) -> Group:
+    """The phases and rates of each configuration; `varied` maps each config_id to its
+    varied values (manifest configs[].varied), which name it as `show` does."""
+    legend: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for config_id, values in (varied or {}).items():
+        labels[config_id], found = short_label(config_id, values)
+        legend.update(found)
+
+    def config_cell(row: dict) -> str:
+        config_id = str(row.get("config_id") or "")
+        return labels.get(config_id) or " ".join(
+            part for part in (config_id, str(row.get("config_label") or "")) if part
+        )
+
+    cells = {
+        header: [config_cell(r) if digits is None else cell(r.get(key), digits) for r in rows]
+        for header, key, digits, _ in BATCH_COLUMNS
+    }
+    unreported = [h for h, *_ in BATCH_COLUMNS[1:] if rows and all(c == MISSING for c in cells[h])]
+    columns = [Column(h, p, None) for h, _, _, p in BATCH_COLUMNS if h not in unreported]
+    widths = _fit(columns, cells, width)
+    shown = [c for c in columns if c.header in widths]
+    table = Table(
+        title=f"batch {run_id}: {records} records, {plural(int(shards or 1), 'shard')}",
+        header_style="bold",
+    )
+    for column in shown:
+        left = column.header == "config"
+        table.add_column(
+            column.header,
+            justify="left" if left else "right",
+            width=widths[column.header],  # a cell's widest value: cells never wrap
+        )
+    for index in range(len(rows)):
+        table.add_row(*(cells[c.header][index] for c in shown))
+    parts: list[Any] = [table]
+    if legend:
+        parts.append(
+            Text("config: " + "; ".join(f"{k} = {v}" for k, v in legend.items()), style="dim")
+        )
+    if unreported:
+        parts.append(Text(f"no configuration reported: {', '.join(unreported)}", style="dim"))
+    hidden = [c.header for c in columns if c not in shown]
+    if hidden:
+        parts.append(
+            Text(
+                f"not shown at this width: {', '.join(hidden)} "
+                "(tunebench show RUN --format json or csv has every column)",
+                style="dim",
+            )
+        )
+    return Group(*parts)
