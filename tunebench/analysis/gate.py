@@ -43,6 +43,7 @@ import pandas as pd
 from tunebench.analysis import stats
 from tunebench.analysis.compare import ALL_POINTS, EXCLUDED, NOT_AVAILABLE, Comparison
 from tunebench.analysis.compare_metrics import METRICS
+from tunebench.analysis.gate_reading import reconcile_line, worse_not_failing
 from tunebench.points.machine import is_drift
 
 REGRESSION = "regression"
@@ -182,6 +183,9 @@ def regression_gate(
         "within_run_only": bool(gated)
         and all(rows.iloc[i]["repeats_a"] < 2 or rows.iloc[i]["repeats_b"] < 2 for i in gated),
     }
+    gate["worse_not_failing"] = worse_not_failing(
+        rows, gated, set(failing) | set(undecided), threshold_pct, error_rate_pp
+    )
     if failing:
         worst = rows.iloc[failing].assign(_p=[p_values[gated.index(i)] for i in failing])
         worst = worst.loc[worst["_p"].idxmin()]
@@ -420,6 +424,9 @@ def describe_gate(gate: dict[str, Any]) -> str:
             "--allow-drift" in gate["opted_out"]
         )
     lines += [f"  not judged: {text}" for text in gate["not_judged"]]
+    reconciled = reconcile_line(gate)
+    if reconciled:
+        lines.append(f"  {reconciled}")
     for entry in gate["detectable"].values():
         unit = "pp" if entry["unit"] == "pp" else "%"
         text = f"  can detect {entry['label']} changes >= {entry['now']:g}{unit}"
