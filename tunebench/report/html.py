@@ -291,8 +291,11 @@ def report_context(run_path: Path) -> dict:
     }
 
 
-def _capacity_cell(standing: Standing | None, config: dict, has_slo: bool) -> str:
-    """The configuration's capacity at the SLO, or why there is none."""
+def _capacity_cell(
+    standing: Standing | None, config: dict, has_slo: bool, rows: pd.DataFrame | None = None
+) -> str:
+    """The configuration's capacity at the SLO, or why there is none; when it rests on
+    fixed-rate points, the concurrent point that held more within the SLO (`rows`)."""
     if not has_slo:
         return "no SLO set"
     capacity = config.get("capacity") or {}
@@ -302,8 +305,40 @@ def _capacity_cell(standing: Standing | None, config: dict, has_slo: bool) -> st
         return "not probed: no fixed-rate or capacity point"
     if standing.value <= 0:
         missed = rate_text(standing.high, standing.arrival)
-        return f"not reached: missed at {missed}, the lowest rate tested"
-    return capacity_text(standing.value, standing.lower_bound, standing.arrival)
+        text = f"not reached: missed at {missed}, the lowest rate tested"
+    else:
+        text = capacity_text(standing.value, standing.lower_bound, standing.arrival)
+    if capacity.get("rate") is None and rows is not None:
+        text += _closed_loop_note(rows, standing.value)
+    return text
+
+
+# Points whose client sends the next request only when an answer came back: the server
+# sets their rate, so holding the SLO there proves no arrival rate (and no capacity).
+CLOSED_LOOP_KINDS = ("concurrent", "synchronous", "throughput")
+
+
+def _closed_loop_note(rows: pd.DataFrame, capacity: float) -> str:
+    """ "; counts fixed-rate points only: concurrent-8 held 24.3 req/s ..." when a
+    closed-loop point met the SLO at a higher achieved rate than the capacity shown."""
+    if "load_kind" not in rows or "slo_met" not in rows or "achieved_rps" not in rows:
+        return ""
+    held = [
+        row
+        for row in rows.to_dict(orient="records")
+        if row.get("load_kind") in CLOSED_LOOP_KINDS
+        and trust.is_server_evidence(row)
+        and trust.flag(row.get("slo_met"))
+        and (to_float(row.get("achieved_rps")) or 0) > capacity
+    ]
+    if not held:
+        return ""
+    top = max(held, key=lambda row: to_float(row.get("achieved_rps")) or 0)
+    return (
+        f"; counts fixed-rate points only: {top['point_id']} held "
+        f"{readable(top['achieved_rps'])} req/s within the SLO, a rate the server set (its "
+        "streams wait for answers), not one it was offered"
+    )
 
 
 def _best_point_cell(rows: pd.DataFrame, has_slo: bool) -> str:
@@ -382,7 +417,7 @@ def config_summary(
                 "tied": config_id in tied,
                 "capacity": "failed: no point measured"
                 if failed and rows.empty
-                else _capacity_cell(standings.get(config_id), config, has_slo),
+                else _capacity_cell(standings.get(config_id), config, has_slo, rows),
                 "point": _best_point_cell(rows, has_slo) if not rows.empty else "-",
                 "limits": limits.get(config_id, "nothing found" if not rows.empty else "-"),
                 "quality": verdicts.get(config_id, "-"),
