@@ -197,3 +197,55 @@ def test_explain_of_a_directory_that_is_no_run_is_a_one_line_error(tmp_path):
     assert result.returncode == 1
     assert not result.stdout and "no run" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# -- issue 46, item 13: advice that fits the spec, arithmetic that adds up -------------------
+
+
+def test_a_client_bound_point_of_a_client_with_its_own_cores_is_not_told_to_get_them(tmp_path):
+    import csv
+    import shutil
+
+    run = tmp_path / "planted"
+    shutil.copytree(DIAGNOSIS / "planted", run)  # its spec: load.client_cpus "1"
+    with open(run / "points.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        if row["point_id"] == "concurrent-8":
+            row["client_limited"] = "True"
+            row["client_limited_reason"] = "the load generator waited for a CPU 82% of the time"
+    with open(run / "points.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    said = invoke("explain", str(run))
+    assert said.returncode == 0, said.stderr
+    text = " ".join(said.stdout.split())
+    assert "client-bound" in text
+    assert "give the client cores of its own" not in text
+    assert "the client already has cores of its own (load.client_cpus '1')" in text
+    # a spec without them is still told to give them
+    rows, configs = _recorded("shared-client")
+    (finding, *_) = diagnose_run(rows, configs)
+    assert finding.suggestion.startswith("give the client cores of its own")
+
+
+def test_the_prefill_finding_adds_up():
+    import re
+
+    rows, configs = _recorded("planted")
+    config = next(c for c in configs if c["label"] == "mnbt32")
+    mine = [r for r in rows if r["config_id"] == config["config_id"]]
+    (row,) = [r for r in mine if r["point_id"] == "concurrent-8"]
+    (finding, *_) = diagnose_point(facts_for(row, config))
+    assert finding.rule == "prefill-limited"
+    found = re.search(
+        r"in (\d+) scheduler steps .*: (\d+) ms of prefill per request, (\d+) ms per step "
+        r"\(a decode step takes ([\d.]+) ms\)",
+        finding.cause,
+    )
+    assert found, finding.cause
+    steps, total, per_step, _decode = (float(x) for x in found.groups())
+    # the figures it prints multiply out to the total it prints (to its rounding)
+    assert abs(steps * per_step - total) <= steps, finding.cause
+    assert per_step == round(float(row["prefill_time_mean_s"]) * 1000 / steps)

@@ -33,7 +33,12 @@ def register(app: typer.Typer) -> None:
           tunebench explain cpu-demo c2
           tunebench explain cpu-demo --json | jq '.[] | select(.rule == "kv-limited")'
         """
-        from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
+        from tunebench.points.diagnosis import (
+            CANNOT_DIAGNOSE,
+            blind_spots,
+            client_cores,
+            diagnose_run,
+        )
         from tunebench.report.tables import diagnosis_lines, wide_console
         from tunebench.store.run import RunStore, resolve_run
 
@@ -45,7 +50,7 @@ def register(app: typer.Typer) -> None:
                 names = ", ".join(f"{c['config_id']} ({c.get('label')})" for c in configs)
                 raise UsageError(f"{config!r}: no such configuration in {store.run_id}; {names}")
             configs = chosen
-        findings = diagnose_run(store.rows, configs)
+        findings = diagnose_run(store.rows, configs, client_cores(store.manifest.spec))
         blind = blind_spots(store.rows, configs)
         if as_json:
             found = [f.__dict__ for f in findings]

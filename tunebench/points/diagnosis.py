@@ -47,6 +47,7 @@ class Facts:
     max_num_seqs: int | None
     max_num_batched_tokens: int | None
     kv_capacity_tokens: int | None = None
+    client_cpus: str | None = None  # the spec's load.client_cpus: the client's own cores
 
     def number(self, column: str) -> float | None:
         value = to_float(self.row.get(column))
@@ -73,12 +74,22 @@ def _client_bound(f: Facts) -> Finding | None:
     if not trust.flag(f.row.get("client_limited")):
         return None
     reason = str(f.row.get("client_limited_reason") or "client-limited")
+    if f.client_cpus:  # it has cores of its own already: they are too few for this load
+        advice = (
+            f"the client already has cores of its own (load.client_cpus {f.client_cpus!r}): "
+            "give it more of them, drive fewer streams, or use load.driver vllm-bench (a "
+            "lighter client)"
+        )
+    else:
+        advice = (
+            "give the client cores of its own (load.client_cpus with deployment.cpus), or "
+            "use load.driver vllm-bench"
+        )
     return Finding(
         "client-bound",
         f"the load generator held this point back ({reason}): its latencies and "
         "throughput describe the client, not the server",
-        "give the client cores of its own (load.client_cpus with deployment.cpus), or use "
-        "load.driver vllm-bench; load.driver cross-check tells which side is bound",
+        advice + "; load.driver cross-check tells which side is bound",
         1.0,
     )
 
@@ -153,12 +164,14 @@ def _prefill_limited(f: Facts) -> Finding | None:
     # the prefill really spans its chunks: at least half an engine step (ITL) per chunk
     if steps < THRESHOLDS["prefill_steps"] or prefill * 1000 < 0.5 * steps * step:
         return None
+    # each of those steps also carries the running requests' decodes and waits its turn,
+    # so a prefill step is slower than a decode step (ITL): say both, not a product
     return Finding(
         "prefill-limited",
         f"each prompt of {prompt:.0f} tokens is prefilled in {steps} scheduler steps of "
-        f"max-num-batched-tokens {budget}: {_ms(prefill)} of prefill per request, about "
-        f"{steps} engine steps of {step:.1f} ms, before its first token "
-        f"(TTFT p50 {_ms((f.number('ttft_p50_ms') or 0) / 1000)})",
+        f"max-num-batched-tokens {budget}: {_ms(prefill)} of prefill per request, "
+        f"{_ms(prefill / steps)} per step (a decode step takes {step:.1f} ms), before its "
+        f"first token (TTFT p50 {_ms((f.number('ttft_p50_ms') or 0) / 1000)})",
         f"raise max-num-batched-tokens to at least the prompt length ({math.ceil(prompt)}; "
         "more also batches prompts together)",
         prefill * 1000,
@@ -239,7 +252,14 @@ def _limit(args: dict[str, Any], effective: dict[str, Any], name: str) -> int | 
     return None
 
 
-def facts_for(row: dict[str, Any], config: dict[str, Any]) -> Facts:
+def client_cores(spec: dict[str, Any] | None) -> str | None:
+    """The load generator's own CPUs as the run's spec gives them (load.client_cpus)."""
+    load = (spec or {}).get("load") or {}
+    cpus = load.get("client_cpus") if isinstance(load, dict) else None
+    return str(cpus) if cpus not in (None, "") else None
+
+
+def facts_for(row: dict[str, Any], config: dict[str, Any], client_cpus: str | None = None) -> Facts:
     args, effective = config.get("args") or {}, config.get("effective") or {}
     capacity = to_float(effective.get("kv_capacity_tokens"))
     return Facts(
@@ -247,6 +267,7 @@ def facts_for(row: dict[str, Any], config: dict[str, Any]) -> Facts:
         _limit(args, effective, "max-num-seqs"),
         _limit(args, effective, "max-num-batched-tokens"),
         int(capacity) if capacity and not math.isnan(capacity) else None,
+        client_cpus,
     )
 
 
@@ -278,14 +299,17 @@ class ConfigFinding:
     points: tuple[str, ...]  # where it fired, each point once (repeats share an id)
 
 
-def diagnose_run(rows: list[dict[str, Any]], configs: list[dict[str, Any]]) -> list[ConfigFinding]:
-    """Every configuration's findings, ranked within it (valid points only)."""
+def diagnose_run(
+    rows: list[dict[str, Any]], configs: list[dict[str, Any]], client_cpus: str | None = None
+) -> list[ConfigFinding]:
+    """Every configuration's findings, ranked within it (valid points only); `client_cpus`:
+    the load generator's own cores (`client_cores` of the run's spec), if it had any."""
     out: list[ConfigFinding] = []
     for config in configs:
         mine = [r for r in rows if r.get("config_id") == config["config_id"] and trust.is_valid(r)]
         by_rule: dict[str, list[tuple[Finding, str]]] = {}
         for row in mine:
-            for finding in diagnose_point(facts_for(row, config)):
+            for finding in diagnose_point(facts_for(row, config, client_cpus)):
                 by_rule.setdefault(finding.rule, []).append((finding, str(row.get("point_id"))))
         ranks = {rule.id: rule.rank for rule in RULES}
         for rule_id in sorted(by_rule, key=lambda r: ranks[r]):

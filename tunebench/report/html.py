@@ -26,7 +26,7 @@ from tunebench.analysis.quality import quality_table
 from tunebench.analysis.sides import LOAD_KEY, Side
 from tunebench.numbers import to_float
 from tunebench.points import trust
-from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, diagnose_run
+from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, client_cores, diagnose_run
 from tunebench.points.offered import is_replay, rate_text, speed_text
 from tunebench.report.compare import crossover_at, crossover_load
 from tunebench.report.formats import cell as format_cell
@@ -261,7 +261,9 @@ def report_context(run_path: Path) -> dict:
     best = best_config(run_path) if manifest.get("kind") != "batch" and not raw.empty else None
     quality = _quality_rows(run_path)
     diagnosis = (
-        _diagnosis_rows(raw, configs) if manifest.get("kind") != "batch" and not raw.empty else []
+        _diagnosis_rows(raw, configs, client_cores(manifest.get("spec")))
+        if manifest.get("kind") != "batch" and not raw.empty
+        else []
     )
     return {
         "overview": config_summary(raw, manifest, diagnosis, quality, best)
@@ -427,11 +429,13 @@ def config_summary(
     return out
 
 
-def _diagnosis_rows(raw: Any, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _diagnosis_rows(
+    raw: Any, configs: list[dict[str, Any]], client_cpus: str | None = None
+) -> list[dict[str, Any]]:
     """The findings, and a row per configuration that could not be diagnosed (no finding
     there is no evidence of health)."""
     records = raw.to_dict(orient="records")
-    findings = diagnose_run(records, configs)
+    findings = diagnose_run(records, configs, client_cpus)
     rows = [f.__dict__ | {"points": ", ".join(f.points)} for f in findings]
     seen = {f.config_id for f in findings}
     labels = {c["config_id"]: c.get("label") or "" for c in configs}
