@@ -30,40 +30,72 @@ def _config_args(manifest: dict) -> dict[str, dict]:
     }
 
 
-def run_sides(runs: list[str], root: str | Path = "reports") -> tuple[list[Side], tuple[str, ...]]:
+def run_sides(
+    runs: list[str], root: str | Path = "reports", common: bool = False
+) -> tuple[list[Side], tuple[str, ...], list[str]]:
+    """The sides of a comparison of runs, the key that aligns their points, and notes on
+    what was left out (`common`: only the configurations every run holds)."""
     loaded = []
     for run in runs:
         points = load_run(run, root)
         manifest = load_manifest(points.attrs["run_path"], root)
         loaded.append((manifest, points, load_requests(points.attrs["run_path"], root)))
     label_sets = [tuple(sorted(set(p["config_label"]))) for _, p, _ in loaded]
+    notes: list[str] = []
+    if len(set(label_sets)) > 1 and not all(len(labels) == 1 for labels in label_sets):
+        shared = sorted(set(label_sets[0]).intersection(*label_sets[1:]))
+        if not common or not shared:
+            raise TunebenchError(_different_configurations(loaded, label_sets, shared, common))
+        left_out = sorted(set().union(*label_sets) - set(shared))
+        notes.append(
+            f"--common: compared the {len(shared)} configuration(s) every run holds; left out: "
+            + ", ".join(left_out)
+        )
+        loaded = [(m, p[p["config_label"].isin(shared)], r) for m, p, r in loaded]
+        label_sets = [tuple(shared)] * len(loaded)
     if all(len(labels) == 1 for labels in label_sets):
         key: tuple[str, ...] = LOAD_KEY
         sides = [
-            Side(m["run_id"], p, r, next(iter(_config_args(m).values()), {}), m.get("host") or {})
-            for m, p, r in loaded
+            Side(
+                m["run_id"],
+                p,
+                r,
+                _config_args(m).get(labels[0], next(iter(_config_args(m).values()), {})),
+                m.get("host") or {},
+            )
+            for (m, p, r), labels in zip(loaded, label_sets)
         ]
-    elif len(set(label_sets)) == 1:
+    else:
         key = (*LOAD_KEY, "config_label")
         sides = []
-        for manifest, points, requests in loaded:
+        for (manifest, points, requests), labels in zip(loaded, label_sets):
             args = {
                 f"{label}: {name}": value
                 for label, values in _config_args(manifest).items()
+                if label in labels
                 for name, value in values.items()
             }
             sides.append(
                 Side(manifest["run_id"], points, requests, args, manifest.get("host") or {})
             )
+    return sides, key, notes
+
+
+def _different_configurations(
+    loaded: list, label_sets: list[tuple[str, ...]], shared: list[str], common: bool
+) -> str:
+    """One line: which run holds which configuration the others lack, and what to do."""
+    names = []
+    for (manifest, _, _), labels in zip(loaded, label_sets):
+        own = [label for label in labels if label not in shared]
+        if own:
+            shown = ", ".join(own[:3]) + (f" (+{len(own) - 3} more)" if len(own) > 3 else "")
+            names.append(f"{manifest['run_id']} alone has {shown}")
+    if shared and not common:
+        how = f"compare the {len(shared)} they share with --common, or one run with --by ARG"
     else:
-        names = ", ".join(
-            f"{m['run_id']} ({len(labels)})" for (m, _, _), labels in zip(loaded, label_sets)
-        )
-        raise TunebenchError(
-            f"the runs hold different configurations ({names}); compare runs of one "
-            "configuration each, runs of the same sweep, or one run with --by ARG"
-        )
-    return sides, key
+        how = "they share none; compare runs of one configuration each, or one run with --by ARG"
+    return f"the runs hold different configurations ({'; '.join(names)}); {how}"
 
 
 def by_sides(
@@ -106,8 +138,11 @@ def compare(
     seed: int = 0,
     baseline: str | None = None,
     run_cv: float = DEFAULT_RUN_CV,
+    common: bool = False,
 ) -> Comparison:
-    """Compare runs (baseline first), or with `by` the configurations of one run."""
+    """Compare runs (baseline first), or with `by` the configurations of one run; `common`:
+    runs holding different configurations are compared on those they share."""
+    notes: list[str] = []
     if by:
         if len(runs) != 1:
             raise UsageError("--by compares the configurations inside one run; give one run")
@@ -117,8 +152,8 @@ def compare(
             raise UsageError("--baseline goes with --by; with runs, the first run is the baseline")
         if len(runs) < 2:
             raise UsageError("give two or more runs, or one run with --by ARG")
-        sides, key = run_sides(runs, root)
-    return compare_sides(
+        sides, key, notes = run_sides(runs, root, common)
+    result = compare_sides(
         sides,
         resolve_metrics(metrics),
         key,
@@ -127,6 +162,8 @@ def compare(
         seed=seed,
         run_cv=run_cv,
     )
+    result.warnings.extend(notes)
+    return result
 
 
 __all__ = ["compare", "load_run", "load_requests", "load_manifest", "Comparison"]

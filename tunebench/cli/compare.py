@@ -35,6 +35,12 @@ def register(app: typer.Typer) -> None:
             "--baseline",
             help="With --by: the arg value to compare against (default: the first).",
         ),
+        common: bool = typer.Option(
+            False,
+            "--common",
+            help="Runs holding different configurations: compare those every run holds "
+            "(the rest are named in a note).",
+        ),
         metric: Optional[List[str]] = typer.Option(
             None,
             "--metric",
@@ -172,6 +178,7 @@ def register(app: typer.Typer) -> None:
             confidence=confidence,
             min_change_pct=min_change,
             baseline=baseline,
+            common=common,
             **({} if run_to_run is None else {"run_cv": run_to_run / 100}),
         )
         if fail_on_regression is None and (
