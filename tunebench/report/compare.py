@@ -35,11 +35,50 @@ def _change(row: dict) -> str:
     return f"{row['change_pct']:+.1f}{unit}"
 
 
+CI_SHOWN = 999.0  # an interval's bound beyond this many percent reads ">+999"
+
+
+def _bound(value: float) -> str:
+    """One bound of an interval; past ±999 the figure says nothing more than "very wide"
+    (two repeats give one degree of freedom: bounds of +14980554104.6% are real)."""
+    if value > CI_SHOWN:
+        return f">+{CI_SHOWN:.0f}"
+    if value < -CI_SHOWN:
+        return f"<-{CI_SHOWN:.0f}"
+    return f"{value:+.1f}"
+
+
 def _ci(row: dict) -> str:
     if _missing(row["ci_low_pct"]):
         return "-"
     unit = " pp" if row.get("unit") == "pp" else "%"
-    return f"[{row['ci_low_pct']:+.1f}, {row['ci_high_pct']:+.1f}]{unit}"
+    return f"[{_bound(row['ci_low_pct'])}, {_bound(row['ci_high_pct'])}]{unit}"
+
+
+def _few_repeats(rows: list[dict]) -> str | None:
+    """The note for intervals made over two repeats a side, which are wide by nature."""
+    two = [
+        r
+        for r in rows
+        if not _missing(r.get("ci_low_pct"))
+        and min(_count(r.get("repeats_a")), _count(r.get("repeats_b"))) == 2
+    ]
+    if not two:
+        return None
+    wide = sum(max(abs(r["ci_low_pct"]), abs(r["ci_high_pct"])) > CI_SHOWN for r in two)
+    capped = f"; {wide} bound(s) past ±{CI_SHOWN:.0f}% print as >+{CI_SHOWN:.0f}" if wide else ""
+    return (
+        "intervals over 2 repeats a side rest on one degree of freedom (Welch's t, up to "
+        "two): at 95% t is 4.3 to 12.7, so they are wide by nature; `repeats: 3` or more "
+        f"narrows them (5 a side: t 2.3 to 2.8){capped}"
+    )
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _verdict(row: dict) -> str:
@@ -81,6 +120,9 @@ def notes(result: Any) -> list[str]:
             if text and text not in seen:
                 seen.add(text)
                 out.append(text)
+    few = _few_repeats(result.to_dict()["rows"])
+    if few:
+        out.append(few)
     if any(r.get("client_limited") for r in result.to_dict()["rows"]):
         out.append(
             "*: the load generator held the point back on the side(s) named in "
