@@ -74,12 +74,32 @@ def test_an_unsteady_window_is_drift_saying_where_and_how_much():
     assert "; " not in drift  # one reason among a point's "; "-separated reasons
 
 
-def test_what_could_not_be_read_is_said_and_is_not_drift():
-    cells, drift = machine_columns("steadiness not tested: 12 requests", "no /proc here")
-    assert drift is None
+def test_a_point_no_evidence_could_check_is_unverified_not_steady():
+    """A watch that was asked for and read nothing, under a window too short to test: no
+    evidence is not evidence of a steady machine."""
+    cells, reason = machine_columns("steadiness not tested: 12 requests", "no /proc here")
+    assert reason == (
+        "machine not checked: steadiness not tested: 12 requests, no telemetry (no /proc here)"
+    )
+    assert not is_drift(reason)  # --allow-drift does not accept what was never seen
     assert cells["machine_note"] == (
         "steadiness not tested: 12 requests; no machine telemetry: no /proc here"
     )
+
+
+def test_what_one_source_could_not_read_is_a_note_when_another_checked():
+    cells, reason = machine_columns(_steady(), "no /proc here")
+    assert reason is None
+    assert cells["machine_note"] == "no machine telemetry: no /proc here"
+    cells, reason = machine_columns("steadiness not tested: 12 requests", QUIET)
+    assert reason is None
+    assert cells["machine_note"] == "steadiness not tested: 12 requests"
+
+
+def test_a_run_that_turned_the_watch_off_keeps_the_note_only():
+    cells, reason = machine_columns("steadiness not tested: 12 requests", None)
+    assert reason is None
+    assert "no machine telemetry: not watched" in cells["machine_note"]
 
 
 def _requests(slow_from: float | None) -> list[dict]:

@@ -13,6 +13,11 @@ A point with evidence of a change is *unverified* with the reason "machine speed
 ..." (where, how much, which evidence): its figures rest on a machine that moved. Such a
 reason is told apart from other unverified reasons (`is_drift`), so a gate can be told to
 accept drift alone (`compare --allow-drift`).
+
+A point the machine could not be checked under at all (too few requests to test its window
+and a watch that was asked for but read nothing) is unverified too, "machine not checked:
+...": no evidence is not evidence of a steady machine. A run that turned the watch off
+(`machine: {watch: false}`) opted out by name and keeps the note only.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from tunebench.points.columns import MACHINE_COLUMNS
 from tunebench.points.steadiness import Steadiness
 
 DRIFT_PREFIX = "machine speed changed"
+UNCHECKED_PREFIX = "machine not checked"
 #: Shares of the window beyond which telemetry is evidence of a change.
 THROTTLED_SHARE = 0.05
 STEAL_SHARE = 0.05
@@ -58,8 +64,9 @@ def _pct(value: float | None) -> float | None:
 def machine_columns(
     steadiness: Steadiness | str, reading: MachineReading | str | None
 ) -> tuple[dict[str, Any], str | None]:
-    """The point's machine columns, and the drift reason when the evidence shows a change
-    (None when it does not)."""
+    """The point's machine columns, and its unverified reason: drift when the evidence
+    shows a change, "machine not checked" when a watch was asked for (`reading` a reason,
+    not None) and neither it nor the window's requests could be read; None otherwise."""
     out: dict[str, Any] = {c: None for c in MACHINE_COLUMNS}
     notes: list[str] = []
     evidence: list[str] = []
@@ -99,6 +106,9 @@ def machine_columns(
         elif reading.gpu:
             evidence.append(reading.gpu)
     out["machine_note"] = "; ".join(notes)[:300] or None
+    # a reading that is a reason (not None) is a watch that was asked for and saw nothing
+    if not evidence and isinstance(steadiness, str) and isinstance(reading, str):
+        return out, f"{UNCHECKED_PREFIX}: {steadiness}, no telemetry ({reading})"
     if not evidence:
         return out, None
     return out, f"{DRIFT_PREFIX}: " + ", ".join(evidence)
