@@ -38,12 +38,13 @@ demo: setup
 # the batch files' offline engine runs in the job's own process. The speed step runs
 # everything as users do. A hung test
 # fails at its tier's timeout. A skipped test fails the suite (TUNEBENCH_NO_SKIPS, as in
-# CI); each pytest exits non-zero when no test ran.
+# CI); each pytest exits non-zero when no test ran. TUNEBENCH_CPU_SPLIT=off in the first step:
+# three workers' local servers would otherwise all be pinned to the same CPU (spec/cores.py).
 COVERAGE_FLOOR ?= 85
 test: export TUNEBENCH_NO_SKIPS = 1
 test:
 	$(MAKE) -j2 lint test-deps
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest -q -n 3 --dist loadfile --timeout 900 \
+	TUNEBENCH_CPU_SPLIT=off VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest -q -n 3 --dist loadfile --timeout 900 \
 		--no-loadscope-reorder --cov=tunebench --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR) \
 		--durations=15 -m "not speed" tests/unit tests/contract tests/integration tests/e2e
 	$(PY) -m pytest -q --timeout 1200 --durations=10 -m speed tests/e2e

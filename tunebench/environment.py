@@ -7,6 +7,7 @@ the CPU model and its vector instruction sets, and the GPU model and driver wher
 
 from __future__ import annotations
 
+import glob
 import importlib.metadata
 import os
 import platform
@@ -82,6 +83,11 @@ def cpu_info(cpuinfo: str | None = None) -> dict[str, object]:
             flags = set(value.split())
     model = model or platform.processor() or None
     return {"cpu_model": model, "cpu_flags": [f for f in ISA_FLAGS if f in flags]}
+
+
+def gpu_visible() -> bool:
+    """Whether this host has a GPU device node (NVIDIA or ROCm) a vLLM server could use."""
+    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd"))
 
 
 def gpus() -> list[dict[str, str]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import re
@@ -18,7 +17,7 @@ import httpx
 
 from tunebench import demo
 from tunebench.deploy.gpu_free import wait_for_free_gpus
-from tunebench.environment import cache_root
+from tunebench.environment import cache_root, gpu_visible
 from tunebench.errors import DeploymentError, tail
 from tunebench.processes import ManagedProcess, parse_cpus
 from tunebench.redact import remember
@@ -73,10 +72,6 @@ def port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def gpu_visible() -> bool:
-    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd"))
 
 
 def server_error_line(log: str) -> str:

@@ -12,6 +12,7 @@ from rich.text import Text
 from tunebench.points.offered import is_replay, speed_text
 from tunebench.report.formats import cell, sig, signed_pct
 from tunebench.report.text import describe_capacity, describe_trial_value
+from tunebench.spec.cores import cores_line
 
 
 def _duration(seconds: float) -> str:
@@ -123,6 +124,9 @@ def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
     quality = getattr(spec, "quality", None)
     if quality is not None:
         lines.append(Text(_quality_plan(quality, plan.configs)))
+    cores = cores_line(spec)
+    if cores is not None:
+        lines.append(Text(cores))
     lines.append(Text(f"deployment: {spec.deployment.kind}; estimated time: {_duration(seconds)}"))
     return Group(*lines)
 

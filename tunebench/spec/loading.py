@@ -20,6 +20,7 @@ from pydantic_core import ErrorDetails
 
 from tunebench.errors import SpecError
 from tunebench.redact import remember_secrets_in
+from tunebench.spec.cores import with_cpu_split
 from tunebench.spec.engine_args import check_server
 from tunebench.spec.file_kind import other_command
 from tunebench.spec.models import SweepSpec
@@ -246,7 +247,8 @@ def validate_spec(data: dict[str, Any], path: Path) -> SweepSpec:
         message = other_command(data, path, "sweep")  # a batch file given to sweep or tune
         raise SpecError(message or f"{path}: {describe_validation_error(exc, SweepSpec)}") from None
     check_server(spec.server, path)
-    return spec
+    # a local CPU server and its load generator on CPUs of their own (spec/cores.py)
+    return with_cpu_split(spec)
 
 
 _TYPE_MISMATCH = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tunebench import kinds
-from tunebench.deploy.local import gpu_visible
+from tunebench.environment import gpu_visible
 from tunebench.load.guidellm import expected_benchmarks
 from tunebench.points.sentinel import sentinel_point
 from tunebench.spec.models import SweepSpec
