@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import REPO, run_cli
@@ -125,6 +128,13 @@ class Budget:
 
     cli_s: float  # `tunebench sweep SPEC --dry-run`: interpreter, imports, spec, plan
     server_s: float  # the guarded vLLM server's start to /health
+    request_s: float = 0.0  # one 16-token completion on the guarded server, one at a time
+
+    def window_s(self, quiet_s: float, requests: int = 6) -> float:
+        """A load point's window: `quiet_s` on a quiet machine, long enough on a busy one
+        for `requests` requests of 16 tokens one after another, so that a window finishes
+        requests however slow the machine is today (whole seconds: a spec's max_seconds)."""
+        return float(max(quiet_s, math.ceil(requests * self.request_s)))
 
     def run_directory(self) -> float:
         """Until a sweep's run directory exists (the CLI starts, loads the spec, plans)."""
@@ -179,6 +189,7 @@ class GuardedServer:
     log_path: Path
     pgid: int
     started_s: float  # measured: launch to /health 200
+    served_model: str = "builtin:tiny-llama"  # the name /v1 answers to
 
 
 @pytest.fixture(scope="session")
@@ -206,6 +217,7 @@ def guarded_server(tmp_path_factory):
         server.log_path,
         server.pgid,
         handle.started_s or 60.0,
+        handle.served_model,
     )
     server.stop()
 
@@ -215,4 +227,29 @@ def budget(guarded_server) -> Budget:
     started = time.monotonic()
     result = run_cli("sweep", "tests/specs/e2e-cpu.yaml", "--dry-run", timeout=300)
     assert result.returncode == 0, result.stderr
-    return Budget(cli_s=time.monotonic() - started, server_s=guarded_server.started_s)
+    return Budget(
+        cli_s=time.monotonic() - started,
+        server_s=guarded_server.started_s,
+        request_s=request_seconds(guarded_server.base_url, guarded_server.served_model),
+    )
+
+
+def request_seconds(base_url: str, model: str, tries: int = 3) -> float:
+    """The median time of a 16-token completion, asked one at a time (the server's speed on
+    this machine now, under whatever else runs beside the tests)."""
+    times = []
+    with httpx.Client(timeout=300, headers={"Authorization": f"Bearer {GUARDED_KEY}"}) as http:
+        for _ in range(tries):
+            began = time.monotonic()
+            response = http.post(
+                f"{base_url}/v1/completions",
+                json={
+                    "model": model,
+                    "prompt": "tunebench measures the machine",
+                    "max_tokens": 16,
+                    "ignore_eos": True,
+                },
+            )
+            response.raise_for_status()
+            times.append(time.monotonic() - began)
+    return statistics.median(times)

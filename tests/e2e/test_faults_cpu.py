@@ -24,28 +24,34 @@ from tunebench.store.run import read_points
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
 LOAD = """
 load:
-  data: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+  data: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}
   profiles:
-    - {kind: concurrent, streams: [1, 2, 3], max_seconds: 4}
+    - {{kind: concurrent, streams: [1, 2, 3], max_seconds: {window_s:g}}}
 """
+QUIET_WINDOW_S = 4  # a point's window on a quiet machine; longer on a slow one (Budget)
 
 
-def write_spec(tmp_path: Path, name: str, deployment: str, extra: str = "") -> Path:
+def write_spec(
+    tmp_path: Path, name: str, deployment: str, extra: str = "", window_s: float = 4
+) -> Path:
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(
         f"name: {name}\nmodel: builtin:tiny-llama\ndeployment: {deployment}\n"
         + textwrap.dedent(extra)
-        + LOAD
+        + LOAD.format(window_s=window_s)
     )
     return spec
 
 
-def endpoint_spec(tmp_path: Path, server, name: str, metrics_url: str | None = None) -> Path:
+def endpoint_spec(
+    tmp_path: Path, server, name: str, metrics_url: str | None = None, window_s: float = 4
+) -> Path:
     metrics = f", metrics_url: {metrics_url}" if metrics_url else ""
     return write_spec(
         tmp_path,
         name,
         f"{{kind: endpoint, url: '{server.base_url}/v1', api_key_env: TB_FAULT_KEY{metrics}}}",
+        window_s=window_s,
     )
 
 
@@ -89,7 +95,9 @@ def manifest_of(run: Path) -> dict:
     return json.loads((run / "manifest.json").read_text())
 
 
-def in_second_point(runs: Path, process, budget: Budget, server_starts: int = 0):
+def in_second_point(
+    runs: Path, process, budget: Budget, server_starts: int = 0, window_s: float = 4
+):
     """Wait until the first point is stored and the second has run for a second."""
     run = wait_for(
         # The sweep makes `runs` before the run inside it: an empty folder is "not yet".
@@ -100,11 +108,13 @@ def in_second_point(runs: Path, process, budget: Budget, server_starts: int = 0)
     )
     wait_for(
         lambda: len(read_points(run)) >= 1,
-        budget.first_point(4, server_starts),
+        budget.first_point(window_s, server_starts),
         "the first point",
         process,
     )
-    wait_for(lambda: point_started(run, 2), budget.first_point(4), "the second point", process)
+    wait_for(
+        lambda: point_started(run, 2), budget.first_point(window_s), "the second point", process
+    )
     return run, manifest_of(run)["configs"][0]
 
 
@@ -138,16 +148,18 @@ def test_server_killed_then_the_resume_is_stopped_by_ctrl_c(tmp_path, budget):
     """A local server dies mid point: the configuration fails at once with the cause and the
     finished point intact. Its resume starts a fresh server and redoes the broken point;
     Ctrl-C during that resume stops it cleanly (130, interrupted, every group reaped)."""
+    window = budget.window_s(QUIET_WINDOW_S)
     spec = write_spec(
         tmp_path,
         "kill-server",
         "{kind: local, start_timeout_s: 300}",
         "server: {args: {max-model-len: 256, enforce-eager: true}}\n",
+        window,
     )
     runs = tmp_path / "runs"
     process = start(spec, runs)
     try:
-        run, config = in_second_point(runs, process, budget, server_starts=1)
+        run, config = in_second_point(runs, process, budget, server_starts=1, window_s=window)
         first = read_points(run)[0]
         os.kill(config["server_pgid"], signal.SIGKILL)  # the API server itself, not its group
         began = time.monotonic()
@@ -167,7 +179,7 @@ def test_server_killed_then_the_resume_is_stopped_by_ctrl_c(tmp_path, budget):
     try:
         wait_for(
             lambda: len(read_points(run)) >= 2,
-            budget.first_point(4, server_starts=1),
+            budget.first_point(window, server_starts=1),
             "the redone point",
             resumed,
         )
@@ -196,20 +208,25 @@ def test_a_bad_day_on_an_endpoint(tmp_path, guarded_server, budget):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # nothing listens here once the socket closes
-    spec = endpoint_spec(tmp_path, guarded_server, "bad-day", f"http://127.0.0.1:{port}/metrics")
+    window = budget.window_s(QUIET_WINDOW_S)
+    spec = endpoint_spec(
+        tmp_path, guarded_server, "bad-day", f"http://127.0.0.1:{port}/metrics", window
+    )
     runs = tmp_path / "runs"
     process = start(spec, runs)
     try:
-        run, config = in_second_point(runs, process, budget)
+        run, config = in_second_point(runs, process, budget, window_s=window)
         first = read_points(run)[0]
         os.killpg(config["load_pgid"], signal.SIGKILL)
         wait_for(
             lambda: len(read_points(run)) >= 2,
-            budget.first_point(4),
+            budget.first_point(window),
             "the redone point",
             process,
         )
-        wait_for(lambda: point_started(run, 3), budget.first_point(4), "the third point", process)
+        wait_for(
+            lambda: point_started(run, 3), budget.first_point(window), "the third point", process
+        )
         process.send_signal(signal.SIGTERM)  # what a pod's deletion or `kill` delivers
         stdout, stderr = finish(process, 90)
     finally:
