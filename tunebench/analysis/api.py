@@ -162,8 +162,28 @@ def compare(
         seed=seed,
         run_cv=run_cv,
     )
+    if by and result.rows.empty:
+        raise UsageError(_nothing_aligned(runs[0], by, key, root))
     result.warnings.extend(notes)
     return result
+
+
+def _nothing_aligned(run: str, arg: str, key: tuple[str, ...], root: str | Path) -> str:
+    """Why `--by ARG` found no point to compare, and where to look instead."""
+    manifest = load_manifest(run, root)
+    name = manifest["run_id"]
+    if manifest.get("kind") == "tune":
+        return (
+            f"--by {arg}: {name} is a tune run: each trial has its own args and its own "
+            f"capacity probes, so no two values of {arg} share a point; its trials: "
+            f"`tunebench results {name}` or `tunebench show {name}`"
+        )
+    others = [k for k in key if k not in LOAD_KEY]
+    same = f" and the same {', '.join(others)}" if others else ""
+    return (
+        f"--by {arg}: no point of {name} was measured at two values of {arg} with the same "
+        f"load{same}; nothing to compare (`tunebench show {name}` lists the points)"
+    )
 
 
 __all__ = ["compare", "load_run", "load_requests", "load_manifest", "Comparison"]
