@@ -202,3 +202,41 @@ def test_unknown_file_is_a_one_line_error(tmp_path, cli):
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert "unreadable json file" in cli("import", str(broken), "--root", str(tmp_path)).stderr
+
+
+# -- issue 46, item 15: GuideLLM 0.3 keeps its request counts beside the metrics ------------
+
+GUIDELLM_03 = FIXTURES / "guidellm/v0.3-layout-c2.json"
+
+
+def test_a_guidellm_03_report_keeps_its_request_counts_and_passes_its_own_gate(tmp_path, cli):
+    report = json.loads(GUIDELLM_03.read_text())
+    (benchmark,) = report["benchmarks"]
+    # 0.3's layout: the counts beside the metrics, not in them
+    assert "request_totals" not in benchmark["metrics"]
+    totals = benchmark["request_totals"]
+    assert (totals["successful"], totals["incomplete"], totals["total"]) == (14, 1, 15)
+    for name in ("a", "b"):
+        done = cli("import", str(GUIDELLM_03), "--name", name, "--root", str(tmp_path))
+        assert done.returncode == 0, done.stderr
+    points = load_run("a", tmp_path)
+    row = points.iloc[0]
+    assert (row["requests_ok"], row["requests_incomplete"], row["requests_failed"]) == (14, 1, 0)
+    assert bool(row["valid"]) and not row["invalid_reason"]
+    # an import is unverified by nature (no server metrics); its points are valid
+    gate = cli(
+        "compare", "a", "b", "--root", str(tmp_path), "--fail-on-regression", "5",
+        "--allow-unverified",
+    )  # fmt: skip
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+
+
+def test_a_report_without_request_counts_is_unverified_not_invalid(tmp_path, cli):
+    report = json.loads(GUIDELLM_03.read_text())
+    del report["benchmarks"][0]["request_totals"]
+    path = tmp_path / "no-counts.json"
+    path.write_text(json.dumps(report))
+    assert cli("import", str(path), "--root", str(tmp_path / "runs")).returncode == 0
+    row = load_run("no-counts", tmp_path / "runs").iloc[0]
+    assert bool(row["valid"]) and not row["invalid_reason"]
+    assert row["unverified_reason"].endswith("; request counts not in the report")

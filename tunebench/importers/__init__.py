@@ -44,6 +44,7 @@ from tunebench.version import __version__
 # An imported report holds what the client measured, nothing the server said: its points
 # are valid client measurements that no server-side check has confirmed.
 IMPORTED_UNVERIFIED = "imported: no server metrics, args not read back"
+COUNTS_MISSING = "request counts not in the report"
 
 MAX_IMPORT_BYTES = 2_000_000_000
 _ASYNC_KINDS = {"async": "poisson"}
@@ -208,9 +209,24 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
                     "repeat": repeat,
                     **{c: None for c in SERVER_COLUMNS},
                     "server_metrics": "absent",
-                    "unverified_reason": IMPORTED_UNVERIFIED,
-                    "valid": bool(row.get("requests_ok")),
-                    "invalid_reason": "" if row.get("requests_ok") else "no successful requests",
+                    **request_count_verdict(row.get("requests_ok")),
                 }
             )
     return store
+
+
+def request_count_verdict(requests_ok: Any) -> dict[str, Any]:
+    """An imported point's verdict columns from its count of successful requests: a report
+    that does not give the count leaves the point unverified, never invalid (a missing
+    count is not zero); a count of zero makes it invalid."""
+    if requests_ok is None:
+        return {
+            "unverified_reason": f"{IMPORTED_UNVERIFIED}; {COUNTS_MISSING}",
+            "valid": True,
+            "invalid_reason": "",
+        }
+    return {
+        "unverified_reason": IMPORTED_UNVERIFIED,
+        "valid": bool(requests_ok),
+        "invalid_reason": "" if requests_ok else "no successful requests",
+    }

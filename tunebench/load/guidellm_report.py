@@ -73,7 +73,9 @@ def measured_window(benchmark: dict[str, Any]) -> tuple[float, float]:
 
 def client_columns(benchmark: dict[str, Any]) -> dict[str, Any]:
     metrics = benchmark.get("metrics") or {}
-    totals = metrics.get("request_totals") or {}
+    # 0.4+ keep the counts in metrics; 0.3 beside them, at the benchmark (run_stats'
+    # requests_made also counts warm-up and cool-down: not the measured window's)
+    totals = metrics.get("request_totals") or benchmark.get("request_totals") or {}
     start, end = measured_window(benchmark)
     row: dict[str, Any] = {
         "achieved_rps": _stat(_successful(metrics, "requests_per_second"), "mean"),
