@@ -155,7 +155,8 @@ def register(app: typer.Typer) -> None:
         from tunebench.analysis.gate import describe_gate, regression_gate
         from tunebench.analysis.quality import quality_between
         from tunebench.report.compare import compare_markdown, compare_table
-        from tunebench.report.tables import quality_change_table, wide_console
+        from tunebench.report.quality_tables import quality_change_table
+        from tunebench.report.tables import wide_console
         from tunebench.store.files import write_atomic
         from tunebench.store.run import resolve_run
 

@@ -72,13 +72,13 @@ def register(app: typer.Typer) -> None:
         from tunebench.analysis.cross_check import run_cross_check
         from tunebench.analysis.quality import quality_table
         from tunebench.report.points_table import points_table
+        from tunebench.report.quality_tables import quality_view
         from tunebench.report.replayed_points import stored_replay_view
         from tunebench.report.tables import (
             arg_check_lines,
             capacity_lines,
             cross_check_view,
             failure_lines,
-            quality_view,
             wide_console,
         )
         from tunebench.store.run import RunStore, resolve_run
@@ -120,7 +120,11 @@ def register(app: typer.Typer) -> None:
             console.print(text)
         for text in arg_check_lines(manifest.configs):
             console.print(text)
-        quality = quality_view(quality_table(store.layout.root))
+        lm_eval = next(
+            (c.quality["lm_eval"] for c in manifest.configs if (c.quality or {}).get("lm_eval")),
+            None,
+        )
+        quality = quality_view(quality_table(store.layout.root), lm_eval, width)
         if quality is not None:
             console.print(quality)
         crossed = cross_check_view(run_cross_check(store.layout.root))

@@ -32,8 +32,9 @@ from tunebench.report.compare import crossover_at, crossover_load
 from tunebench.report.formats import cell as format_cell
 from tunebench.report.formats import readable, sig, signed_pct
 from tunebench.report.points_table import OPTIONAL_COLUMNS
+from tunebench.report.quality_tables import quality_vs
 from tunebench.report.replayed_points import replay_section
-from tunebench.report.tables import CROSS_CHECK_SHOWN, quality_vs
+from tunebench.report.tables import CROSS_CHECK_SHOWN
 from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout

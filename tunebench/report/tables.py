@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tunebench.points.offered import is_replay, speed_text
-from tunebench.report.formats import cell, sig, signed_pct
+from tunebench.report.formats import sig, signed_pct
 from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.spec.cores import cores_line
 
@@ -255,87 +255,6 @@ def tune_space(spec: Any, plan: Any, trials: int, seconds: float) -> Group:
             f"{trials} deployments"
         ),
     )
-
-
-def quality_vs(row: Any) -> str:
-    """The quality table's "vs" cell: the configuration compared with; the reference row
-    is compared with nothing (no NaN printed for it), a row not checked has no partner."""
-    get = row.get if isinstance(row, dict) else lambda key: getattr(row, key, None)
-    other = get("compared_with")
-    if isinstance(other, str) and other:
-        return other
-    return "(reference)" if get("verdict") == "reference" else "-"
-
-
-def quality_view(frame: Any) -> Table | None:
-    """The quality table (analysis/quality.py) for the console; None without a check."""
-    if frame is None or frame.empty:
-        return None
-    table = Table(title="quality: greedy answers vs the reference", title_justify="left")
-    names = (
-        "config",
-        "vs",
-        "prompts",
-        "exact",
-        "agree",
-        "top-1",
-        "mean KL",
-        "TV",
-        "ties",
-        "lm-eval",
-        "s",
-        "gate",
-    )
-    for name in names:
-        table.add_column(name, justify="left" if name in ("config", "vs", "gate") else "right")
-    styles = {"pass": "green", "fail": "red", "reference": "cyan", "not-checked": "yellow"}
-
-    def share(value: Any) -> str:
-        return "-" if value is None or value != value else f"{value:.0%}"
-
-    for row in frame.itertuples():
-        verdict = Text(str(row.verdict), style=styles.get(str(row.verdict), ""))
-        if row.reasons:
-            verdict += Text(f": {row.reasons}")
-        table.add_row(
-            f"{row.config_id} {row.label}",
-            quality_vs(row),
-            cell(row.prompts, 0),
-            share(row.exact_match),
-            share(row.token_agreement),
-            share(row.top1_agreement),
-            sig(row.mean_kl),
-            sig(row.mean_tv),
-            cell(row.near_ties, 0),
-            sig(row.lm_eval_score),
-            cell(row.seconds, 1),
-            verdict,
-        )
-    return table
-
-
-def quality_change_table(rows: list[dict]) -> Table:
-    """`compare`: how far each configuration's answers moved from the baseline run's."""
-    table = Table(title="quality: answers vs the baseline run", title_justify="left")
-    for name in ("run", "config", "vs", "exact", "agree", "top-1", "mean KL", "lm-eval change"):
-        table.add_column(name, justify="left" if name in ("run", "config", "vs") else "right")
-
-    def share(value: Any) -> str:
-        return "-" if value is None else f"{value:.0%}"
-
-    for row in rows:
-        change = row.get("lm_eval_change")
-        table.add_row(
-            row["run"],
-            f"{row['config_id']} {row.get('label') or ''}",
-            row["baseline_config"],
-            share(row.get("exact_match")),
-            share(row.get("token_agreement")),
-            share(row.get("top1_agreement")),
-            sig(row.get("mean_kl")),
-            "-" if change is None else f"{change:+.3f}",
-        )
-    return table
 
 
 CROSS_CHECK_SHOWN = ("output_tok_s", "achieved_rps", "ttft_p50", "ttft_p95", "itl_p50", "e2e_p50")
