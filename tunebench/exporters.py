@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.errors import UsageError
-from tunebench.load.vllm_bench_report import LABEL_KEY, REPEAT_KEY
+from tunebench.load.vllm_bench_report import ARGS_KEY, CLIENT_LIMITED_KEY, LABEL_KEY, REPEAT_KEY
 from tunebench.numbers import to_float
 from tunebench.store.layout import RunLayout
 from tunebench.store.run import RunStore, read_requests
@@ -49,7 +49,9 @@ def export_run(store: RunStore, fmt: str, out: Path) -> list[Path]:
         )
         if fmt == "vllm-bench":
             path = out / f"{stem}.json"
-            path.write_text(json.dumps(vllm_bench_result(row, mine), indent=1))
+            config = next(c for c in store.manifest.configs if c.config_id == row["config_id"])
+            result = vllm_bench_result(row, mine, config.model, dict(config.args))
+            path.write_text(json.dumps(result, indent=1))
         else:
             path = out / f"{stem}.br.json"
             path.write_text(json.dumps(benchmark_report(store, row, mine), indent=1))
@@ -75,8 +77,11 @@ def _values(samples: list[dict], column: str) -> list[float]:
     return [v for v in (to_float(s.get(column)) for s in samples) if v is not None]
 
 
-def vllm_bench_result(row: dict, samples: list[dict]) -> dict[str, Any]:
-    """A point as `vllm bench serve --save-result --save-detailed` writes it."""
+def vllm_bench_result(
+    row: dict, samples: list[dict], model: str | None = None, args: dict | None = None
+) -> dict[str, Any]:
+    """A point as `vllm bench serve --save-result --save-detailed` writes it; with the
+    configuration's `model` (vllm's `model_id`) and engine `args` (a metadata key)."""
     kind, target = row.get("load_kind"), _f(row, "target")
     concurrency = int(target) if kind in ("concurrent", "throughput") and target else None
     if kind == "synchronous":
@@ -127,6 +132,12 @@ def vllm_bench_result(row: dict, samples: list[dict]) -> dict[str, Any]:
     # the point belongs to, so `tunebench import` keeps them apart
     out[LABEL_KEY] = str(row.get("config_label") or row.get("config_id") or "")
     out[REPEAT_KEY] = int(to_float(row.get("repeat")) or 1)
+    if model:
+        out["model_id"] = model
+    if args is not None:
+        out[ARGS_KEY] = args
+    if str(row.get("client_limited")).lower() in ("true", "1"):
+        out[CLIENT_LIMITED_KEY] = str(row.get("client_limited_reason") or "client-limited")
     return out
 
 
@@ -197,7 +208,7 @@ def benchmark_report(store: RunStore, row: dict, samples: list[dict]) -> dict[st
             "load": {
                 "metadata": {"schema_version": "0.0.1", "cfg_id": cfg_id},
                 "standardized": _load(manifest, row, prompt_mean, output_mean),
-                "native": {"config": {"load_kind": load_kind, "target": _f(row, "target")}},
+                "native": {"config": _native_load(row)},
             },
         },
         "results": {
@@ -231,6 +242,14 @@ def benchmark_report(store: RunStore, row: dict, samples: list[dict]) -> dict[st
         },
     }
     return _drop_none(report)
+
+
+def _native_load(row: dict) -> dict:
+    """tunebench's own words for the load (read back by importers/llmd_br.py)."""
+    out: dict[str, Any] = {"load_kind": row.get("load_kind"), "target": _f(row, "target")}
+    if str(row.get("client_limited")).lower() in ("true", "1"):
+        out["client_limited_reason"] = str(row.get("client_limited_reason") or "client-limited")
+    return out
 
 
 def _run_time(start: float | None, end: float | None, duration: float | None) -> dict:

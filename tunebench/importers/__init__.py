@@ -10,6 +10,9 @@ Formats, detected from the content:
 - inference-perf's report directory (`stage_<N>_lifecycle_metrics.json`, and
   `per_request_lifecycle_metrics.json` for the requests), or one stage file of it; one point
   per stage (importers/inference_perf.py).
+- an llm-d Benchmark Report v0.2 (`tunebench export`'s default): aggregates only, one point
+  per report, its stack's label, model and engine args kept (importers/llmd_br.py).
+tunebench's own exports keep their configuration: label, model and engine args.
 The imported run has one configuration; server metrics are absent and marked so; each row's
 `load_driver` names the tool.
 """
@@ -32,8 +35,9 @@ from tunebench.importers.inference_perf import (
     is_stage_report,
     stage_files,
 )
+from tunebench.importers.llmd_br import benchmark_report_point, is_benchmark_report
 from tunebench.load.guidellm_report import client_columns, request_samples, strategy_of
-from tunebench.load.vllm_bench_report import LABEL_KEY, REPEAT_KEY
+from tunebench.load.vllm_bench_report import ARGS_KEY, CLIENT_LIMITED_KEY, LABEL_KEY, REPEAT_KEY
 from tunebench.load.vllm_bench_report import client_columns as vllm_bench_columns
 from tunebench.load.vllm_bench_report import request_samples as vllm_bench_samples
 from tunebench.points.columns import SERVER_COLUMNS
@@ -47,6 +51,9 @@ IMPORTED_UNVERIFIED = "imported: no server metrics, args not read back"
 COUNTS_MISSING = "request counts not in the report"
 
 MAX_IMPORT_BYTES = 2_000_000_000
+# A point's configuration as its file names it ({"args": ..., "model": ...}), taken off the
+# row into the run's configuration entry
+CONFIG_KEY = "_config"
 _ASYNC_KINDS = {"async": "poisson"}
 
 
@@ -77,6 +84,8 @@ def detect(data: Any) -> str:
         return "aiperf"
     if is_stage_report(data):
         return "inference-perf"
+    if is_benchmark_report(data):
+        return "llmd-br"
     return "unknown"
 
 
@@ -139,6 +148,13 @@ def vllm_bench_point(data: dict) -> tuple[dict, list[dict]]:
         row["config_label"] = str(data[LABEL_KEY])
     if data.get(REPEAT_KEY):
         row["repeat"] = int(data[REPEAT_KEY])
+    if data.get(CLIENT_LIMITED_KEY):  # the client's verdict, as the run that measured it said
+        row["client_limited"] = True
+        row["client_limited_reason"] = str(data[CLIENT_LIMITED_KEY])
+    if isinstance(data.get(ARGS_KEY), dict):
+        row[CONFIG_KEY] = {"args": data[ARGS_KEY], "model": data.get("model_id")}
+    elif data.get("model_id"):
+        row[CONFIG_KEY] = {"model": data["model_id"]}
     return row, vllm_bench_samples(data)
 
 
@@ -166,11 +182,16 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
         elif kind == "vllm-bench":
             row, samples = vllm_bench_point(data)
             points.append(({**row, "load_driver": kind}, samples))
+        elif kind == "llmd-br":
+            row = benchmark_report_point(data)
+            row[CONFIG_KEY] = row.pop("config")
+            points.append(({**row, "load_driver": kind}, []))
         else:
             raise SpecError(
                 f"{path}: not a GuideLLM report (a 'benchmarks' list), a vllm bench serve "
                 "result ('request_throughput', 'completed'), an AIPerf export "
-                f"({AIPERF_SUMMARY}) nor an inference-perf stage report; nothing imported"
+                f"({AIPERF_SUMMARY}), an inference-perf stage report nor an llm-d Benchmark "
+                "Report v0.2 ('version', 'scenario', 'results'); nothing imported"
             )
         formats.append(kind)
     name = name or (files[0].name if files[0].is_dir() else files[0].stem)
@@ -188,9 +209,17 @@ def import_results(files: list[Path], name: str | None, root: Path) -> RunStore:
         imported_from=[str(p) for p in files],
         import_formats=formats,
     )
+    named: dict[str, dict] = {}  # label -> the configuration its file names
+    for row, _ in points:
+        config = row.pop(CONFIG_KEY, None)
+        if config:
+            named.setdefault(str(row.get("config_label") or "imported"), config)
     with store.running("import"):
         for label, config_id in config_of.items():
-            store.update_config(config_id, label=label, status=ConfigStatus.COMPLETE, effective={})
+            config = {k: v for k, v in named.get(label, {}).items() if v is not None}
+            store.update_config(
+                config_id, label=label, status=ConfigStatus.COMPLETE, effective={}, **config
+            )
         seen: dict[tuple[str, int], set[str]] = {}
         for row, samples in points:
             label = str(row.get("config_label") or "imported")

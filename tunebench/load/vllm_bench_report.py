@@ -17,6 +17,10 @@ from typing import Any
 # repeat a point belongs to (tunebench export writes them, tunebench import reads them).
 LABEL_KEY = "tunebench_config_label"
 REPEAT_KEY = "tunebench_repeat"
+# ... and what a round trip through the file would otherwise lose: the configuration's engine
+# args and the client's verdict on the point (the model goes in vllm's own `model_id`)
+ARGS_KEY = "tunebench_engine_args"
+CLIENT_LIMITED_KEY = "tunebench_client_limited_reason"
 
 
 def _ms(data: dict, stat: str, name: str) -> float | None:
