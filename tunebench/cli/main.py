@@ -33,6 +33,27 @@ app = typer.Typer(
 err_console = Console(stderr=True, highlight=False)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from tunebench.version import __version__
+
+        typer.echo(f"tunebench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print tunebench's version and exit.",
+    ),
+) -> None:
+    pass
+
+
 _registered = False
 
 

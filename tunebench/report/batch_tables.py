@@ -13,13 +13,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tunebench.report.formats import MISSING, cell
+from tunebench.report.formats import MISSING, cell, plural
 from tunebench.report.points_table import Column, _fit, short_label
-
-
-def plural(count: int, noun: str) -> str:
-    """ "1 configuration", "2 configurations"."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) -> Group:

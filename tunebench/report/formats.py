@@ -58,3 +58,8 @@ def cell(value: Any, digits: int | None) -> str:
         return str(value)
     found = as_number(value)
     return str(value) if found is None else f"{found:.{digits}f}"
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 configuration", "2 configurations"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -80,9 +80,12 @@ class ConsoleReporter:
             self._status.stop()
             self._status = None
 
-    def config_starting(self, config, index, total):
+    def config_starting(self, config, index, total, repeat=None):
         self._stop_spin()
-        self.console.print(f"[bold]\\[{index}/{total}] {config.config_id}: {config.label}[/]")
+        again = f" (repeat {repeat[0]} of {repeat[1]})" if repeat else ""
+        self.console.print(
+            f"[bold]\\[{index}/{total}] {config.config_id}{again}: {config.label}[/]"
+        )
         self._spin("starting server …")
 
     def server_status(self, message):

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tunebench.points.offered import is_replay, speed_text
-from tunebench.report.formats import sig, signed_pct
+from tunebench.report.formats import plural, sig, signed_pct
 from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.spec.cores import cores_line
 
@@ -88,8 +88,9 @@ def arg_check_lines(configs: list[Any]) -> list[Text]:
 
 def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
     configs = Table(
-        title=f"plan for {spec.name}: {len(plan.configs)} configurations x "
-        f"{len(plan.points)} points" + (f" x {plan.repeats} repeats" if plan.repeats > 1 else "")
+        title=f"plan for {spec.name}: {plural(len(plan.configs), 'configuration')} x "
+        f"{plural(len(plan.points), 'point')}"
+        + (f" x {plan.repeats} repeats" if plan.repeats > 1 else "")
     )
     for header in ("config", "model", "engine args"):
         configs.add_column(header)

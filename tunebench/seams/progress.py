@@ -13,7 +13,17 @@ from tunebench.spec.plan import LoadPoint, ServerConfig
 
 
 class Reporter(Protocol):
-    def config_starting(self, config: ServerConfig, index: int, total: int) -> None: ...
+    def config_starting(
+        self,
+        config: ServerConfig,
+        index: int,
+        total: int,
+        repeat: tuple[int, int] | None = None,
+    ) -> None:
+        """Server start `index` of `total`; `repeat`: (this repeat, of how many) when the
+        sweep measures each configuration more than once."""
+        ...
+
     def server_status(self, message: str) -> None: ...
     def server_ready(self, config: ServerConfig, seconds: float | None) -> None: ...
     def point_starting(self, config: ServerConfig, point: LoadPoint) -> None: ...
@@ -28,7 +38,13 @@ class Reporter(Protocol):
 class SilentReporter:
     """A Reporter that shows nothing."""
 
-    def config_starting(self, config: ServerConfig, index: int, total: int) -> None:
+    def config_starting(
+        self,
+        config: ServerConfig,
+        index: int,
+        total: int,
+        repeat: tuple[int, int] | None = None,
+    ) -> None:
         pass
 
     def server_status(self, message: str) -> None:

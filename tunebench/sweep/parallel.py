@@ -29,7 +29,7 @@ from tunebench.kinds import Slot
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
-from tunebench.sweep.work import WorkItem
+from tunebench.sweep.work import WorkItem, repeat_of
 
 FAIR_COMPARISON_NOTE = (
     "{n} configurations were measured at a time: they shared the cluster or host (network, "
@@ -67,7 +67,7 @@ def measure_in_parallel(
 
     def work_on(entry: _Running, index: int) -> None:
         try:
-            shared.config_starting(entry.item.config, index, len(work))
+            shared.config_starting(entry.item.config, index, len(work), repeat_of(entry.item))
             entry.outcome = measure(entry.item, entry.slot, shared)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             entry.error = exc
@@ -154,9 +154,16 @@ class ParallelReporter:
         config = getattr(self._local, "config", None)
         return f"{config.config_id}: " if config is not None else ""
 
-    def config_starting(self, config: ServerConfig, index: int, total: int) -> None:
+    def config_starting(
+        self,
+        config: ServerConfig,
+        index: int,
+        total: int,
+        repeat: tuple[int, int] | None = None,
+    ) -> None:
         self._local.config = config
-        self.note(f"[{index}/{total}] {config.label}: starting")
+        again = f" (repeat {repeat[0]} of {repeat[1]})" if repeat else ""
+        self.note(f"[{index}/{total}] {config.label}{again}: starting")
 
     def server_status(self, message: str) -> None:
         pass

@@ -84,7 +84,7 @@ def resume_sweep(
         )
         todo += [p for p in item.points if p.search is not None and not search_done]
         if todo:
-            work.append(WorkItem(config, todo, rows, item.repeat))
+            work.append(WorkItem(config, todo, rows, item.repeat, item.repeats))
         else:
             kept.append(ConfigOutcome(config.config_id, "complete", len(rows)))
     to_measure = sum(len(w.points) for w in work)

@@ -16,7 +16,7 @@ from tunebench.spec.plan import Plan
 from tunebench.store.manifest import RunKind
 from tunebench.store.run import RunStore
 from tunebench.sweep.parallel import FAIR_COMPARISON_NOTE, measure_in_parallel
-from tunebench.sweep.work import Work, WorkItem, plan_work
+from tunebench.sweep.work import Work, WorkItem, plan_work, repeat_of
 
 __all__ = ["SweepResult", "Work", "WorkItem", "plan_work", "run_configs", "run_sweep"]
 
@@ -157,7 +157,7 @@ def _measure_in_turn(job: _Job, work: Work, attempt: int) -> list[ConfigOutcome]
     runner = None
     try:
         for index, item in enumerate(work, start=1):
-            reporter.config_starting(item.config, index, len(work))
+            reporter.config_starting(item.config, index, len(work), repeat_of(item))
             if runner is None or own_names:
                 if runner is not None:
                     runner.deployment.stop()
