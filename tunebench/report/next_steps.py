@@ -9,8 +9,7 @@ from pathlib import Path
 def resume_hint(run: Path | str) -> str:
     """Ctrl-C's last line: where the finished points are and how to go on."""
     return (
-        f"interrupted; finished points are in {run}; continue with: "
-        f"tunebench sweep --resume {run}"
+        f"interrupted; finished points are in {run}; continue with: tunebench sweep --resume {run}"
     )
 
 
