@@ -60,6 +60,16 @@ def load_limit(point) -> str:
     return "the whole slice"
 
 
+def _clock(seconds: float) -> str:
+    """3 s, 4 min 10 s, 1 h 05 min."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
 class ConsoleReporter:
     """One line per event, a live spinner while a server starts or a point runs."""
 
@@ -67,6 +77,7 @@ class ConsoleReporter:
         self.console = console or Console(stderr=True, highlight=False)
         self._status: Status | None = None
         self._point_started = 0.0
+        self._first: tuple[float, int] | None = None  # when the first configuration started
 
     def _spin(self, message: str) -> None:
         if self._status is None:
@@ -85,8 +96,22 @@ class ConsoleReporter:
         again = f" (repeat {repeat[0]} of {repeat[1]})" if repeat else ""
         self.console.print(
             f"[bold]\\[{index}/{total}] {config.config_id}{again}: {config.label}[/]"
+            + self._timing(index, total)
         )
         self._spin("starting server …")
+
+    def _timing(self, index: int, total: int) -> str:
+        """Elapsed time since the first configuration started, and the time left at the
+        pace of the configurations (or trials) done so far."""
+        now = time.monotonic()
+        if self._first is None or index <= self._first[1]:
+            self._first = (now, index)
+            return ""
+        began, first_index = self._first
+        elapsed = now - began
+        done = index - first_index
+        left = elapsed / done * (total - index + 1)
+        return f"  [dim]({_clock(elapsed)} elapsed, about {_clock(left)} left)[/]"
 
     def server_status(self, message):
         self._spin(message)
