@@ -15,6 +15,13 @@ and for each:
 Sensitivity (not circular): the shipped method assumes a 6% run-to-run spread; the data
 here carries 5%, 10% and 20% instead, one run per side, n = 200: the A/A gate failures and
 the power at 15% and 30% slowdowns at each real spread.
+Paired rounds (`--paired-seeds`): configurations of one run measured in the same rounds
+(repeats 3), each round's points multiplied by a machine factor both sides share (lognormal,
+15% sd: a machine that drifts between rounds) besides each point's own 3% run-to-run noise;
+the gate (`regression_gate`, 5%) on the paired t compare uses there, and on Welch's t over
+the same repeats read as two runs (nothing says which were measured together): A/A gate
+failures, power at planted slowdowns of 5-30%, and the smallest slowdown each catches in at
+least 80% of seeds.
 Real part (recorded on the CPU server, tests/fixtures/compare-real): two independent runs of
 one configuration (A/A: the gate must not fail) and max-num-seqs 2 vs 8 (A/B: the regression
 at 8 streams must be caught). Held-out real pairs (tests/fixtures/grid-cpu-repeats: 9
@@ -23,7 +30,7 @@ the assumed spread): the A/A gate failures, and the power on the same pairs with
 slowdown planted on side B (every latency x 1.15 or x 1.30, every rate / the same factor).
 
     python benchmarks/compare_calibration.py [--seeds 200] [--real tests/fixtures/compare-real]
-        [--held-out tests/fixtures/grid-cpu-repeats]
+        [--held-out tests/fixtures/grid-cpu-repeats] [--paired-seeds 200]
 
 Exits non-zero when a target is missed.
 """
@@ -446,17 +453,87 @@ def load_manifest_host(path: Path) -> str:
     return f"{host.get('cpu_model', '?')}, {vector}, {host.get('cpus', '?')} CPUs"
 
 
+PAIRED_ROUNDS = 3
+PAIRED_DRIFT_SD = 0.15  # the machine's factor per round, shared by both sides
+PAIRED_RUN_SD = 0.03  # each point's own run-to-run noise
+PAIRED_EFFECTS = (0.0, 0.05, 0.10, 0.15, 0.20, 0.30)
+PAIRED_POWER = 0.8
+
+
+def drifted_pair(seed: int, effect: float, paired: bool) -> list[Side]:
+    """Two configurations measured in the same PAIRED_ROUNDS rounds of a drifting machine; B
+    slower by `effect` (every latency x (1 + effect), every rate / it)."""
+    from tunebench.testing.latencies import stream_side
+
+    rng = np.random.default_rng(50_000 + seed)
+    drift = np.exp(rng.normal(0, PAIRED_DRIFT_SD, PAIRED_ROUNDS))
+    sides = []
+    for name, factor, offset in (("a", 1.0, 0), ("b", 1 + effect, 1)):
+        found = stream_side(
+            name, 7 * seed + offset, 0.0, repeats=PAIRED_ROUNDS, run_sd=PAIRED_RUN_SD
+        )
+        points = found.points.copy()
+        slow = points["repeat"].map(lambda r: drift[int(r) - 1]) * factor
+        for column in points.columns:
+            if column.endswith("_ms"):
+                points[column] = pd.to_numeric(points[column], errors="coerce") * slow
+            elif column.endswith(("_rps", "_tok_s")):
+                points[column] = pd.to_numeric(points[column], errors="coerce") / slow
+        points["run_id"] = "one-run" if paired else f"run-{name}"
+        sides.append(Side(found.name, points, found.requests))
+    return sides
+
+
+def paired_gate_fails(task: tuple[int, float, bool]) -> bool:
+    seed, effect, paired = task
+    metrics = [COMPARE_METRICS[m] for m in ("itl_p50", "tpot_p50", "output_tok_s")]
+    result = compare_sides(drifted_pair(seed, effect, paired), metrics)
+    return not regression_gate(result, THRESHOLD * 100)["passed"]
+
+
+def paired_rounds(seeds: int) -> bool:
+    print(
+        f"\nPaired rounds: {PAIRED_ROUNDS} rounds, machine drift {PAIRED_DRIFT_SD:.0%} sd per "
+        f"round shared by both sides, {PAIRED_RUN_SD:.0%} run noise; 5% gate, {seeds} seeds"
+    )
+    effects = "".join(f"{e:>8.0%}" for e in PAIRED_EFFECTS)
+    print(f"method            {effects}  smallest caught")
+    ok = True
+    power: dict[bool, list[float]] = {}
+    for label, paired in (("paired t", True), ("Welch (two runs)", False)):
+        rates = power[paired] = []
+        for effect in PAIRED_EFFECTS:
+            tasks = [(seed, effect, paired) for seed in range(seeds)]
+            with Pool(2) as pool:
+                rates.append(sum(pool.map(paired_gate_fails, tasks, chunksize=8)) / seeds)
+        smallest = next(
+            (e for e, r in zip(PAIRED_EFFECTS[1:], rates[1:]) if r >= PAIRED_POWER), None
+        )
+        caught = f">= {PAIRED_POWER:.0%} at {smallest:.0%}" if smallest else "none tested"
+        print(f"{label:<18}" + "".join(f"{r:>8.1%}" for r in rates) + f"  {caught}")
+    at_15 = PAIRED_EFFECTS.index(0.15)
+    ok = power[True][0] <= 0.05 and power[True][at_15] > power[False][at_15]
+    print(
+        "target: paired A/A gate failures <= 5%, and a 15% slowdown caught more often than "
+        "by Welch's t over the same repeats"
+    )
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--real", type=Path, default=REPO / "tests/fixtures/compare-real")
     parser.add_argument("--held-out", type=Path, default=REPO / "tests/fixtures/grid-cpu-repeats")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--paired-seeds", type=int, default=200)
     args = parser.parse_args()
     started = time.monotonic()
     ok = True
     if not args.skip_synthetic:
         ok &= synthetic(args.seeds)
+    if args.paired_seeds:
+        ok &= paired_rounds(args.paired_seeds)
     ok &= real(args.real)
     ok &= held_out(args.held_out)
     print(f"\n({time.monotonic() - started:.0f} s)  {'all targets met' if ok else 'TARGET MISSED'}")
