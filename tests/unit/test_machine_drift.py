@@ -355,6 +355,31 @@ def test_the_report_plots_the_machine_over_the_run_from_the_points():
 
     png = _figure_bytes(machine_speed_figure(data))
     assert layout_problems(read_layout(png), "machine") == []
+    # each repeat's sentinel against its first point: a diamond, red where it moved
+    from types import SimpleNamespace
+
+    from tunebench.analysis.machine_plots import sentinel_data
+
+    configs = [
+        SimpleNamespace(
+            config_id="c1",
+            label="a",
+            sentinels=[
+                {"repeat": 1, "window": [1090.0, 1100.0], "change_pct": 3.0, "held": True},
+                {"repeat": 2, "window": [1150.0, 1160.0], "change_pct": 38.0, "held": False},
+            ],
+            sentinel=None,
+        ),
+        SimpleNamespace(config_id="c2", label="b", sentinels=None, sentinel={"note": "x"}),
+    ]
+    sentinels = sentinel_data(configs, points)
+    assert list(sentinels["minutes"]) == [1.5, 2.5]
+    assert list(sentinels["held"]) == [True, False]
+    figure = machine_speed_figure(data, sentinels)
+    (diamonds,) = figure.axes[1].collections
+    assert [tuple(xy) for xy in diamonds.get_offsets()] == [(1.5, 3.0), (2.5, 38.0)]
+    png = _figure_bytes(machine_speed_figure(data, sentinels))
+    assert layout_problems(read_layout(png), "machine") == []
     # a run recorded before the machine was watched has no such figure
     old = points.assign(probe_before_ms=None, probe_ms=None, window_change_pct=None)
     assert machine_speed_data(old).empty

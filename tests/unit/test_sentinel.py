@@ -103,3 +103,28 @@ def test_the_verdict_describes_itself():
         "than concurrent-1 itself (7.5 noise units)"
     )
     assert verdict.as_dict()["change_pct"] == 42.0
+
+
+def test_every_repeats_sentinel_is_kept_in_the_manifest(tmp_path):
+    """A later repeat's sentinel does not replace an earlier one's record: each is measured
+    data (the last one stays in `sentinel` too)."""
+    from tunebench.runner.sentinel import judge_sentinel
+    from tunebench.seams.load import ClientResult
+    from tunebench.seams.progress import SilentReporter
+    from tunebench.spec.plan import LoadPoint
+    from tunebench.store.run import RunStore
+
+    rows = _requests(RECORDINGS[0])
+    first, later = _window(rows, rows[0]["start_time"], 20), rows[200:300]
+    store = RunStore.create(tmp_path, "sweep", "t", varied_args=[], versions={}, host={})
+    point = LoadPoint("concurrent-1~sentinel", "concurrent", 1, 10, None, None)
+    for repeat in (1, 2):
+        result = ClientResult(
+            point, point.point_id, {}, 1.0 * repeat, 2.0 * repeat, None, samples=later
+        )
+        judge_sentinel(store, SilentReporter(), "c1", repeat, "concurrent-1", first, result)
+    entry = store.manifest.config("c1")
+    assert entry is not None and entry.sentinels is not None
+    assert [r["repeat"] for r in entry.sentinels] == [1, 2]
+    assert entry.sentinel == entry.sentinels[-1]
+    assert all("change_pct" in r for r in entry.sentinels)

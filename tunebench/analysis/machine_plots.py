@@ -45,10 +45,43 @@ def machine_speed_data(points: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def machine_speed_figure(data: pd.DataFrame) -> Any:
+def sentinel_data(configs: list[Any], points: pd.DataFrame) -> pd.DataFrame:
+    """Each configuration's and repeat's A...A sentinel (the manifest's `sentinels`, or the
+    one `sentinel` of a run recorded before every repeat's was kept): minutes since the
+    run's first window, its configuration's label, its change against the first point (%)
+    and whether the machine held. Empty when none was measured."""
+    if points.empty or "start_time" not in points:
+        return pd.DataFrame()
+    starts = pd.to_numeric(points["start_time"], errors="coerce").dropna()
+    if starts.empty:
+        return pd.DataFrame()
+    first = starts.min()
+    rows = []
+    for entry in configs:
+        records = getattr(entry, "sentinels", None) or (
+            [entry.sentinel] if getattr(entry, "sentinel", None) else []
+        )
+        for record in records:
+            if record.get("change_pct") is None or not record.get("window"):
+                continue  # not compared: nothing to plot
+            rows.append(
+                {
+                    "minutes": (float(record["window"][0]) - first) / 60,
+                    "config": entry.label or entry.config_id,
+                    "repeat": record.get("repeat", 1),
+                    "change_pct": float(record["change_pct"]),
+                    "held": bool(record.get("held", True)),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def machine_speed_figure(data: pd.DataFrame, sentinels: pd.DataFrame | None = None) -> Any:
     """Two panels over the run's time: the probe (the last before each point, and inside
     it, beside the load), and each window's change of speed, the points the
-    machine moved under in red. The figure; analysis/plots.py turns it into the report's PNG."""
+    machine moved under in red, with each sentinel's change against its configuration's
+    first point as a diamond (red: the machine did not hold). The figure;
+    analysis/plots.py turns it into the report's PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,9 +102,23 @@ def machine_speed_figure(data: pd.DataFrame) -> Any:
         fig.legend(handles, labels, loc="outside right upper", fontsize="small", frameon=False)
     colours = ["tab:red" if moved else "tab:grey" for moved in data["drift"]]
     bottom.bar(data["minutes"], data["window_change_pct"].fillna(0), width=0.05, color=colours)
+    if sentinels is not None and not sentinels.empty:
+        bottom.scatter(
+            sentinels["minutes"],
+            sentinels["change_pct"],
+            marker="D",
+            color=["tab:grey" if held else "tab:red" for held in sentinels["held"]],
+            edgecolor="black",
+            zorder=3,
+            label="sentinel vs first point",
+        )
     bottom.axhline(0, color="black", linewidth=0.5)
-    bottom.set_ylabel("window change (%)")
-    bottom.set_xlabel("minutes since the first window (red: machine speed changed)")
+    bottom.set_ylabel("change (%)")
+    bottom.set_xlabel("minutes since the first window")
+    bottom.set_title(
+        "bars: each window's change; diamonds: each sentinel's (red: machine speed changed)",
+        fontsize="small",
+    )
     return fig
 
 

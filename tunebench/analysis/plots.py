@@ -20,6 +20,7 @@ from tunebench.analysis.machine_plots import (
     MACHINE_FIGURE,
     machine_speed_data,
     machine_speed_figure,
+    sentinel_data,
 )
 from tunebench.points.offered import REPLAY, SPEED_AXIS, load_panel
 
@@ -632,6 +633,17 @@ def comparing_figures(points: pd.DataFrame, hue: str = HUE, marks=None) -> list[
     return out
 
 
+def _manifest_configs(run_path: Path) -> list[Any]:
+    """The run's configuration entries, or none when its manifest cannot be read."""
+    from tunebench.errors import StoreError
+    from tunebench.store.manifest import Manifest
+
+    try:
+        return list(Manifest.read(run_path).configs)
+    except (OSError, ValueError, StoreError):
+        return []
+
+
 def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]:
     """Every plot of a run as (title, PNG bytes), in report order: the curves that compare
     configurations (against the offered load, one panel per load kind), the Pareto front,
@@ -640,7 +652,8 @@ def run_figures(points: pd.DataFrame, run_path: Path) -> list[tuple[str, bytes]]
     figures.append(("Latency-throughput Pareto", render_pareto(pareto_data(points))))
     machine = machine_speed_data(points)
     if not machine.empty:
-        figures.append((MACHINE_FIGURE, _figure_bytes(machine_speed_figure(machine))))
+        sentinels = sentinel_data(_manifest_configs(run_path), points)
+        figures.append((MACHINE_FIGURE, _figure_bytes(machine_speed_figure(machine, sentinels))))
     configs = list(dict.fromkeys(zip(points["config_id"], points[HUE])))
     if len(configs) <= TIMESERIES_PER_FIGURE:
         for config_id, label in configs:

@@ -29,7 +29,11 @@ def judge_sentinel(
         if first_samples is not None
         else "sentinel not compared: the first point was measured by an earlier attempt"
     )
-    record: dict[str, Any] = {"point": first, "window": [result.start_time, result.end_time]}
+    record: dict[str, Any] = {
+        "point": first,
+        "repeat": repeat,
+        "window": [result.start_time, result.end_time],
+    }
     if isinstance(verdict, str):
         record["note"] = verdict
         reporter.note(f"  {verdict}")
@@ -44,4 +48,7 @@ def judge_sentinel(
             reason = f"{DRIFT_PREFIX}: {verdict.describe(first)}"
             store.mark_unverified(config_id, repeat, reason)
             reporter.note(f"  [yellow]{reason}[/]")
-    store.update_config(config_id, sentinel=record)
+    # every repeat's record is kept: a later repeat's sentinel does not replace an earlier one
+    entry = store.manifest.config(config_id)
+    kept = [r for r in (entry.sentinels if entry else None) or [] if r.get("repeat") != repeat]
+    store.update_config(config_id, sentinel=record, sentinels=[*kept, record])

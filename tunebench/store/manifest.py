@@ -100,7 +100,9 @@ class ConfigEntry(_Open):
     # the quality check: prompts, seconds (excluded from load figures), error
     quality: dict[str, Any] | None = None
     # the A...A sentinel (points/sentinel.py): its change against the first point, or why none
+    # (the last repeat's), and every repeat's in `sentinels` (each with its "repeat")
     sentinel: dict[str, Any] | None = None
+    sentinels: list[dict[str, Any]] | None = None
 
 
 KIND_FIELDS = (
