@@ -16,6 +16,9 @@ from tunebench.processes import run_in_own_session
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The suite reaches nothing beyond loopback: a check that would ask the model hub whether it
+# answers (spec/hub_model.py) is told it is offline, as on a machine without a network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
