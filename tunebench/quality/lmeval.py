@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tunebench.builtin_corpus import arithmetic_pairs
 from tunebench.errors import LoadError, SpecError
 from tunebench.processes import ManagedProcess
 
@@ -70,11 +70,10 @@ class LmEvalResult:
 def write_arithmetic_task(directory: Path, items: int = 100, seed: int = 0) -> Path:
     """The generated task: `items` questions "What is a plus b?" (fixed by `seed`)."""
     directory.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
     data = directory / f"{ARITHMETIC}.jsonl"
     lines = []
-    for _ in range(items):
-        a, b = rng.randint(2, 99), rng.randint(2, 99)
+    # the pairs the trained builtin model never saw (tunebench/builtin_corpus.py)
+    for a, b in arithmetic_pairs(items, seed):
         lines.append(json.dumps({"a": a, "b": b, "answer": str(a + b)}))
     data.write_text("\n".join(lines) + "\n")
     (directory / f"{ARITHMETIC}.yaml").write_text(
