@@ -43,6 +43,10 @@ class TinyModelRecipe:
     # an EAGLE draft head for the builtin model `eagle_of` (vLLM's EagleLlamaForCausalLM):
     # `_build_eagle_into` says what it holds
     eagle_of: str | None = None
+    # trained weights shipped in tunebench/builtin_weights/<shipped>/ (made by
+    # tunebench/train_builtin.py): the model, or with draft_of / eagle_of its trained draft or
+    # EAGLE head; `_build_shipped_into` makes the servable checkpoint from them
+    shipped: str | None = None
 
 
 BUILTIN_MODELS = {
@@ -70,10 +74,31 @@ for _scheme in ("w8a8", "w4a16", "fp8"):
 BUILTIN_MODELS["tiny-llama-eagle"] = replace(
     _TINY, name="tiny-llama-eagle-v1", layers=1, eagle_of="tiny-llama"
 )
+# A tiny Llama trained on a generated corpus (docs/trained-model.md): it answers the lm-eval
+# arithmetic task, and its draft and EAGLE head were trained on the same corpus, so
+# quantization loss and speculative acceptance measure something
+_TRAINED = TinyModelRecipe(
+    name="tiny-llama-trained-v1",
+    vocab_size=965,
+    hidden_size=128,
+    intermediate_size=384,
+    layers=4,
+    heads=2,
+    max_positions=4096,
+    shipped="tiny-llama-trained",
+)
+BUILTIN_MODELS["tiny-llama-trained"] = _TRAINED
+BUILTIN_MODELS["tiny-llama-trained-draft"] = replace(
+    _TRAINED, name="tiny-llama-trained-draft-v1", layers=2, draft_of="tiny-llama-trained"
+)
+BUILTIN_MODELS["tiny-llama-trained-eagle"] = replace(
+    _TRAINED, name="tiny-llama-trained-eagle-v1", layers=1, eagle_of="tiny-llama-trained"
+)
 DEFAULT_BUILTIN = "tiny-llama"
+SHIPPED_WEIGHTS = Path(__file__).parent / "builtin_weights"
 
 # A chat template so that chat-completions requests work with the demo model too.
-_CHAT_TEMPLATE = (
+CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
@@ -195,7 +220,37 @@ def _build_eagle_into(directory: Path, recipe: TinyModelRecipe) -> None:
     PreTrainedTokenizerFast.from_pretrained(target).save_pretrained(directory)
 
 
+def _build_shipped_into(directory: Path, recipe: TinyModelRecipe) -> None:
+    """The servable float32 checkpoint from the shipped bfloat16 weights: the model; its
+    draft (the model's embeddings, tied to its head, under the draft's own layers and norm);
+    or its EAGLE head (`fc` and one layer; vLLM shares the model's embeddings and head)."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    source = SHIPPED_WEIGHTS / str(recipe.shipped)
+    for path in sorted(source.iterdir()):
+        if path.suffix != ".safetensors" and path.name not in ("config.json", "training.json"):
+            shutil.copyfile(path, directory / path.name)
+    config = json.loads((source / "config.json").read_text())
+    model = load_file(source / "model.safetensors")
+    if recipe.eagle_of:
+        weights = load_file(source / "eagle.safetensors")
+    elif recipe.draft_of:
+        weights = load_file(source / "draft.safetensors")
+        weights["model.embed_tokens.weight"] = model["model.embed_tokens.weight"]
+    else:
+        weights = model
+    config["num_hidden_layers"] = recipe.layers
+    weights = {key: tensor.float().contiguous() for key, tensor in sorted(weights.items())}
+    save_file(weights, directory / "model.safetensors", metadata={"format": "pt"})
+    (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
+    if recipe.shipped:
+        _build_shipped_into(directory, recipe)
+        return
     if recipe.draft_of:
         _build_draft_into(directory, recipe)
         return
@@ -239,7 +294,7 @@ def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
         pad_token="<pad>",
         model_max_length=recipe.max_positions,
     )
-    fast.chat_template = _CHAT_TEMPLATE
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(directory)
 
     config = LlamaConfig(
