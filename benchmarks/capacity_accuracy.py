@@ -267,7 +267,7 @@ def grade(
     warm: bool,
 ) -> dict[str, float]:
     rng = np.random.default_rng(12345)
-    right, errors, probes, minutes, covered = [], [], [], [], []
+    right, errors, probes, minutes, covered, load = [], [], [], [], [], []
     measurable, capped, signed, unconverged = [], [], [], 0
     for _seed in range(seeds):
         previous = None
@@ -291,6 +291,8 @@ def grade(
             unconverged += outcome.converged is False
             probes.append(outcome.cost.probes)
             minutes.append(outcome.cost.seconds / 60)
+            # probe-seconds: the load windows and their points' overhead, no deployment
+            load.append(outcome.cost.seconds - outcome.cost.deployments * COSTS.deployment_s)
     return {
         "covered": float(np.mean(covered)) if covered else float("nan"),
         "right": float(np.mean(right)),
@@ -302,6 +304,8 @@ def grade(
         "probes": statistics.median(probes),
         "probes_p90": float(np.percentile(probes, 90)),
         "minutes": statistics.median(minutes),
+        "probe_seconds": statistics.median(load),
+        "probe_seconds_total": float(np.sum(load)),
     }
 
 

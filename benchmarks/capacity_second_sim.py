@@ -20,13 +20,18 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
 - Live probes: the same starts, but each probe runs the simulator at its own rate for its
   own window: what the search would meet on such a server, without the recording's
   windows in between (the replay can be no better than them: its ceiling).
+- The search is graded as it is (chord in log ratio, narrowing windows that grow as the
+  bracket narrows) and as it was before (`PreviousSearch`: the chord in 1/ratio, narrowing
+  windows of the sample margin throughout), each with its cost: probe-seconds per search
+  (load windows and their points' overhead, no deployment; the median, and the sum over
+  all searches).
 - `--diagnose SEEDS`: where today's answers come from (probes, requests per probe, the
   p90s read, the bracket and its interpolation, the noise model), against the truth and
   against the deployed start's own capacity.
-- `--fixes`: candidate variants of today's search (subclasses of CapacitySearch swapped
-  in here only; tunebench is not changed), each graded on this simulator, replayed and
-  live, on the queueing law's grid (`--synthetic sharp-knee` of capacity_accuracy.py) and
-  on the recorded CPU grid (tests/fixtures/grid-cpu-repeats, its last repeat held out).
+- `--fixes`: variants of the search (subclasses of CapacitySearch or other settings,
+  swapped in here only), each graded on this simulator, replayed and live, on the
+  queueing law's grid (`--synthetic sharp-knee` of capacity_accuracy.py) and on the
+  recorded CPU grid (tests/fixtures/grid-cpu-repeats, its last repeat held out).
 """
 
 from __future__ import annotations
@@ -458,11 +463,11 @@ def grade(
 
 def print_grade(label: str, result: dict[str, float], bench: Bench) -> None:
     print(
-        f"  {label:<24} within 10%: {result['right']:6.1%} (measurable "
+        f"  {label:<30} within 10%: {result['right']:6.1%} (measurable "
         f"{result['measurable']:6.1%}; ceiling {bench.ceiling:6.1%})   median signed error "
         f"{result['signed']:+6.1%}   converged {1 - result['unconverged']:5.1%}   probes "
-        f"median {result['probes']:.0f} (p90 {result['probes_p90']:.0f})   "
-        f"{result['minutes']:.1f} min"
+        f"median {result['probes']:.0f} (p90 {result['probes_p90']:.0f})   probe-seconds "
+        f"median {result['probe_seconds']:.0f} (sum {result['probe_seconds_total'] / 3600:.1f} h)"
     )
 
 
@@ -530,7 +535,7 @@ def trace(bench: Bench, seeds: int, own: dict[tuple[str, int], float], show: boo
         f"10% of own: {np.nanmean(np.abs(versus_own - 1) <= 0.1):.0%})"
     )
     print(
-        f"    answers from the 1/ratio chord between the bracket's ends: {chord.mean():.0%} "
+        f"    answers from the chord between the bracket's ends: {chord.mean():.0%} "
         f"(answer / truth {np.nanmedian(a['answer'][chord]):.3f}); converged "
         f"{converged.mean():.0%} (answer / truth {np.nanmedian(a['answer'][converged]):.3f}), "
         f"unconverged {np.nanmedian(a['answer'][~converged]):.3f}"
@@ -661,22 +666,30 @@ def window_length(bench: Bench, own: dict[tuple[str, int], float]) -> None:
         )
 
 
-# -- candidate fixes: variants of today's search, swapped in here only -----------------------
+# -- variants of the search, swapped in here only ------------------------------------------
+
+
+@dataclass
+class PreviousSearch(CapacitySearch):
+    """The search before the log chord: the bracket's crossing in 1/ratio, and narrowing
+    windows of the sample margin however narrow the bracket."""
+
+    chord: str = "reciprocal"
+    narrowing_growth: float = 1.0
+
+
+@dataclass
+class FixedWindows(CapacitySearch):
+    """Today's chord in log ratio, with the previous fixed narrowing windows."""
+
+    narrowing_growth: float = 1.0
+
 
 OVERLOAD = 2.0  # a miss this far past the limit measures its window's length, not the knee
 
 
 def _geometric_middle(a: Probe, b: Probe) -> float:
     return math.sqrt(a.rate * b.rate)
-
-
-def _log_crossing(a: Probe, b: Probe) -> float:
-    """Where the line through (rate, log ratio) of `a` and `b` reaches 0."""
-    assert a.ratio and b.ratio
-    la, lb = math.log(a.ratio), math.log(b.ratio)
-    return (
-        a.rate + (0 - la) / (lb - la) * (b.rate - a.rate) if la != lb else _geometric_middle(a, b)
-    )
 
 
 def _guarded_crossing(a: Probe, b: Probe) -> float:
@@ -692,10 +705,10 @@ _CROSSING = capacity_module._crossing
 
 
 def with_crossing(crossing: Callable[[Probe, Probe], float]) -> type[CapacitySearch]:
-    """CapacitySearch whose answer and narrowing probes use `crossing` for the rate
+    """PreviousSearch whose answer and narrowing probes use `crossing` for the rate
     between the bracket's ends (its growing still projects the knee with the chord)."""
 
-    class Variant(CapacitySearch):
+    class Variant(PreviousSearch):
         @property
         def capacity(self) -> float | None:
             with swapped(capacity_module, "_crossing", crossing):
@@ -708,18 +721,14 @@ def with_crossing(crossing: Callable[[Probe, Probe], float]) -> type[CapacitySea
     return Variant
 
 
-# name: (the search, changes to the search's settings); the last two change how much a probe
-# measures too (`sample_margin`: requests per narrowing window, 4 today; `max_probes`: 8).
+# name: (the search, changes to the search's settings); the last one changes how much a
+# probe measures too (`sample_margin`: requests per narrowing window, 4 today; `max_probes`:
+# 8 today).
 FIXES: dict[str, tuple[type[CapacitySearch] | None, dict[str, Any]]] = {
-    "today's search": (None, {}),
-    "A: chord only near the limit": (with_crossing(_guarded_crossing), {}),
-    "B: log-ratio chord": (with_crossing(_log_crossing), {}),
-    "C: geometric bisection, no chord": (with_crossing(_geometric_middle), {}),
-    "B + margin 16": (with_crossing(_log_crossing), {"sample_margin": 16.0}),
-    "B + margin 16 + 12 probes": (
-        with_crossing(_log_crossing),
-        {"sample_margin": 16.0, "max_probes": 12},
-    ),
+    "before: 1/ratio chord, fixed windows": (PreviousSearch, {}),
+    "A: chord only near the limit (before's windows)": (with_crossing(_guarded_crossing), {}),
+    "log chord, fixed windows": (FixedWindows, {}),
+    "today: log chord, growing windows": (None, {}),
     "today + margin 16 + 12 probes": (None, {"sample_margin": 16.0, "max_probes": 12}),
 }
 
@@ -759,14 +768,19 @@ def main() -> None:
     rec = Recording(window_requests=args.window_requests, warmup_requests=args.warmup_requests)
     second = second_bench(truth, replay, rec)
     print(f"{second.name}: {len(second.configs)} configurations, SLO {SLO}, replay {replay}")
-    base = accuracy.tunebench_search(second.rules())
-    print_grade("today's search, cold", grade(second, base, args.seeds), second)
-    print_grade("today's search, warm", grade(second, base, args.seeds, True), second)
+    searches = {
+        "today's search": accuracy.tunebench_search(second.rules()),
+        "the search before": variant(second.rules(), PreviousSearch),
+    }
+    for name, strategy in searches.items():
+        print_grade(f"{name}, cold", grade(second, strategy, args.seeds), second)
+        print_grade(f"{name}, warm", grade(second, strategy, args.seeds, True), second)
     live = live_bench(second, args.truth_requests, rec)
     with swapped(tune_replay, "noisy_probe", LiveProbes(live, rec)):
         print(f"{live.name}:")
-        print_grade("today's search, cold", grade(live, base, args.seeds), live)
-        print_grade("today's search, warm", grade(live, base, args.seeds, True), live)
+        for name, strategy in searches.items():
+            print_grade(f"{name}, cold", grade(live, strategy, args.seeds), live)
+            print_grade(f"{name}, warm", grade(live, strategy, args.seeds, True), live)
     if args.diagnose:
         print("\nwhy: the recording")
         window_reading(truth, rec, args.truth_requests)
