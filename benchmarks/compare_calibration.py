@@ -15,11 +15,12 @@ and for each:
 Sensitivity (not circular): the shipped method assumes a 6% run-to-run spread; the data
 here carries 5%, 10% and 20% instead, one run per side, n = 200: the A/A gate failures and
 the power at 15% and 30% slowdowns at each real spread.
-Paired rounds (`--paired-seeds`): configurations of one run measured in the same rounds
-(repeats 3), each round's points multiplied by a machine factor both sides share (lognormal,
-15% sd: a machine that drifts between rounds) besides each point's own 3% run-to-run noise;
-the gate (`regression_gate`, 5%) on the paired t compare uses there, and on Welch's t over
-the same repeats read as two runs (nothing says which were measured together): A/A gate
+Paired rounds (`--paired-seeds`, `--paired-rounds`, `--paired-drift`): configurations of one
+run measured in the same rounds (repeats 4 by default, the fewest compare pairs), each
+round's points multiplied by a machine factor both sides share (lognormal, 15% sd by
+default: a machine that drifts between rounds; 0: one that holds still) besides each point's
+own 3% run-to-run noise; the gate (`regression_gate`, 5%) on the paired t, and on Welch's t
+over the same repeats read as two runs (nothing says which were measured together): A/A gate
 failures, power at planted slowdowns of 5-30%, and the smallest slowdown each catches in at
 least 80% of seeds.
 Real part (recorded on the CPU server, tests/fixtures/compare-real): two independent runs of
@@ -453,25 +454,29 @@ def load_manifest_host(path: Path) -> str:
     return f"{host.get('cpu_model', '?')}, {vector}, {host.get('cpus', '?')} CPUs"
 
 
-PAIRED_ROUNDS = 3
+PAIRED_ROUNDS = 4  # stats.PAIRED_MIN_ROUNDS: with 3, compare uses Welch over the repeats
 PAIRED_DRIFT_SD = 0.15  # the machine's factor per round, shared by both sides
 PAIRED_RUN_SD = 0.03  # each point's own run-to-run noise
 PAIRED_EFFECTS = (0.0, 0.05, 0.10, 0.15, 0.20, 0.30)
 PAIRED_POWER = 0.8
 
 
-def drifted_pair(seed: int, effect: float, paired: bool) -> list[Side]:
+def drifted_pair(
+    seed: int,
+    effect: float,
+    paired: bool,
+    rounds: int = PAIRED_ROUNDS,
+    drift_sd: float = PAIRED_DRIFT_SD,
+) -> list[Side]:
     """Two configurations measured in the same PAIRED_ROUNDS rounds of a drifting machine; B
     slower by `effect` (every latency x (1 + effect), every rate / it)."""
     from tunebench.testing.latencies import stream_side
 
     rng = np.random.default_rng(50_000 + seed)
-    drift = np.exp(rng.normal(0, PAIRED_DRIFT_SD, PAIRED_ROUNDS))
+    drift = np.exp(rng.normal(0, drift_sd, rounds))
     sides = []
     for name, factor, offset in (("a", 1.0, 0), ("b", 1 + effect, 1)):
-        found = stream_side(
-            name, 7 * seed + offset, 0.0, repeats=PAIRED_ROUNDS, run_sd=PAIRED_RUN_SD
-        )
+        found = stream_side(name, 7 * seed + offset, 0.0, repeats=rounds, run_sd=PAIRED_RUN_SD)
         points = found.points.copy()
         slow = points["repeat"].map(lambda r: drift[int(r) - 1]) * factor
         for column in points.columns:
@@ -484,16 +489,18 @@ def drifted_pair(seed: int, effect: float, paired: bool) -> list[Side]:
     return sides
 
 
-def paired_gate_fails(task: tuple[int, float, bool]) -> bool:
-    seed, effect, paired = task
+def paired_gate_fails(task: tuple[int, float, bool, int, float]) -> bool:
+    seed, effect, paired, rounds, drift_sd = task
     metrics = [COMPARE_METRICS[m] for m in ("itl_p50", "tpot_p50", "output_tok_s")]
-    result = compare_sides(drifted_pair(seed, effect, paired), metrics)
+    result = compare_sides(drifted_pair(seed, effect, paired, rounds, drift_sd), metrics)
     return not regression_gate(result, THRESHOLD * 100)["passed"]
 
 
-def paired_rounds(seeds: int) -> bool:
+def paired_rounds(
+    seeds: int, rounds: int = PAIRED_ROUNDS, drift_sd: float = PAIRED_DRIFT_SD
+) -> bool:
     print(
-        f"\nPaired rounds: {PAIRED_ROUNDS} rounds, machine drift {PAIRED_DRIFT_SD:.0%} sd per "
+        f"\nPaired rounds: {rounds} rounds, machine drift {drift_sd:.0%} sd per "
         f"round shared by both sides, {PAIRED_RUN_SD:.0%} run noise; 5% gate, {seeds} seeds"
     )
     effects = "".join(f"{e:>8.0%}" for e in PAIRED_EFFECTS)
@@ -503,7 +510,7 @@ def paired_rounds(seeds: int) -> bool:
     for label, paired in (("paired t", True), ("Welch (two runs)", False)):
         rates = power[paired] = []
         for effect in PAIRED_EFFECTS:
-            tasks = [(seed, effect, paired) for seed in range(seeds)]
+            tasks = [(seed, effect, paired, rounds, drift_sd) for seed in range(seeds)]
             with Pool(2) as pool:
                 rates.append(sum(pool.map(paired_gate_fails, tasks, chunksize=8)) / seeds)
         smallest = next(
@@ -527,13 +534,18 @@ def main() -> int:
     parser.add_argument("--held-out", type=Path, default=REPO / "tests/fixtures/grid-cpu-repeats")
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--paired-seeds", type=int, default=200)
+    parser.add_argument("--paired-rounds", type=int, default=PAIRED_ROUNDS)
+    parser.add_argument("--paired-drift", type=float, default=PAIRED_DRIFT_SD)
+    parser.add_argument("--paired-only", action="store_true", help="skip the real parts")
     args = parser.parse_args()
     started = time.monotonic()
     ok = True
     if not args.skip_synthetic:
         ok &= synthetic(args.seeds)
     if args.paired_seeds:
-        ok &= paired_rounds(args.paired_seeds)
+        ok &= paired_rounds(args.paired_seeds, args.paired_rounds, args.paired_drift)
+    if args.paired_only:
+        return 0 if ok else 1
     ok &= real(args.real)
     ok &= held_out(args.held_out)
     print(f"\n({time.monotonic() - started:.0f} s)  {'all targets met' if ok else 'TARGET MISSED'}")

@@ -3,12 +3,11 @@ paired t over each round's log ratio (analysis/stats.py `paired_rounds_change`).
 
 Graded on a generator the method does not share: both configurations' points in a round are
 multiplied by that round's machine factor (a drift, lognormal with a 15% sd) besides each
-point's own run-to-run noise (3%), and B by a known effect, at 3 rounds:
-- A/A (no effect): the share of compares that call a change stays at the nominal 5%
-  (measured: 9 of 200 seeds);
-- power: a 15% slowdown is found in most seeds by the paired test (98 of 100), where
-  Welch's t over the same repeats (which cannot know the rounds) sees the drift as noise
-  and misses it (23 of 100).
+point's own run-to-run noise (3%), and B by a known effect, at 4 rounds (the fewest a
+paired compare uses: stats.PAIRED_MIN_ROUNDS; with 3, Welch's t over the repeats):
+- A/A (no effect): the share of compares that call a change stays at the nominal 5%;
+- power: a 15% slowdown is found in most seeds by the paired test, where Welch's t over the
+  same repeats (which cannot know the rounds) sees the drift as noise and misses it.
 """
 
 from __future__ import annotations
@@ -22,15 +21,17 @@ from tunebench.analysis.compare_metrics import METRICS
 from tunebench.testing.latencies import stream_side
 
 ITL = METRICS["itl_p50"]
-ROUNDS = 3
+ROUNDS = 4
 
 
-def _drifted_pair(seed: int, effect: float, paired: bool = True) -> list[Side]:
+def _drifted_pair(
+    seed: int, effect: float, paired: bool = True, rounds: int = ROUNDS
+) -> list[Side]:
     rng = np.random.default_rng(10_000 + seed)
-    drift = np.exp(rng.normal(0, 0.15, ROUNDS))
+    drift = np.exp(rng.normal(0, 0.15, rounds))
     sides = []
     for name, factor, offset in (("a", 1.0, 0), ("b", 1 + effect, 1)):
-        found = stream_side(name, 2 * seed + offset, 0.0, repeats=ROUNDS, run_sd=0.03)
+        found = stream_side(name, 2 * seed + offset, 0.0, repeats=rounds, run_sd=0.03)
         points = found.points.copy()
         by_round = points["repeat"].map(lambda r: drift[int(r) - 1])
         points["itl_p50_ms"] = points["itl_p50_ms"] * by_round * factor
@@ -54,6 +55,9 @@ def test_paired_rounds_are_used_within_one_run_and_not_across_runs():
     assert over_all["note"] == "geometric mean over 3 points per round"
     apart = compare_sides(_drifted_pair(0, 0.0, paired=False), [ITL]).rows
     assert set(apart["method"]) == {stats.REPEATS_METHOD}
+    # 3 rounds: a paired t of 2 degrees of freedom loses to Welch on a still machine
+    three = compare_sides(_drifted_pair(0, 0.0, rounds=3), [ITL]).rows
+    assert set(three["method"]) == {stats.REPEATS_METHOD}
 
 
 def test_a_drift_shared_by_a_round_cancels_a_a_stays_at_five_percent():

@@ -265,7 +265,7 @@ def measure_change(
         return stats.proportion_change(failed_a, total_a, failed_b, total_b, confidence)
     if len(a.rows) >= 2 and len(b.rows) >= 2:
         rounds = _paired_rounds(metric.column, a, b)
-        if rounds is not None:
+        if rounds is not None and len(rounds) >= stats.PAIRED_MIN_ROUNDS:
             return stats.paired_rounds_change(rounds, confidence)
         return stats.repeats_change(a.values(metric.column), b.values(metric.column), confidence)
     if metric.kind == "quantile":

@@ -498,6 +498,11 @@ def repeats_change(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> Ch
 
 
 PAIRED_METHOD = "paired t over rounds (log ratio within each repeat)"
+# Rounds a paired compare needs: with 3 its t has 2 degrees of freedom, and on a machine that
+# held still the gate caught a 15% slowdown in 59 of 100 seeds where Welch's t over the same
+# repeats caught 84; with 4, 91 and 100, while under a 15% drift between rounds the paired gate
+# still caught 91 and Welch 4 (benchmarks/compare_calibration.py --paired-rounds).
+PAIRED_MIN_ROUNDS = 4
 
 
 def paired_rounds_change(pairs: list[tuple[float, float]], confidence: float = 0.95) -> Change:
