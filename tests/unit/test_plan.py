@@ -201,3 +201,25 @@ def test_a_local_start_on_a_gpu_is_estimated_at_minutes(monkeypatch):
     on_gpu = estimate.estimate_seconds(spec, plan)
     # two configurations, each a GPU start (180 s) instead of a CPU box's (60 s)
     assert on_gpu - on_cpu == pytest.approx(2 * (180 - 60))
+
+
+def test_a_capacity_search_is_estimated_with_the_windows_it_sizes():
+    """A search's probes stretch at low rates until the SLO's percentile has its requests
+    (p90: 36 x the sample margin), and it takes its probes up to max_probes: the estimate
+    counts those windows, not max_seconds per probe."""
+    from tunebench.sweep.estimate import POINT_OVERHEAD_S, search_seconds
+
+    profile = {"kind": "capacity", "max_seconds": 10, "start_rate": 2, "max_probes": 6}
+    spec = validate_spec(
+        {**BASE, "load": {**BASE["load"], "profiles": [profile]}, "slo": {"ttft_ms": {"p90": 60}}},
+        Path("x.yaml"),
+    )
+    (point,) = build_plan(spec, Path("x.yaml")).points
+    seconds = search_seconds(point, 0.9)
+    # at least its bracketing window at the start rate (2.5 x 36 / 2 = 45 s), once per probe
+    assert seconds >= 4 * (45 + POINT_OVERHEAD_S), seconds
+    # and at most max_probes windows at their cap (10 x max_seconds)
+    assert seconds <= 6 * (100 + POINT_OVERHEAD_S), seconds
+    # without a percentile to feed, each window is max_seconds
+    bare = search_seconds(point, None)
+    assert bare <= 6 * (10 + POINT_OVERHEAD_S) and bare >= 2 * (10 + POINT_OVERHEAD_S)

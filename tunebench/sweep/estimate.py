@@ -7,14 +7,19 @@ import math
 from tunebench import kinds
 from tunebench.environment import gpu_visible
 from tunebench.load.guidellm import expected_benchmarks
+from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
 from tunebench.points.sentinel import sentinel_point
+from tunebench.points.slo import highest_quantile
 from tunebench.spec.models import SweepSpec
-from tunebench.spec.plan import Plan
+from tunebench.spec.plan import LoadPoint, Plan
 
 # Rough costs measured on a 2-core CPU box (docs/benchmarks.md).
 LOAD_PROCESS_S = 15.0  # a GuideLLM worker's start per configuration
 POINT_OVERHEAD_S = 3.0
-TYPICAL_PROBES = 5  # a capacity search's probes, warm or cold (benchmarks/tune_efficiency.py)
+TYPICAL_PROBES = 5  # a replayed search's probes (nothing waits: only their count matters)
+# The server a capacity search's estimate plays against: its SLO ratio (measured/limit) rises
+# as exp(KNEE_STEEPNESS x (rate/capacity - 1)), the capacity at the search's start rate.
+KNEE_STEEPNESS = 3.0
 REPLAY_POINT_S = 0.2  # a replayed point: read from the recording, no load process or window
 QUALITY_PROMPT_S = 0.3  # one greedy quality prompt of 32 tokens (docs/quality.md)
 LM_EVAL_S = 15.0  # lm-eval's start-up and a small task (docs/quality.md)
@@ -58,6 +63,10 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
             speed = point.target or (point.search.start_rate or 1.0 if point.search else None)
             if point.trace is not None and point.trace.seconds and speed:
                 seconds = min(point.max_seconds or math.inf, point.trace.seconds / speed)
+            if point.search and point.trace is None:
+                slo = spec.slo.as_dict() if spec.slo else None
+                per_config += drivers * search_seconds(point, highest_quantile(slo))
+                continue
             count = (
                 min(point.search.max_probes, TYPICAL_PROBES)
                 if point.search
@@ -74,6 +83,34 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
         if sentinel is not None:
             per_config += drivers * ((sentinel.max_seconds or 0) + POINT_OVERHEAD_S)
         total += per_config * len(plan.configs)
+    return total
+
+
+def search_seconds(point: LoadPoint, quantile: float | None) -> float:
+    """A capacity search's probe windows and their overheads, as the search itself sizes
+    them (points/capacity.py: bracketing, then narrowing windows that grow as the bracket
+    narrows and stretch at low rates until the SLO's percentile has its requests), played
+    against a server whose capacity is the start rate (a warm start's is the previous
+    configuration's, near it)."""
+    settings = point.search
+    assert settings is not None
+    start = settings.start_rate or 1.0
+    search = CapacitySearch(
+        start_rate=start,
+        tolerance=settings.tolerance,
+        max_probes=settings.max_probes,
+        max_rate=settings.max_rate,
+        noise=settings.noise,
+    )
+    margin = settings.sample_margin or SAMPLE_MARGIN
+    total = 0.0
+    while (rate := search.next_rate()) is not None:
+        window = probe_seconds(
+            rate, point.max_seconds or 0.0, quantile, search.window_margin(margin)
+        )
+        total += window + POINT_OVERHEAD_S
+        ratio = math.exp(KNEE_STEEPNESS * (rate / start - 1))
+        search.tell(rate, ratio <= 1, False, ratio)
     return total
 
 
