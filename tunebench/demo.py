@@ -78,12 +78,12 @@ BUILTIN_MODELS["tiny-llama-eagle"] = replace(
 # arithmetic task, and its draft and EAGLE head were trained on the same corpus, so
 # quantization loss and speculative acceptance measure something
 _TRAINED = TinyModelRecipe(
-    name="tiny-llama-trained-v1",
-    vocab_size=965,
+    name="tiny-llama-trained-v1",  # a new name for new weights: the build is cached by name
+    vocab_size=964,
     hidden_size=128,
     intermediate_size=384,
     layers=4,
-    heads=2,
+    heads=4,
     max_positions=4096,
     shipped="tiny-llama-trained",
 )
@@ -94,6 +94,14 @@ BUILTIN_MODELS["tiny-llama-trained-draft"] = replace(
 BUILTIN_MODELS["tiny-llama-trained-eagle"] = replace(
     _TRAINED, name="tiny-llama-trained-eagle-v1", layers=1, eagle_of="tiny-llama-trained"
 )
+for _scheme in ("w8a8", "w4a16", "fp8"):
+    BUILTIN_MODELS[f"tiny-llama-trained-{_scheme}"] = replace(
+        _TRAINED,
+        name=f"tiny-llama-trained-{_scheme}-v1",
+        shipped=None,
+        quantized_of="tiny-llama-trained",
+        scheme=_scheme,
+    )
 DEFAULT_BUILTIN = "tiny-llama"
 SHIPPED_WEIGHTS = Path(__file__).parent / "builtin_weights"
 

@@ -55,15 +55,15 @@ class TrainConfig:
     hidden_size: int = 128
     intermediate_size: int = 384
     layers: int = 4
-    heads: int = 2  # head size 64, as the random-weight model's
+    heads: int = 4  # head size 32 (vLLM-CPU's smallest)
     max_positions: int = 4096
     seq_len: int = 64
     batch: int = 16
-    steps: int = 1600
+    steps: int = 6000
     lr: float = 3e-3
-    warmup: int = 100
+    warmup: int = 200
     draft_layers: int = 2
-    distill_steps: int = 150
+    distill_steps: int = 400
     distill_lr: float = 1e-3
     tokenizer_docs: int = 20000
     seed: int = 1234
@@ -195,7 +195,7 @@ def train_model(config: TrainConfig, tokenizer, log=print):
                 f"model step {step + 1}/{config.steps} loss {loss.item():.4f} "
                 f"{time.monotonic() - began:.0f} s"
             )
-        if (step + 1) % 400 == 0 and step + 1 < config.steps:
+        if (step + 1) % 1000 == 0 and step + 1 < config.steps:
             accuracy = arithmetic_accuracy(model, tokenizer, builtin_corpus.validation_pairs()[:50])
             log(f"  validation accuracy {accuracy:.2f}")
             model.train()
@@ -338,7 +338,12 @@ def train_speculators(config: TrainConfig, model, tokenizer, log=print):
         # EAGLE: at position t, the token t+1 and the model's hidden state at t predict
         # token t+2 (the model's distribution at t+1) and the hidden state there
         out = eagle.forward(ids[:, 1:], hidden[:, :-1])
-        eagle_loss = _kl(teacher[:, 1:], model.lm_head(out)) + F.smooth_l1_loss(out, hidden[:, 1:])
+        # the hidden state's own scale (its RMS) sets the regression's: the final norm's
+        # weights make it large, and unscaled the regression drowns the KL
+        rms = hidden.detach().pow(2).mean().sqrt()
+        eagle_loss = _kl(teacher[:, 1:], model.lm_head(out)) + F.smooth_l1_loss(
+            out / rms, hidden[:, 1:] / rms
+        )
         (draft_loss + eagle_loss).backward()
         torch.nn.utils.clip_grad_norm_(draft_params, 1.0)
         torch.nn.utils.clip_grad_norm_(eagle.parameters(), 1.0)
@@ -399,6 +404,8 @@ def save(output: Path, config: TrainConfig, model, draft, eagle, tokenizer, extr
 
     output.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(output)
+    # named as a saved model names it: vLLM derives the EAGLE head's class from it
+    model.config.architectures = ["LlamaForCausalLM"]
     model.config.save_pretrained(output)
 
     def bf16(weights: dict) -> dict:
@@ -458,7 +465,13 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def train(output: Path, config: TrainConfig, threads: int = 2, log=print) -> dict:
+def train(
+    output: Path, config: TrainConfig, threads: int = 2, log=print, model_from: Path | None = None
+) -> dict:
+    """All three phases; with `model_from` (a directory this wrote with the same model
+    configuration) phases 1-2 are read from it instead, which gives the same model (its
+    weights were rounded to bfloat16 before the speculators trained): only the speculators
+    are trained again."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -466,17 +479,26 @@ def train(output: Path, config: TrainConfig, threads: int = 2, log=print) -> dic
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     began = time.monotonic()
-    tokenizer = train_tokenizer(config)
-    log(f"tokenizer: {len(tokenizer)} tokens")
-    model = train_model(config, tokenizer, log)
-    model_seconds = time.monotonic() - began
+    if model_from is not None:
+        shipped, model, _, _, tokenizer = load_shipped(model_from)
+        if replace(shipped, distill_steps=config.distill_steps) != config:
+            raise ValueError(f"{model_from} was trained with another configuration: {shipped}")
+        previous = json.loads((model_from / "training.json").read_text())["figures"]
+        model_seconds = float(previous["model_seconds"])
+        log(f"model: read from {model_from}")
+    else:
+        tokenizer = train_tokenizer(config)
+        log(f"tokenizer: {len(tokenizer)} tokens")
+        model = train_model(config, tokenizer, log)
+        model_seconds = time.monotonic() - began
     draft, eagle = train_speculators(config, model, tokenizer, log)
     figures = evaluate(config, model, draft, eagle, tokenizer)
     figures.update(
         threads=threads,
         torch=torch.__version__,
         model_seconds=round(model_seconds),
-        total_seconds=round(time.monotonic() - began),
+        # with model_from: the model's time when it was trained, and this run's
+        total_seconds=round(time.monotonic() - began + (model_seconds if model_from else 0)),
     )
     log(json.dumps(figures))
     return save(output, config, model, draft, eagle, tokenizer, figures)
@@ -488,13 +510,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, help="model steps (default: TrainConfig's)")
     parser.add_argument("--distill-steps", type=int)
+    parser.add_argument(
+        "--model-from", type=Path, help="a finished output: train only the speculators again"
+    )
     args = parser.parse_args(argv)
     config = TrainConfig()
     if args.steps:
         config = replace(config, steps=args.steps)
     if args.distill_steps:
         config = replace(config, distill_steps=args.distill_steps)
-    train(args.output, config, args.threads, log=lambda line: print(line, flush=True))
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    train(args.output, config, args.threads, log=log, model_from=args.model_from)
 
 
 if __name__ == "__main__":
