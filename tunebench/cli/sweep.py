@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         from tunebench.report.tables import sweep_plan, wide_console
         from tunebench.spec.loadable import check_sweep
         from tunebench.spec.loading import read_yaml_mapping, validate_spec
-        from tunebench.sweep.estimate import estimate_seconds
+        from tunebench.sweep.estimate import estimate_range
         from tunebench.sweep.run import run_sweep
 
         out = wide_console()
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         notes = check_sweep(spec, spec_path, dry_run=dry_run) if slurm is None else []
         if dry_run:
             new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
-            out.print(sweep_plan(spec, plan, estimate_seconds(spec, plan)))
+            out.print(sweep_plan(spec, plan, estimate_range(spec, plan)))
             for note in notes:
                 out.print(f"note: {note}", highlight=False)
             return

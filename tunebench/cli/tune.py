@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         from tunebench.spec.loadable import check_sweep
         from tunebench.spec.loading import read_yaml_mapping, validate_spec
         from tunebench.store.run import RunStore, resolve_run
-        from tunebench.sweep.estimate import estimate_seconds
+        from tunebench.sweep.estimate import estimate_range
         from tunebench.tune.session import TuneJob, job_of_run, require_tune, run_tune
 
         out = wide_console()
@@ -140,7 +140,8 @@ def register(app: typer.Typer) -> None:
             count = trials or job.spec.tune.trials
             checks = job.spec.tune.revalidate if revalidate is None else revalidate
             count += 3 * checks  # best, runner-up and baseline again
-            seconds = estimate_seconds(job.spec, job.plan) * count
+            low, high = estimate_range(job.spec, job.plan)
+            seconds = (low * count, high * count)
             out.print(tune_space(job.spec, job.plan, count, seconds))
             for note in notes:
                 out.print(f"note: {note}", highlight=False)

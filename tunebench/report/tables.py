@@ -15,11 +15,16 @@ from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.spec.cores import cores_line
 
 
-def _duration(seconds: float) -> str:
-    """An estimate as a person reads it: seconds under two minutes, minutes above."""
-    if seconds < 120:
-        return f"about {max(1, round(seconds))} s"
-    return f"about {seconds / 60:.0f} min ({seconds:.0f} s)"
+def _duration(seconds: float | tuple[float, float]) -> str:
+    """An estimate as a person reads it: seconds under two minutes, minutes above; a range
+    (low, high) adds its high end when it is 5% or more above the low."""
+    low, high = seconds if isinstance(seconds, tuple) else (seconds, seconds)
+    text = (
+        f"about {max(1, round(low))} s" if low < 120 else f"about {low / 60:.0f} min ({low:.0f} s)"
+    )
+    if high > 1.05 * low:
+        text += f", up to {high / 60:.0f} min if capacities lie below half their start rates"
+    return text
 
 
 def wide_console(stderr: bool = False) -> Console:
@@ -86,7 +91,7 @@ def arg_check_lines(configs: list[Any]) -> list[Text]:
     return lines
 
 
-def sweep_plan(spec: Any, plan: Any, seconds: float) -> Group:
+def sweep_plan(spec: Any, plan: Any, seconds: float | tuple[float, float]) -> Group:
     configs = Table(
         title=f"plan for {spec.name}: {plural(len(plan.configs), 'configuration')} x "
         f"{plural(len(plan.points), 'point')}"
@@ -230,7 +235,7 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
     return Group(*parts)
 
 
-def tune_space(spec: Any, plan: Any, trials: int, seconds: float) -> Group:
+def tune_space(spec: Any, plan: Any, trials: int, seconds: float | tuple[float, float]) -> Group:
     baseline = " ".join(plan.configs[0].command_args()) or "vLLM defaults"
     table = Table(
         title=f"tune {spec.name}: objective {spec.tune.objective}, {trials} "
@@ -252,8 +257,8 @@ def tune_space(spec: Any, plan: Any, trials: int, seconds: float) -> Group:
     return Group(
         table,
         Text(
-            f"deployment: {spec.deployment.kind}; estimated time: {_duration(seconds)} for "
-            f"{trials} deployments"
+            f"deployment: {spec.deployment.kind}; estimated time for {trials} "
+            f"deployment{'s' if trials != 1 else ''}: {_duration(seconds)}"
         ),
     )
 

@@ -39,7 +39,14 @@ def start_seconds(spec: SweepSpec) -> float:
     return kind.start_s
 
 
-def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
+def estimate_range(spec: SweepSpec, plan: Plan) -> tuple[float, float]:
+    """The estimate with each capacity near its search's start rate, and with each below
+    half of it (a search that shrinks its rate stretches its windows to feed the SLO's
+    percentile: on a small CPU box most of a tune's trials do)."""
+    return estimate_seconds(spec, plan), estimate_seconds(spec, plan, capacity_factor=0.5)
+
+
+def estimate_seconds(spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0) -> float:
     """Every configuration, every repeat: a server start, a load process, its points (a
     capacity search only in the first repeat, as sweep/run.py plans it)."""
     if kinds.kind_of(spec).name == "replay":
@@ -65,7 +72,9 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
                 seconds = min(point.max_seconds or math.inf, point.trace.seconds / speed)
             if point.search and point.trace is None:
                 slo = spec.slo.as_dict() if spec.slo else None
-                per_config += drivers * search_seconds(point, highest_quantile(slo))
+                per_config += drivers * search_seconds(
+                    point, highest_quantile(slo), capacity_factor
+                )
                 continue
             count = (
                 min(point.search.max_probes, TYPICAL_PROBES)
@@ -86,12 +95,12 @@ def estimate_seconds(spec: SweepSpec, plan: Plan) -> float:
     return total
 
 
-def search_seconds(point: LoadPoint, quantile: float | None) -> float:
+def search_seconds(point: LoadPoint, quantile: float | None, capacity_factor: float = 1.0) -> float:
     """A capacity search's probe windows and their overheads, as the search itself sizes
     them (points/capacity.py: bracketing, then narrowing windows that grow as the bracket
     narrows and stretch at low rates until the SLO's percentile has its requests), played
-    against a server whose capacity is the start rate (a warm start's is the previous
-    configuration's, near it)."""
+    against a server whose capacity is `capacity_factor` x the start rate (a warm start's is
+    the previous configuration's, near it)."""
     settings = point.search
     assert settings is not None
     start = settings.start_rate or 1.0
@@ -109,7 +118,7 @@ def search_seconds(point: LoadPoint, quantile: float | None) -> float:
             rate, point.max_seconds or 0.0, quantile, search.window_margin(margin)
         )
         total += window + POINT_OVERHEAD_S
-        ratio = math.exp(KNEE_STEEPNESS * (rate / start - 1))
+        ratio = math.exp(KNEE_STEEPNESS * (rate / (start * capacity_factor) - 1))
         search.tell(rate, ratio <= 1, False, ratio)
     return total
 
