@@ -63,7 +63,7 @@ class TrainConfig:
     lr: float = 3e-3
     warmup: int = 200
     draft_layers: int = 2
-    distill_steps: int = 400
+    distill_steps: int = 1200
     distill_lr: float = 1e-3
     tokenizer_docs: int = 20000
     seed: int = 1234
