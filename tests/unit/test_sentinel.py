@@ -128,3 +128,29 @@ def test_every_repeats_sentinel_is_kept_in_the_manifest(tmp_path):
     assert [r["repeat"] for r in entry.sentinels] == [1, 2]
     assert entry.sentinel == entry.sentinels[-1]
     assert all("change_pct" in r for r in entry.sentinels)
+
+
+def test_a_large_change_within_the_windows_noise_is_said_unsure_not_held():
+    """Two windows 46% apart whose own bins scatter more than that: not flagged (the A/A
+    rule stands), but not 'held' either."""
+    import itertools
+
+    def window(level: float, spread: float) -> list[dict]:
+        wobble = itertools.cycle([1 - spread, 1 + spread, 1 - spread / 2, 1 + spread / 2])
+        return [
+            {"start_time": i, "end_time": i + 1, "itl_ms": level * next(wobble)}
+            for i in range(0, 96, 1)
+        ]
+
+    verdict = _verdict(window(2.0, 0.0), window(2.9, 0.0))
+    assert not verdict.held and not verdict.inconclusive  # steady windows: a clear move
+    noisy = sentinel_verdict(
+        [
+            {**r, "itl_ms": r["itl_ms"] * (3.0 if (i // 12) % 2 else 1.0)}
+            for i, r in enumerate(window(2.0, 0.0))
+        ],
+        window(5.0, 0.0),
+    )
+    assert isinstance(noisy, SentinelVerdict)
+    assert noisy.held and noisy.inconclusive and noisy.change >= 0.2, noisy
+    assert noisy.as_dict()["inconclusive"] is True

@@ -71,6 +71,7 @@ def sentinel_data(configs: list[Any], points: pd.DataFrame) -> pd.DataFrame:
                     "repeat": record.get("repeat", 1),
                     "change_pct": float(record["change_pct"]),
                     "held": bool(record.get("held", True)),
+                    "inconclusive": bool(record.get("inconclusive", False)),
                 }
             )
     return pd.DataFrame(rows)
@@ -107,7 +108,10 @@ def machine_speed_figure(data: pd.DataFrame, sentinels: pd.DataFrame | None = No
             sentinels["minutes"],
             sentinels["change_pct"],
             marker="D",
-            color=["tab:grey" if held else "tab:red" for held in sentinels["held"]],
+            color=[
+                "tab:orange" if unsure else "tab:grey" if held else "tab:red"
+                for held, unsure in zip(sentinels["held"], sentinels["inconclusive"])
+            ],
             edgecolor="black",
             zorder=3,
             label="sentinel vs first point",
@@ -116,7 +120,8 @@ def machine_speed_figure(data: pd.DataFrame, sentinels: pd.DataFrame | None = No
     bottom.set_ylabel("change (%)")
     bottom.set_xlabel("minutes since the first window")
     bottom.set_title(
-        "bars: each window's change; diamonds: each sentinel's (red: machine speed changed)",
+        "bars: each window's change; diamonds: each sentinel's "
+        "(red: machine speed changed; orange: within noise, unsure)",
         fontsize="small",
     )
     return fig

@@ -45,6 +45,9 @@ class SentinelVerdict:
     z: float
     first_requests: int
     sentinel_requests: int
+    # not flagged, yet 20% apart or more: within the windows' own noise, the sentinel cannot
+    # say whether the machine held (its points keep the other evidence's verdicts)
+    inconclusive: bool = False
 
     def describe(self, point_id: str) -> str:
         way = "slower" if self.change > 0 else "faster"
@@ -60,6 +63,7 @@ class SentinelVerdict:
             "z": self.z,
             "first_requests": self.first_requests,
             "sentinel_requests": self.sentinel_requests,
+            **({"inconclusive": True} if self.inconclusive else {}),
         }
 
 
@@ -86,13 +90,15 @@ def sentinel_verdict(
     diff = statistics.fmean(b) - statistics.fmean(a)
     z = diff / (sd * math.sqrt(1 / len(a) + 1 / len(b)))
     change = math.exp(diff) - 1
-    moved = abs(z) > threshold_z and math.exp(abs(diff)) - 1 >= least_change
+    large = math.exp(abs(diff)) - 1 >= least_change
+    moved = abs(z) > threshold_z and large
     return SentinelVerdict(
         held=not moved,
         change=round(change, 4),
         z=round(abs(z), 2),
         first_requests=len(per_token_series(first)),
         sentinel_requests=len(per_token_series(sentinel)),
+        inconclusive=large and not moved,
     )
 
 

@@ -39,7 +39,13 @@ def judge_sentinel(
         reporter.note(f"  {verdict}")
     else:
         record.update(verdict.as_dict())
-        if verdict.held:
+        if verdict.inconclusive:
+            way = "slower" if verdict.change > 0 else "faster"
+            reporter.note(
+                f"  sentinel: {first} again {abs(verdict.change):.0%} {way}, within its windows' "
+                f"own noise ({verdict.z:.1f} noise units): it cannot say whether the machine held"
+            )
+        elif verdict.held:
             reporter.note(
                 f"  sentinel: {first} again within {abs(verdict.change):.0%}: "
                 "the machine held its speed"
