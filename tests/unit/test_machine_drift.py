@@ -244,6 +244,17 @@ def test_drift_on_either_side_without_a_change_still_fails_closed():
     assert regression_gate(result, 5, allow_drift=True)["verdict"] == "no-regression"
 
 
+def test_nothing_judged_because_every_thin_row_drifted_is_machine_drift():
+    """The drifted side's windows too thin to judge (a spell of another speed makes their
+    requests autocorrelated): nothing is gated, and the drift is the one cause."""
+    thin = _drifted("b", 2, slowdown=0.3)
+    thin = type(thin)(thin.name, thin.points, thin.requests.iloc[0:0])  # no samples to judge
+    result = compare_sides([stream_side("a", 1, points=(8,)), thin], [METRICS["itl_p50"]])
+    gate = regression_gate(result, 5, allow_missing=True)
+    assert gate["rows_gated"] == 0, gate
+    assert gate["verdict"] == "machine-drift", gate["causes"]
+
+
 def test_throttled_time_sums_over_cgroups_made_anew_under_one_path(tmp_path: Path):
     """A planted throttle's cgroup is removed and made again: its counters start from 0,
     which is new throttling, not a step back."""

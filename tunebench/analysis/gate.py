@@ -49,6 +49,7 @@ from tunebench.points.machine import is_drift
 REGRESSION = "regression"
 UNVERIFIED = "unverified"  # the gate could not see what it needed: it fails, saying what
 DRIFT = "machine-drift"  # undecided: the machine changed speed under what it compared
+NOTHING_GATED = "no row could be judged: nothing was compared"
 PASSED = "no-regression"
 DEFAULT_ERROR_RATE_PP = 1.0
 DETECTION_POWER = 0.8  # the minimum detectable change is the one caught 80% of the time
@@ -133,9 +134,18 @@ def regression_gate(
         )
         if used and seen
     ]
+    # nothing judged because every row left unjudged rests on a drifted point: the drift is
+    # the one cause (a spell of another speed thinned those windows)
+    drift_only = len(causes) == 1 or (
+        len(causes) == 2
+        and not gated
+        and bool(unjudged)
+        and set(unjudged) <= set(undecided)
+        and NOTHING_GATED in causes
+    )
     if failing:
         verdict = REGRESSION
-    elif undecided and len(causes) == 1:
+    elif undecided and drift_only:
         verdict = DRIFT
     elif causes:
         verdict = UNVERIFIED
@@ -242,7 +252,7 @@ def _causes(
                 f"{option} accepts that"
             )
     if not gated:
-        causes.append("no row could be judged: nothing was compared")
+        causes.append(NOTHING_GATED)
     return causes
 
 
