@@ -509,7 +509,7 @@ def test_run_step_compare_gate(tmp_path, slowdown, verdict, code):
 
 def test_run_step_compare_of_an_unknown_run_is_an_error_verdict(tmp_path):
     result, values, _ = _run(tmp_path, command="compare", runs="base-run new-run")
-    assert result.returncode == 1
+    assert result.returncode == 2  # the run not found: a wrong path, as in every command
     assert values["verdict"] == "error" and values["best-config"] == "{}"
 
 

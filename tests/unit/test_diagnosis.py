@@ -194,7 +194,7 @@ def test_explain_on_a_recorded_run_with_repeats_names_each_point_once():
 
 def test_explain_of_a_directory_that_is_no_run_is_a_one_line_error(tmp_path):
     result = invoke("explain", str(tmp_path))
-    assert result.returncode == 1
+    assert result.returncode == 2  # a run not found: a wrong path (PathError), as in every command
     assert not result.stdout and "no run" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
