@@ -20,7 +20,9 @@ from tunebench.store.run import read_points
 pytestmark = [pytest.mark.server, NEEDS_SERVER]
 
 
-def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path, guarded_server):
+def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(
+    tmp_path, guarded_server, budget
+):
     state = tmp_path / "cluster"
     state.mkdir()
     cluster = FakeCluster(state)
@@ -33,8 +35,11 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
         pod_log=str(guarded_server.log_path),
     )
     spec = tmp_path / "helm.yaml"
+    # the window follows the shared server's measured speed: 5 s held no completed
+    # request on a CI machine running three test files beside it
+    window = budget.window_s(5)
     spec.write_text(
-        textwrap.dedent("""
+        textwrap.dedent(f"""
         name: helm-cpu
         model: oci://quay.io/example/tiny-llama:v1
         tokenizer: builtin:tiny-llama
@@ -47,13 +52,13 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
           ready_timeout_s: 60
           health_timeout_s: 60
         server:
-          args: {max-model-len: 256}
-          matrix: {max-num-seqs: [2, 4]}
+          args: {{max-model-len: 256}}
+          matrix: {{max-num-seqs: [2, 4]}}
         load:
-          data: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+          data: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}
           profiles:
-            - {kind: concurrent, streams: [2], max_seconds: 5}
-        metrics: {interval_s: 0.5}
+            - {{kind: concurrent, streams: [2], max_seconds: {window:g}}}
+        metrics: {{interval_s: 0.5}}
         """)
     )
     runs = tmp_path / "runs"
@@ -107,7 +112,7 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
 
 
 def test_helm_sweep_in_parallel_fails_the_unschedulable_configuration_alone(
-    tmp_path, guarded_server
+    tmp_path, guarded_server, budget
 ):
     """parallel: 3 installs three releases at once, each named for its configuration and
     measured by its own GuideLLM through its own port-forward; the one whose pod cannot be
@@ -125,8 +130,9 @@ def test_helm_sweep_in_parallel_fails_the_unschedulable_configuration_alone(
         pending_values="--max-num-seqs=16",
     )
     spec = tmp_path / "helm-parallel.yaml"
+    window = budget.window_s(6)
     spec.write_text(
-        textwrap.dedent("""
+        textwrap.dedent(f"""
         name: helm-par
         model: oci://quay.io/example/tiny-llama:v1
         tokenizer: builtin:tiny-llama
@@ -140,13 +146,13 @@ def test_helm_sweep_in_parallel_fails_the_unschedulable_configuration_alone(
           health_timeout_s: 60
           parallel: 3
         server:
-          args: {max-model-len: 256}
-          matrix: {max-num-seqs: [2, 4, 16]}
+          args: {{max-model-len: 256}}
+          matrix: {{max-num-seqs: [2, 4, 16]}}
         load:
-          data: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}
+          data: {{kind: synthetic, prompt_tokens: 32, output_tokens: 8}}
           profiles:
-            - {kind: concurrent, streams: [1], max_seconds: 6}
-        metrics: {interval_s: 0.5}
+            - {{kind: concurrent, streams: [1], max_seconds: {window:g}}}
+        metrics: {{interval_s: 0.5}}
         """)
     )
     # Both measured configurations load the one guarded server at once, beside the tier's
