@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tunebench.environment import cache_root
 from tunebench.errors import TunebenchError
@@ -255,6 +256,30 @@ def _build_shipped_into(directory: Path, recipe: TinyModelRecipe) -> None:
     (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+
+def finish_tokenizer(tokenizer: Any, max_positions: int) -> Any:
+    """A trained byte-level BPE `tokenizers.Tokenizer` as the builtin models ship it: `<s>`
+    before every sequence (vLLM and the tests' greedy decoding both add it), the special
+    tokens named, the chat template; a `PreTrainedTokenizerFast` ready to save."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A",
+        pair="<s> $A <s> $B",
+        special_tokens=[("<s>", tokenizer.token_to_id("<s>"))],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=max_positions,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
 def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
     if recipe.shipped:
         _build_shipped_into(directory, recipe)
@@ -272,8 +297,8 @@ def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
         return
     # Imported here: they cost seconds and only this command needs them.
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one line of output, not a shard progress bar
@@ -289,20 +314,7 @@ def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
         show_progress=False,
     )
     tokenizer.train_from_iterator(_training_text(recipe.seed), trainer=trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A",
-        pair="<s> $A <s> $B",
-        special_tokens=[("<s>", tokenizer.token_to_id("<s>"))],
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        pad_token="<pad>",
-        model_max_length=recipe.max_positions,
-    )
-    fast.chat_template = CHAT_TEMPLATE
+    fast = finish_tokenizer(tokenizer, recipe.max_positions)
     fast.save_pretrained(directory)
 
     config = LlamaConfig(

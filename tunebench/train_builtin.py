@@ -85,8 +85,9 @@ TINY_TEST_CONFIG = TrainConfig(
 
 
 def train_tokenizer(config: TrainConfig):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from tunebench.demo import finish_tokenizer
 
     special = ["<unk>", "<s>", "</s>", "<pad>"]
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -105,23 +106,7 @@ def train_tokenizer(config: TrainConfig):
     )
     docs = itertools.islice(builtin_corpus.documents(config.seed + 1), config.tokenizer_docs)
     tokenizer.train_from_iterator(docs, trainer=trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A",
-        pair="<s> $A <s> $B",
-        special_tokens=[("<s>", tokenizer.token_to_id("<s>"))],
-    )
-    from tunebench.demo import CHAT_TEMPLATE
-
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        pad_token="<pad>",
-        model_max_length=config.max_positions,
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+    return finish_tokenizer(tokenizer, config.max_positions)
 
 
 def batches(tokenizer, config: TrainConfig, seed: int) -> Iterator[Any]:
