@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from tests.conftest import FIXTURES
-from tunebench.report.points_table import points_table, short_label
+from tunebench.report.points_table import points_table
+from tunebench.report.table_kit import short_label
 from tunebench.store.run import RunStore
 
 

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tunebench.report.formats import MISSING, cell, plural
-from tunebench.report.points_table import Column, _fit, short_label
+from tunebench.report.table_kit import Column, config_labels, fit_widths, hidden_line, legend_line
 
 
 def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) -> Group:
@@ -63,11 +63,7 @@ def batch_summary(
 ) -> Group:
     """The phases and rates of each configuration; `varied` maps each config_id to its
     varied values (manifest configs[].varied), which name it as `show` does."""
-    legend: dict[str, str] = {}
-    labels: dict[str, str] = {}
-    for config_id, values in (varied or {}).items():
-        labels[config_id], found = short_label(config_id, values)
-        legend.update(found)
+    labels, legend = config_labels(varied or {})
 
     def config_cell(row: dict) -> str:
         config_id = str(row.get("config_id") or "")
@@ -81,7 +77,7 @@ def batch_summary(
     }
     unreported = [h for h, *_ in BATCH_COLUMNS[1:] if rows and all(c == MISSING for c in cells[h])]
     columns = [Column(h, p, None) for h, _, _, p in BATCH_COLUMNS if h not in unreported]
-    widths = _fit(columns, cells, width)
+    widths = fit_widths(columns, cells, width)
     shown = [c for c in columns if c.header in widths]
     table = Table(
         title=f"batch {run_id}: {records} records, {plural(int(shards or 1), 'shard')}",
@@ -96,20 +92,9 @@ def batch_summary(
         )
     for index in range(len(rows)):
         table.add_row(*(cells[c.header][index] for c in shown))
-    parts: list[Any] = [table]
-    if legend:
-        parts.append(
-            Text("config: " + "; ".join(f"{k} = {v}" for k, v in legend.items()), style="dim")
-        )
+    parts: list[Any] = [table, *legend_line(legend)]
     if unreported:
         parts.append(Text(f"no configuration reported: {', '.join(unreported)}", style="dim"))
     hidden = [c.header for c in columns if c not in shown]
-    if hidden:
-        parts.append(
-            Text(
-                f"not shown at this width: {', '.join(hidden)} "
-                "(tunebench show RUN --format json or csv has every column)",
-                style="dim",
-            )
-        )
+    parts.extend(hidden_line(hidden, "tunebench show RUN --format json or csv"))
     return Group(*parts)

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from tunebench.points.offered import is_replay, speed_text
 from tunebench.report.formats import number
-from tunebench.report.points_table import Column, _fit, short_arg, short_value
+from tunebench.report.table_kit import Column, fit_widths, short_arg, short_label_text, short_value
 
 VERDICT_STYLE = {"better": "green", "worse": "bold red", "no significant change": "dim"}
 HEADERS = ["candidate", "point", "metric", "A", "B", "change", "95% CI", "verdict"]
@@ -164,25 +164,6 @@ LOAD_WORDS = {"concurrent": "conc", "throughput": "thru", "constant": "const"}
 SHORT_VERDICTS = {"no significant change": "n.s."}
 
 
-def _short_label(text: str, legend: dict[str, str]) -> str:
-    """A configuration label ("max-num-seqs=2, max-num-batched-tokens=32", a --by side
-    "variant=mns1-mnbt32") with show's short arg names: "mns=2,mnbt=32", "mns1-mnbt32"."""
-    parts = text.split(", ")
-    if not all(re.fullmatch(r"[A-Za-z0-9_.-]+=.+", p) for p in parts):
-        return short_value(text)
-    out = []
-    for part in parts:
-        name, value = part.split("=", 1)
-        if name == "variant":  # a variant is its name, as in show
-            out.append(short_value(value))
-            continue
-        short = short_arg(name)
-        if short != name:
-            legend[short] = name
-        out.append(f"{short}={short_value(value)}")
-    return ",".join(out)
-
-
 def _unique(full: list[str], short: dict[str, str]) -> dict[str, str]:
     """`short` where it tells every name apart; the full names where two would read alike."""
     shown = [short[name] for name in full]
@@ -202,7 +183,7 @@ def side_names(result: Any, legend: dict[str, str]) -> dict[str, str]:
         if len(set(plain.values())) < len(names):
             plain = {n: f"{m['name']}@{m['time']}" for n, m in matches.items()}
         return _unique(names, plain)
-    return _unique(names, {n: _short_label(n, legend) for n in names})
+    return _unique(names, {n: short_label_text(n, legend) for n in names})
 
 
 def _point_short(row: dict, key: list[str], labels: dict[str, str]) -> str:
@@ -232,7 +213,7 @@ def compare_table(result: Any, width: int = 100) -> Group:
     legend: dict[str, str] = {}
     sides = side_names(result, legend)
     configs = sorted({str(r.get("config_label")) for r in rows if "config_label" in key})
-    labels = _unique(configs, {c: _short_label(c, legend) for c in configs})
+    labels = _unique(configs, {c: short_label_text(c, legend) for c in configs})
     for k in key:
         if k not in ("load_kind", "target", "config_label") and short_arg(k) != k:
             legend[short_arg(k)] = k
@@ -265,7 +246,7 @@ def compare_table(result: Any, width: int = 100) -> Group:
             for v in verdicts
         ],
     }
-    widths = _fit(columns, cells, width)
+    widths = fit_widths(columns, cells, width)
     shown = [c for c in columns if c.header in widths]
     base = sides.get(result.baseline, result.baseline)
     if len(candidates) == 1:

@@ -1,15 +1,13 @@
 """The points of a run as a console table that fits the terminal (100 columns and up).
 
 Configurations are named by their id and their varied values with short arg names
-("c2 mns=2"), so two configurations can always be told apart; a legend spells the short
-names out. Columns are chosen by priority until the width is used; the reasons a point is
-invalid or client-limited are listed under the table instead of widening it.
+("c2 mns=2", report/table_kit.py), so two configurations can always be told apart.
+Columns are chosen by priority until the width is used; the reasons a point is invalid
+or client-limited are listed under the table instead of widening it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from rich.console import Group
@@ -19,61 +17,15 @@ from rich.text import Text
 from tunebench.points import trust
 from tunebench.points.offered import offered_load
 from tunebench.report.formats import as_number, cell
+from tunebench.report.table_kit import (
+    Column,
+    config_labels,
+    fit_widths,
+    hidden_line,
+    legend_line,
+)
 
-# Short names of the args sweeps vary most; any other arg gets the initials of its words.
-SHORT_ARGS = {
-    "max-num-seqs": "mns",
-    "max-num-batched-tokens": "mnbt",
-    "max-model-len": "mml",
-    "kv-cache-dtype": "kv",
-    "enable-prefix-caching": "prefix",
-    "enforce-eager": "eager",
-    "gpu-memory-utilization": "gmu",
-    "speculative-config": "spec",
-    "quantization": "quant",
-    "tensor-parallel-size": "tp",
-    "block-size": "bs",
-    "dtype": "dtype",
-    "model": "model",
-}
-VALUE_WIDTH = 14  # a varied value longer than this (a JSON config, a path) is shortened
-
-
-def short_arg(name: str) -> str:
-    if name in SHORT_ARGS:
-        return SHORT_ARGS[name]
-    words = [w for w in re.split(r"[-_.]", name) if w]
-    return "".join(w[0] for w in words) if len(words) > 1 else name
-
-
-def short_value(value: Any) -> str:
-    text = str(value)
-    if "/" in text and not text.startswith("{"):
-        text = text.rstrip("/").rsplit("/", 1)[-1]  # a model path or hub id: its last part
-    return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 1] + "…"
-
-
-def short_label(config_id: str, varied: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    """("c2 mns=2", {"mns": "max-num-seqs"}): the id, then each varied value."""
-    parts, legend = [], {}
-    for name, value in varied.items():
-        if name == "trial":
-            continue  # a tune trial's id already is t<trial>
-        if name == "variant":
-            parts.append(short_value(value))
-            continue
-        short = short_arg(name)
-        if short != name:
-            legend[short] = name
-        parts.append(f"{short}={short_value(value)}")
-    return " ".join([config_id, ",".join(parts)]).strip(), legend
-
-
-@dataclass(frozen=True)
-class Column:
-    header: str
-    priority: int  # lower is kept first when the terminal is narrow
-    render: Any  # row -> str
+COLUMN_HINT = "--format json or csv"  # where every column can be read
 
 
 def _load(row: dict[str, Any]) -> str:
@@ -141,34 +93,6 @@ COLUMNS = (  # in display order
 )
 
 
-def _content_width(column: Column, cells: dict[str, list[str]]) -> int:
-    """The narrowest a column can be: its widest cell (cells never wrap: a number split over
-    two lines misreads) or the longest word of its header (headers may wrap)."""
-    longest_word = max(len(w) for w in column.header.split())
-    return max([longest_word, *(len(c) for c in cells[column.header])])
-
-
-def _fit(columns: list[Column], cells: dict[str, list[str]], width: int) -> dict[str, int]:
-    """Column -> content width: columns by priority while the table fits `width` (each
-    column costs its content, two spaces of padding and a border), then the room left goes
-    to headers that would otherwise wrap."""
-    chosen: dict[str, int] = {}
-    used = 1  # the table's left border
-    for column in sorted(columns, key=lambda c: c.priority):
-        need = _content_width(column, cells)
-        if used + need + 3 <= width or column.priority == 0:
-            chosen[column.header] = need
-            used += need + 3
-    spare = width - used
-    for column in columns:
-        if column.header in chosen and spare > 0:
-            grow = min(len(column.header) - chosen[column.header], spare)
-            if grow > 0:
-                chosen[column.header] += grow
-                spare -= grow
-    return {c.header: chosen[c.header] for c in columns if c.header in chosen}
-
-
 def points_table(
     rows: Iterable[dict[str, Any]],
     varied: dict[str, dict[str, Any]],
@@ -181,11 +105,7 @@ def points_table(
     `varied` maps each config_id to its varied values (manifest configs[].varied).
     """
     rows = list(rows)
-    legend: dict[str, str] = {}
-    labels = {}
-    for config_id, values in varied.items():
-        labels[config_id], found = short_label(config_id, values)
-        legend.update(found)
+    labels, legend = config_labels(varied)
 
     def config_cell(row: dict[str, Any]) -> str:
         config_id = str(row.get("config_id", ""))
@@ -201,7 +121,7 @@ def points_table(
         c.header: [config_cell(r) if c.render is None else c.render(r) for r in rows]
         for c in columns
     }
-    widths = _fit(columns, cells, width)
+    widths = fit_widths(columns, cells, width)
     shown = [c for c in columns if c.header in widths]
     table = Table(title=title, header_style="bold", show_lines=False)
     for column in shown:
@@ -211,25 +131,13 @@ def points_table(
         )
     for index in range(len(rows)):
         table.add_row(*(cells[c.header][index] for c in shown))
-    parts: list[Any] = [table]
-    if legend:
-        parts.append(
-            Text("config: " + "; ".join(f"{k} = {v}" for k, v in legend.items()), style="dim")
-        )
+    parts: list[Any] = [table, *legend_line(legend)]
     if "J/out tok" not in present:
         # the energy column is absent: say why once (points.csv energy_note per point)
         reasons = sorted({str(r["energy_note"]) for r in rows if r.get("energy_note")})
         for reason in reasons[:2]:
             parts.append(Text(f"J/out tok not shown: {reason}", style="dim"))
-    hidden = [c.header for c in columns if c not in shown]
-    if hidden:
-        parts.append(
-            Text(
-                f"not shown at this width: {', '.join(hidden)} "
-                "(--format json or csv has every column)",
-                style="dim",
-            )
-        )
+    parts.extend(hidden_line([c.header for c in columns if c not in shown], COLUMN_HINT))
     notes = _notes(rows, config_cell)
     for line in notes[:notes_limit]:
         parts.append(Text(line))

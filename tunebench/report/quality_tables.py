@@ -15,9 +15,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tunebench.report.compare import _short_label
 from tunebench.report.formats import cell, sig
-from tunebench.report.points_table import Column, _fit
+from tunebench.report.table_kit import Column, fit_widths, short_label_text
 
 
 def quality_vs(row: Any) -> str:
@@ -31,7 +30,7 @@ def quality_vs(row: Any) -> str:
 
 
 def _config_names(pairs: list[tuple[str, str]], legend: dict[str, str]) -> list[str]:
-    return [f"{config_id} {_short_label(label, legend)}".strip() for config_id, label in pairs]
+    return [f"{config_id} {short_label_text(label, legend)}".strip() for config_id, label in pairs]
 
 
 def _legend(legend: dict[str, str]) -> Text:
@@ -111,7 +110,7 @@ def quality_view(
         for name, priority in QUALITY_COLUMNS
         if name != "lm-eval" or scores
     ]
-    widths = _fit(columns, cells, width)
+    widths = fit_widths(columns, cells, width)
     shown = [c.header for c in columns if c.header in widths]
     table = Table(title="quality: greedy answers vs the reference", title_justify="left")
     for name in shown:

@@ -35,7 +35,7 @@ from tunebench.numbers import to_float
 from tunebench.points.offered import is_replay, speed_text
 from tunebench.points.trace import LATE_MS, arrival_fidelity
 from tunebench.report.formats import MISSING, number
-from tunebench.report.points_table import Column, _fit, short_label
+from tunebench.report.table_kit import Column, fit_widths, short_label
 
 LENGTHS_NOTE = (
     "lengths: p50/p95/max tokens per successful request, sent as the server counted them "
@@ -131,7 +131,7 @@ def replay_table(
                 }
             )
     cells = {c.header: [line[c.header] for line in lines] for c in CONSOLE_COLUMNS}
-    widths = _fit(list(CONSOLE_COLUMNS), cells, width)
+    widths = fit_widths(list(CONSOLE_COLUMNS), cells, width)
     shown = [c for c in CONSOLE_COLUMNS if c.header in widths]
     table = Table(title="trace replay: request lengths and arrivals", header_style="bold")
     for column in shown:
