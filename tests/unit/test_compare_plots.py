@@ -12,14 +12,10 @@ import matplotlib
 matplotlib.use("Agg")
 
 from tests.conftest import invoke  # noqa: E402
+from tunebench.analysis.figure_kit import styles  # noqa: E402
 from tunebench.analysis.frames import load_run  # noqa: E402
-from tunebench.analysis.plots import (  # noqa: E402
-    comparing_figures,
-    draw_pareto,
-    load_curves,
-    pareto_data,
-    styles,
-)
+from tunebench.analysis.load_curves import comparing_figures, load_curves  # noqa: E402
+from tunebench.analysis.plots import draw_pareto, pareto_data  # noqa: E402
 from tunebench.testing import make_demo_like_run  # noqa: E402
 from tunebench.testing.runs import DEMO_SHAPE  # noqa: E402
 

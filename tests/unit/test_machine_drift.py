@@ -361,10 +361,10 @@ def test_the_report_plots_the_machine_over_the_run_from_the_points():
     assert [round(bar.get_height()) for bar in bars] == [-3, 4, 45]
     assert [bar.get_facecolor()[:3] for bar in bars][2] != bars[0].get_facecolor()[:3]
     # what a reader sees: no legend over the data, every series visible
-    from tunebench.analysis.plots import _figure_bytes
+    from tunebench.analysis.figure_kit import figure_bytes
     from tunebench.testing.plot_layout import layout_problems, read_layout
 
-    png = _figure_bytes(machine_speed_figure(data))
+    png = figure_bytes(machine_speed_figure(data))
     assert layout_problems(read_layout(png), "machine") == []
     # each repeat's sentinel against its first point: a diamond, red where it moved
     from types import SimpleNamespace
@@ -389,7 +389,7 @@ def test_the_report_plots_the_machine_over_the_run_from_the_points():
     figure = machine_speed_figure(data, sentinels)
     (diamonds,) = figure.axes[1].collections
     assert [tuple(xy) for xy in diamonds.get_offsets()] == [(1.5, 3.0), (2.5, 38.0)]
-    png = _figure_bytes(machine_speed_figure(data, sentinels))
+    png = figure_bytes(machine_speed_figure(data, sentinels))
     assert layout_problems(read_layout(png), "machine") == []
     # a run recorded before the machine was watched has no such figure
     old = points.assign(probe_before_ms=None, probe_ms=None, window_change_pct=None)

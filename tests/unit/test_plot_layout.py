@@ -13,13 +13,10 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from tunebench.analysis.figure_kit import figure_bytes  # noqa: E402
 from tunebench.analysis.frames import load_run  # noqa: E402
-from tunebench.analysis.plots import (  # noqa: E402
-    _figure_bytes,
-    draw_curves,
-    load_curves,
-    run_figures,
-)
+from tunebench.analysis.load_curves import draw_curves, load_curves  # noqa: E402
+from tunebench.analysis.plots import run_figures  # noqa: E402
 from tunebench.report.html import write_report  # noqa: E402
 from tunebench.testing import make_demo_like_run  # noqa: E402
 from tunebench.testing.plot_layout import layout_problems, page_images, read_layout  # noqa: E402
@@ -64,7 +61,7 @@ def test_a_legend_over_the_data_is_found():
     ax.plot([1, 2, 3], [1, 4, 9], marker="o", label="a")
     ax.plot([1, 2, 3], [2, 5, 8], marker="s", label="b")
     ax.legend(loc="upper left")
-    problems = layout_problems(read_layout(_figure_bytes(fig)))
+    problems = layout_problems(read_layout(figure_bytes(fig)))
     assert problems == ["plot: legend ['a', 'b'] overlaps the panel 'inside'"]
 
 
@@ -77,7 +74,7 @@ def test_throughput_against_achieved_requests_is_identical_by_construction(tmp_p
         curves, "output_tok_s", "old", "output tokens/s", x="achieved_rps",
         xlabel="achieved req/s",
     )  # fmt: skip
-    problems = layout_problems(read_layout(_figure_bytes(fig)), "old")
+    problems = layout_problems(read_layout(figure_bytes(fig)), "old")
     assert problems == [
         "old, panel 'concurrent load': series 'max-num-seqs=2' and 'max-num-seqs=8' lie on "
         "one line y = kx, identical by construction"
@@ -91,7 +88,7 @@ def test_a_series_under_another_of_its_look_is_found():
     ax.plot([1, 2, 3], [1, 4, 9], color="C0", marker="o", ms=6, label="b")
     ax.plot([1, 2], [50, 60], color="C1", marker="s", label="off the axes")
     ax.set_ylim(0, 10)
-    problems = layout_problems(read_layout(_figure_bytes(fig)))
+    problems = layout_problems(read_layout(figure_bytes(fig)))
     assert problems == [
         "plot, panel 'same': series 'off the axes' has no marker inside",
         "plot, panel 'same': series 'a' and 'b' look alike",
@@ -111,7 +108,7 @@ def test_a_single_rate_keeps_its_top_marker_whole(tmp_path):
     store = make_demo_like_run(tmp_path, shape=shape)
     curves = load_curves(load_run(store.path))
     fig = draw_curves(curves, "output_tok_s", "t", "output tokens/s")
-    assert layout_problems(read_layout(_figure_bytes(fig)), "now") == []
+    assert layout_problems(read_layout(figure_bytes(fig)), "now") == []
     old = draw_curves(curves, "output_tok_s", "t", "output tokens/s")
     for ax in old.axes:  # the axes as they were drawn before: no headroom, clipped
         ax.relim()
@@ -119,7 +116,7 @@ def test_a_single_rate_keeps_its_top_marker_whole(tmp_path):
         ax.set_ylim(bottom=0)
         for line in ax.get_lines():
             line.set_clip_on(True)
-    assert layout_problems(read_layout(_figure_bytes(old)), "old") == [
+    assert layout_problems(read_layout(figure_bytes(old)), "old") == [
         "old, panel 'poisson load': series 'max-num-seqs=2' has 1 marker(s) cut by the panel's edge"
     ]
 
@@ -132,14 +129,14 @@ def test_a_marker_on_the_axis_at_zero_is_drawn_whole(tmp_path):
     store = make_demo_like_run(tmp_path, shape=shape)
     curves = load_curves(load_run(store.path))
     fig = draw_curves(curves, "ttft_p50_ms", "t", "ms", band="ttft_p95_ms")
-    layout = read_layout(_figure_bytes(fig))
+    layout = read_layout(figure_bytes(fig))
     low = next(s for s in layout["series"] if s["label"] == "max-num-seqs=2" and s["axes"] == 0)
     bottom = layout["axes"][0]["box"][3]
     assert bottom - low["pixels"][0][1] < low["radius"] - 1  # on the edge
     assert low["clipped"] is False and layout_problems(layout) == []
     for line in fig.axes[0].get_lines():
         line.set_clip_on(True)
-    assert layout_problems(read_layout(_figure_bytes(fig)), "clipped") == [
+    assert layout_problems(read_layout(figure_bytes(fig)), "clipped") == [
         "clipped, panel 'concurrent load': series 'max-num-seqs=2' has 1 marker(s) cut by the "
         "panel's edge"
     ]

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import invoke
+from tunebench.analysis.figure_kit import figure_bytes
 from tunebench.analysis.frames import load_run
-from tunebench.analysis.plots import _figure_bytes
 from tunebench.analysis.replay_samples import length_histogram, replay_samples
 from tunebench.analysis.trace_plots import draw_arrivals, draw_lengths, replay_figures
 from tunebench.report.html import write_report
@@ -119,7 +119,7 @@ def test_length_histograms_count_every_request_and_draw_the_counts(replay_run, w
     for row in histogram[histogram["source"] == "trace"].itertuples():
         inside = sum(row.left <= r[column] < row.right for r in requests)
         assert row.count == inside
-    layout = read_layout(_figure_bytes(draw_lengths(samples, "lengths")))
+    layout = read_layout(figure_bytes(draw_lengths(samples, "lengths")))
     assert layout_problems(layout, "lengths") == []
     panel = 0 if what == "prompt" else 1
     assert layout["axes"][panel]["xlabel"] == f"{what} tokens per request"
@@ -134,7 +134,7 @@ def test_length_histograms_count_every_request_and_draw_the_counts(replay_run, w
 
 def test_arrival_figure_reads_clean_and_counts_every_request_once(replay_run):
     samples = point_samples(replay_run, "c2", "replay-azure-2")
-    layout = read_layout(_figure_bytes(draw_arrivals(samples, "arrivals")))
+    layout = read_layout(figure_bytes(draw_arrivals(samples, "arrivals")))
     assert layout_problems(layout, "arrivals") == []
     assert [a["ylabel"] for a in layout["axes"]] == ["requests/s", "lag (ms)"]
     (legend,) = layout["legends"]

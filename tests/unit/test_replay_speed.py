@@ -16,8 +16,9 @@ from rich.console import Console
 from tests.conftest import invoke
 from tunebench.analysis.best import best_config, headline
 from tunebench.analysis.crossovers import crossovers_between
+from tunebench.analysis.figure_kit import figure_bytes
 from tunebench.analysis.frames import load_run
-from tunebench.analysis.plots import _figure_bytes, draw_curves, load_curves
+from tunebench.analysis.load_curves import draw_curves, load_curves
 from tunebench.analysis.sides import LOAD_KEY, Side
 from tunebench.points.offered import SPEED_AXIS, offered_load, speed_text, trace_name
 from tunebench.report.compare import crossover_text
@@ -175,7 +176,7 @@ def test_crossovers_of_replays_lie_on_one_trace_at_a_speed():
 def test_offered_load_plots_have_a_speed_panel_per_trace(replay_run):
     curves = load_curves(load_run(replay_run.path))
     fig = draw_curves(curves, "ttft_p50_ms", "TTFT", "ms", band="ttft_p95_ms")
-    layout = read_layout(_figure_bytes(fig))
+    layout = read_layout(figure_bytes(fig))
     assert layout_problems(layout, "TTFT") == []
     assert [a["title"] for a in layout["axes"]] == ["replay azure load", "replay mooncake load"]
     assert {a["xlabel"] for a in layout["axes"]} == {SPEED_AXIS}

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from tunebench.analysis.compare import ALL_POINTS, Comparison
-from tunebench.analysis.plots import HUE, PANEL, _figure_bytes, comparing_figures
+from tunebench.analysis.figure_kit import figure_bytes
+from tunebench.analysis.load_curves import HUE, PANEL, comparing_figures
 from tunebench.points.offered import panel_of_key
 from tunebench.store.files import write_atomic
 
@@ -78,7 +79,7 @@ def compare_figures(
     result: Comparison, gate: dict[str, Any] | None = None
 ) -> list[tuple[str, bytes]]:
     figures = comparing_figures(overlay_data(result), marks=verdict_marks(result, gate))
-    return [(title, _figure_bytes(fig)) for title, fig in figures]
+    return [(title, figure_bytes(fig)) for title, fig in figures]
 
 
 def _verdict_table(result: Comparison, gate: dict[str, Any] | None) -> str:

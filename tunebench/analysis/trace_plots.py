@@ -10,7 +10,7 @@ Per replayed point two figures, drawn from the data of `replay_samples.py`:
   request's send lag (sent minus scheduled) over time, with the 50 ms past which it counts
   as late (points/trace.py).
 
-Every figure records its layout in its PNG like the other plots (plots.py `_figure_bytes`),
+Every figure records its layout in its PNG like the other plots (figure_kit.py `figure_bytes`),
 so the checks of tunebench/testing/plot_layout.py read them as a person sees them.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunebench.analysis.plots import PALETTE, _figure_bytes, _legend_outside, _setup
+from tunebench.analysis.figure_kit import PALETTE, figure_bytes, legend_outside, setup_plotting
 from tunebench.analysis.replay_samples import (
     SENT,
     TRACE,
@@ -71,7 +71,7 @@ def _steps(ax, x, y, style: tuple[str, str, str, bool]) -> None:
 def draw_lengths(samples: pd.DataFrame, title: str):
     """Two panels, prompt and output tokens per request: how many requests of each length
     the trace asked for and the server counted. Returns the Figure."""
-    plt, _sns = _setup()
+    plt, _sns = setup_plotting()
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), layout="constrained")
     handles: dict[str, Any] = {}
     for ax, what in zip(axes, ("prompt", "output")):
@@ -87,14 +87,14 @@ def draw_lengths(samples: pd.DataFrame, title: str):
         ax.set_ylim(0, max(1.0, ax.get_ylim()[1]) * 1.08)
     fig.suptitle(title, x=0.01, ha="left")
     if handles:
-        _legend_outside(fig, list(handles.values()), list(handles))
+        legend_outside(fig, list(handles.values()), list(handles))
     return fig
 
 
 def draw_arrivals(samples: pd.DataFrame, title: str):
     """Two panels over the point's window: requests per second scheduled and sent, and
     each request's send lag in ms. Returns the Figure."""
-    plt, _sns = _setup()
+    plt, _sns = setup_plotting()
     fig, (rate_ax, lag_ax) = plt.subplots(
         2, 1, figsize=(9.5, 4.6), sharex=True, layout="constrained"
     )
@@ -127,7 +127,7 @@ def draw_arrivals(samples: pd.DataFrame, title: str):
     handles = [line for ax in (rate_ax, lag_ax) for line in ax.get_lines()]
     handles = [h for h in handles if not h.get_label().startswith("_")]
     if handles:
-        _legend_outside(fig, handles, [h.get_label() for h in handles])
+        legend_outside(fig, handles, [h.get_label() for h in handles])
     return fig
 
 
@@ -164,7 +164,7 @@ def replay_figures(
             left_out.append(name)
             continue
         lengths = draw_lengths(mine, f"request lengths: {short}")
-        figures.append((f"Request lengths: {name}", _figure_bytes(lengths)))
+        figures.append((f"Request lengths: {name}", figure_bytes(lengths)))
         arrivals = draw_arrivals(mine, f"arrivals: {short}")
-        figures.append((f"Arrivals: {name}", _figure_bytes(arrivals)))
+        figures.append((f"Arrivals: {name}", figure_bytes(arrivals)))
     return figures, left_out

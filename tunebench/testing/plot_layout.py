@@ -1,6 +1,6 @@
 """What a person sees in a plot, read from the layout every tunebench PNG carries.
 
-`tunebench/analysis/plots.py` records, while it draws a figure, where its panels, legends
+`tunebench/analysis/figure_kit.py` records, while it draws a figure, where its panels, legends
 and labelled series landed in the image's pixels (a tEXt chunk named LAYOUT_KEY). The checks
 here read that record from the images themselves (a report.html, a compare page), so a
 test sees the picture the reader gets, not the intentions of the code that drew it.
@@ -16,7 +16,7 @@ import struct
 from itertools import combinations
 from typing import Any
 
-from tunebench.analysis.plots import LAYOUT_KEY
+from tunebench.analysis.figure_kit import LAYOUT_KEY
 
 IMAGE = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)"')
 NEAR_PX = 1.5  # two markers closer than this are one spot to the eye
