@@ -1,5 +1,6 @@
 """Shared helpers: run the `tunebench` CLI (in-process or as a user runs it), find the repo's
-files, and the suite's own rules (a skipped test fails `make test` and CI)."""
+files, write a sweep file that differs from a test's base in one place, and the suite's own
+rules (a skipped test fails `make test` and CI)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,18 @@ def invoke(*args: str, cwd: Path | None = None, env: dict | None = None, timeout
     ):
         code = main([str(a) for a in args])
     return subprocess.CompletedProcess(["tunebench", *args], code, out.getvalue(), err.getvalue())
+
+
+def spec_file(
+    tmp_path: Path, text: str, old: str = "", new: str = "", name: str = "spec.yaml"
+) -> Path:
+    """`text` with `old` replaced by `new`, written to tmp_path/name: a sweep file that
+    differs from a test's base in one place. `old` must be in `text`, so that a base that
+    changed under a test fails it loudly instead of leaving it to test the base."""
+    assert old in text, f"{old!r} is not in the text it should replace"
+    path = tmp_path / name
+    path.write_text(text.replace(old, new))
+    return path
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, spec_file
 from tunebench.store.run import read_points
 from tunebench.testing import make_rate_grid_run
 
@@ -99,8 +99,7 @@ def test_parts_that_overlap_or_differ_are_refused_in_one_line(tmp_path):
     assert (
         unknown.returncode == 2 and "--only c9: not a configuration of the plan" in unknown.stderr
     )
-    other = tmp_path / "other.yaml"
-    other.write_text(spec.read_text().replace("rate: [1, 2, 4]", "rate: [1, 2]"))
+    other = spec_file(tmp_path, spec.read_text(), "rate: [1, 2, 4]", "rate: [1, 2]", "other.yaml")
     assert run_cli("sweep", str(other), "--only", "c3", "-o", str(tmp_path / "c")).returncode == 0
     differ = run_cli("merge", a, str(next((tmp_path / "c").iterdir())), "-o", str(tmp_path / "m"))
     assert differ.returncode == 2 and "a different spec" in differ.stderr

@@ -11,15 +11,16 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, spec_file
 from tests.integration.test_merge import _files, _rows, _spec
 from tunebench.store.run import read_points
 
 
 def test_a_parallel_sweep_writes_the_run_a_sweep_in_turn_writes(tmp_path):
     spec = _spec(tmp_path)
-    parallel = tmp_path / "parallel.yaml"
-    parallel.write_text(spec.read_text().replace("{kind: replay,", "{kind: replay, parallel: 3,"))
+    parallel = spec_file(
+        tmp_path, spec.read_text(), "{kind: replay,", "{kind: replay, parallel: 3,", "parallel.yaml"
+    )
     in_turn = run_cli("sweep", str(spec), "-o", str(tmp_path / "turn"), "--no-report")
     assert in_turn.returncode == 0, in_turn.stderr
     at_once = run_cli("sweep", str(parallel), "-o", str(tmp_path / "once"))
@@ -44,9 +45,12 @@ def test_ctrl_c_stops_every_configuration_running_at_once_and_resume_finishes(tm
     """SIGINT (what Ctrl-C sends) while three configurations start at once: the sweep stops
     as interrupted (130) after all three ended, and --resume measures them."""
     spec = _spec(tmp_path)
-    slow = tmp_path / "slow.yaml"
-    slow.write_text(
-        spec.read_text().replace("{kind: replay,", "{kind: replay, parallel: 3, time_scale: 0.1,")
+    slow = spec_file(
+        tmp_path,
+        spec.read_text(),
+        "{kind: replay,",
+        "{kind: replay, parallel: 3, time_scale: 0.1,",
+        "slow.yaml",
     )
     runs = tmp_path / "runs"
     process = subprocess.Popen(

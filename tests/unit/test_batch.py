@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, spec_file
 from tunebench.batch.dataset import PromptRenderer, Record, load_records
 from tunebench.batch.run import render_prompts, schema_failures, shard_slices
 from tunebench.batch.spec import load_batch_spec
@@ -59,8 +59,7 @@ def test_prompt_names_the_record_and_the_missing_field():
 
 
 def test_bad_batch_spec_is_one_line(tmp_path, cli):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(RECIPES.read_text().replace("engine: vllm", "engine: tgi"))
+    bad = spec_file(tmp_path, RECIPES.read_text(), "engine: vllm", "engine: tgi", "bad.yaml")
     result = cli("batch", str(bad), "--slurm", str(tmp_path / "x.sbatch"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
-from tests.unit.test_trace import _spec
+from tests.unit.test_trace import trace_spec
 from tunebench.runner.probing import CapacityProbing
 
 SEARCH = "- {kind: capacity, arrival: replay, start_rate: 1, max_rate: 16, tolerance: 0.05}"
@@ -15,7 +15,7 @@ SLO = "slo: {ttft_ms: {p95: 500}}\n"
 
 
 def _search_spec(tmp_path, profile: str = SEARCH, slo: str = SLO):
-    path = _spec(tmp_path, "- {kind: replay, speed: [1, 2]}", profile)
+    path = trace_spec(tmp_path, "- {kind: replay, speed: [1, 2]}", profile)
     path.write_text(path.read_text() + slo)
     return path
 

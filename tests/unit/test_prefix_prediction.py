@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.conftest import spec_file
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
 from tunebench.load.guidellm import GuideLLMDriver, data_args, prefix_buckets, prefix_evidence
 from tunebench.load.guidellm_prime import benchmark_prefixes, prime_request
@@ -357,15 +358,8 @@ load:
 """
 
 
-def _spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
-    assert old in SPEC
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.replace(old, new))
-    return path
-
-
 def test_a_primed_sweep_plans(tmp_path, capsys):
-    result = run_in_process(capsys, "sweep", str(_spec(tmp_path)), "--dry-run")
+    result = run_in_process(capsys, "sweep", str(spec_file(tmp_path, SPEC)), "--dry-run")
     assert result.returncode == 0, result.stderr
 
 
@@ -387,7 +381,7 @@ def test_a_primed_sweep_plans(tmp_path, capsys):
     ],
 )
 def test_a_bad_prime_is_one_line_naming_the_key(tmp_path, capsys, old, new, fragment):
-    path = _spec(tmp_path, old, new)
+    path = spec_file(tmp_path, SPEC, old, new)
     result = run_in_process(capsys, "sweep", str(path), "--dry-run")
     assert_one_line_error(result, path, (fragment,))
 

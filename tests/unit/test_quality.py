@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, spec_file
 from tunebench.errors import SpecError
 from tunebench.quality.collect import Completion
 from tunebench.quality.divergence import compare
@@ -42,7 +42,6 @@ def test_limit_asks_the_first_n_prompts_of_the_file_in_its_order(tmp_path):
     from tunebench.assemble import quality_request
     from tunebench.spec.loading import load_spec
 
-    spec_path = tmp_path / "s.yaml"
     (tmp_path / "mine.txt").write_text("".join(f"prompt {i}\n" for i in range(1, 6)))
     text = (
         "name: s\nmodel: builtin:tiny-llama\ndeployment: {kind: local}\n"
@@ -50,10 +49,10 @@ def test_limit_asks_the_first_n_prompts_of_the_file_in_its_order(tmp_path):
         "       profiles: [{kind: concurrent, streams: 1, max_seconds: 1}]}\n"
         "quality: {prompts: mine.txt, limit: 3}\n"
     )
-    spec_path.write_text(text)
+    spec_path = spec_file(tmp_path, text, name="s.yaml")
     request = quality_request(load_spec(spec_path), spec_path)
     assert request.prompts == ["prompt 1", "prompt 2", "prompt 3"]
-    spec_path.write_text(text.replace(", limit: 3", ""))
+    spec_file(tmp_path, text, ", limit: 3", "", "s.yaml")
     assert len(quality_request(load_spec(spec_path), spec_path).prompts) == 5
 
 

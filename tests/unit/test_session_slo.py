@@ -4,10 +4,9 @@ failed closed (never passed, no goodput), and bad sweep files as one line."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.conftest import spec_file
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
 from tunebench.points.capacity import CapacitySearch
 from tunebench.points.row import PointId, build_row
@@ -153,21 +152,15 @@ slo: {session_e2e_s: {p95: 10}, turn_ttft_ms: {p95: 500}}
 """
 
 
-def _spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
-    assert old in SPEC
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.replace(old, new))
-    return path
-
-
 def test_a_session_slo_plans(tmp_path, capsys):
-    result = run_in_process(capsys, "sweep", str(_spec(tmp_path)), "--dry-run")
+    result = run_in_process(capsys, "sweep", str(spec_file(tmp_path, SPEC)), "--dry-run")
     assert result.returncode == 0, result.stderr
 
 
 def test_a_session_slo_can_drive_a_capacity_search(tmp_path, capsys):
-    path = _spec(
+    path = spec_file(
         tmp_path,
+        SPEC,
         "{kind: concurrent, streams: 2, max_seconds: 20}",
         "{kind: capacity, max_seconds: 30}",
     )
@@ -200,6 +193,6 @@ def test_a_session_slo_can_drive_a_capacity_search(tmp_path, capsys):
     ],
 )
 def test_a_bad_session_slo_is_one_line_naming_the_key(tmp_path, capsys, old, new, fragment):
-    path = _spec(tmp_path, old, new)
+    path = spec_file(tmp_path, SPEC, old, new)
     result = run_in_process(capsys, "sweep", str(path), "--dry-run")
     assert_one_line_error(result, path, (fragment,))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import spec_file
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
 from tunebench.load.guidellm import CHAT, GuideLLMDriver, data_args
 from tunebench.load.guidellm_report import request_samples
@@ -125,15 +126,8 @@ def test_session_columns_by_hand():
     assert sessions.session_columns(_samples(), turns=2)["sessions_complete"] == 2
 
 
-def _spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
-    assert old in SPEC
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.replace(old, new))
-    return path
-
-
 def test_a_session_sweep_plans(tmp_path, capsys):
-    result = run_in_process(capsys, "sweep", str(_spec(tmp_path)), "--dry-run")
+    result = run_in_process(capsys, "sweep", str(spec_file(tmp_path, SPEC)), "--dry-run")
     assert result.returncode == 0, result.stderr
     assert "concurrent-2" in result.stdout
 
@@ -172,7 +166,7 @@ def test_shipped_session_sweep_plans():
     ],
 )
 def test_bad_session_spec_is_one_line_naming_the_key(tmp_path, capsys, old, new, fragment):
-    path = _spec(tmp_path, old, new)
+    path = spec_file(tmp_path, SPEC, old, new)
     result = run_in_process(capsys, "sweep", str(path), "--dry-run")
     assert_one_line_error(result, path, (fragment,))
 

@@ -5,10 +5,10 @@ synthetic data then spreads requests over the groups, and bad input as one line.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import spec_file
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
 from tunebench.load.guidellm import data_args, prefix_buckets
 from tunebench.spec.models import SharedPrefix, SyntheticData
@@ -92,15 +92,8 @@ def test_guidellm_spreads_requests_over_the_groups_by_their_weights():
     assert shares == pytest.approx(expected, abs=0.03)
 
 
-def _spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
-    assert old in SPEC
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.replace(old, new))
-    return path
-
-
 def test_a_prefix_sweep_plans(tmp_path, capsys):
-    result = run_in_process(capsys, "sweep", str(_spec(tmp_path)), "--dry-run")
+    result = run_in_process(capsys, "sweep", str(spec_file(tmp_path, SPEC)), "--dry-run")
     assert result.returncode == 0, result.stderr
 
 
@@ -134,7 +127,7 @@ def test_a_prefix_sweep_plans(tmp_path, capsys):
     ],
 )
 def test_bad_prefix_is_one_line_naming_the_key(tmp_path, capsys, old, new, fragment):
-    path = _spec(tmp_path, old, new)
+    path = spec_file(tmp_path, SPEC, old, new)
     result = run_in_process(capsys, "sweep", str(path), "--dry-run")
     assert_one_line_error(result, path, (fragment,))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import spec_file
 from tunebench import demo
 from tunebench.load import trace as tr
 from tunebench.load.guidellm import build_groups, replay_evidence
@@ -535,20 +536,19 @@ load:
 """
 
 
-def _spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
+def trace_spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
+    """SPEC with `old` replaced by `new`, beside the trace it plays (a.csv) and a broken
+    copy of it (bad.csv)."""
     (tmp_path / "a.csv").write_text(AZURE)
     (tmp_path / "bad.csv").write_text(AZURE.replace(",512,", ",abc,"))
-    assert old in SPEC
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.replace(old, new))
-    return path
+    return spec_file(tmp_path, SPEC, old, new)
 
 
 def test_trace_sweep_plans_one_point_per_speed(tmp_path):
     from tunebench import assemble
     from tunebench.spec.loading import load_spec
 
-    path = _spec(tmp_path)
+    path = trace_spec(tmp_path)
     plan = assemble.plan(load_spec(path), path)
     assert [(p.point_id, p.kind, p.target) for p in plan.points] == [
         ("replay-a-1", "replay", 1.0),
@@ -613,7 +613,7 @@ def test_shipped_trace_sweep_plans(tmp_path):
 def test_bad_trace_spec_is_one_line_naming_the_key(tmp_path, capsys, old, new, fragment):
     from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
 
-    path = _spec(tmp_path, old, new)
+    path = trace_spec(tmp_path, old, new)
     result = run_in_process(capsys, "sweep", str(path), "--dry-run")
     assert_one_line_error(result, path, (fragment,))
     if "b.csv" in new:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, spec_file
 from tunebench.errors import LoadError
 from tunebench.load.timed_trace import build_timed_trace, replay_clock, replay_evidence
 from tunebench.load.trace import TraceRequest
@@ -435,14 +435,6 @@ load:
 """
 
 
-def _spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
-    assert old in SPEC
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.replace(old, new))
-    (tmp_path / "a.csv").write_text(AZURE.read_text())
-    return path
-
-
 @pytest.mark.parametrize(
     "old, new",
     [
@@ -459,7 +451,8 @@ def _spec(tmp_path: Path, old: str = "", new: str = "") -> Path:
 def test_prefix_and_trace_sweeps_with_vllm_bench_plan(tmp_path, capsys, old, new):
     from tests.unit.test_spec_errors import run_in_process
 
-    result = run_in_process(capsys, "sweep", str(_spec(tmp_path, old, new)), "--dry-run")
+    (tmp_path / "a.csv").write_text(AZURE.read_text())  # the trace the third case plays
+    result = run_in_process(capsys, "sweep", str(spec_file(tmp_path, SPEC, old, new)), "--dry-run")
     assert result.returncode == 0, result.stderr
 
 
@@ -493,6 +486,6 @@ def test_a_prefix_vllm_bench_cannot_send_is_one_line_naming_the_key(
 ):
     from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
 
-    path = _spec(tmp_path, old, new)
+    path = spec_file(tmp_path, SPEC, old, new)
     result = run_in_process(capsys, "sweep", str(path), "--dry-run")
     assert_one_line_error(result, path, (fragment,))
