@@ -53,7 +53,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tunebench.analysis import stats  # noqa: E402
+from tunebench.analysis import quantile_bootstrap, stats  # noqa: E402
 from tunebench.analysis.compare import DEFAULT_RUN_CV, Side, compare_sides  # noqa: E402
 from tunebench.analysis.compare_metrics import DEFAULT_METRICS  # noqa: E402
 from tunebench.analysis.compare_metrics import METRICS as COMPARE_METRICS  # noqa: E402
@@ -102,7 +102,7 @@ def rate_of(stream, name: str) -> tuple[np.ndarray, float]:
 def one_run_rows(a, b, rng, run_cv: float) -> dict[str, stats.Change]:
     out: dict[str, stats.Change] = {}
     for name, (field, q) in QUANTILES.items():
-        out[name] = stats.quantile_change(
+        out[name] = quantile_bootstrap.quantile_change(
             getattr(a, field), getattr(b, field), q, rng=rng, run_cv=run_cv
         )
     for name in RATES:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tunebench.analysis import stats
+from tunebench.analysis import quantile_bootstrap, stats
 from tunebench.testing.latencies import request_stream
 
 SEEDS = 300
@@ -22,7 +22,7 @@ def false_positive_rate(
     for seed in range(seeds):
         a = request_stream(n, kind, seed=2 * seed)
         b = request_stream(n, kind, seed=2 * seed + 1)
-        change = stats.quantile_change(
+        change = quantile_bootstrap.quantile_change(
             getattr(a, field), getattr(b, field), q, rng=np.random.default_rng(seed), draws=1000
         )
         missing += not change.available
@@ -54,11 +54,18 @@ def test_the_block_bias_moment_matches_an_ar1_series():
     x = np.zeros(40_000)
     for k in range(1, len(x)):
         x[k] = 0.7 * x[k - 1] + rng.normal()
-    tau, moment = stats.autocorrelation_moments(x)
+    tau, moment = quantile_bootstrap.autocorrelation_moments(x)
     assert tau == pytest.approx(5.67, rel=0.15) and moment == pytest.approx(15.6, rel=0.25)
     # blocks of four tau understate the variance by about 12%; iid data needs no correction
-    assert stats.block_bias_factor(tau, moment, 23) == pytest.approx(1 / (1 - 15.6 / 130), rel=0.1)
-    assert stats.block_bias_factor(*stats.autocorrelation_moments(rng.normal(size=500)), 8) < 1.1
+    assert quantile_bootstrap.block_bias_factor(tau, moment, 23) == pytest.approx(
+        1 / (1 - 15.6 / 130), rel=0.1
+    )
+    assert (
+        quantile_bootstrap.block_bias_factor(
+            *quantile_bootstrap.autocorrelation_moments(rng.normal(size=500)), 8
+        )
+        < 1.1
+    )
 
 
 @pytest.mark.parametrize("kind", ["iid", "queue"])
@@ -75,7 +82,7 @@ def test_the_run_to_run_spread_one_window_cannot_see_is_in_the_interval():
         a = request_stream(200, "iid", seed=2 * seed, run_sd=0.04)
         b = request_stream(200, "iid", seed=2 * seed + 1, run_sd=0.04)
         for run_cv in (0.0, 0.04):
-            change = stats.quantile_change(
+            change = quantile_bootstrap.quantile_change(
                 a.ttft_ms, b.ttft_ms, 0.5, rng=np.random.default_rng(seed), run_cv=run_cv
             )
             flagged = change.low > 0 or change.high < 0
@@ -87,13 +94,13 @@ def test_the_run_to_run_spread_one_window_cannot_see_is_in_the_interval():
 
 def test_tail_percentiles_from_few_samples_have_no_verdict():
     assert (
-        stats.min_samples(0.5),
-        stats.min_samples(0.9),
-        stats.min_samples(0.95),
-        stats.min_samples(0.99),
+        quantile_bootstrap.min_samples(0.5),
+        quantile_bootstrap.min_samples(0.9),
+        quantile_bootstrap.min_samples(0.95),
+        quantile_bootstrap.min_samples(0.99),
     ) == (6, 36, 72, 368)
     a, b = request_stream(50, seed=1), request_stream(50, seed=2)
-    change = stats.quantile_change(a.ttft_ms, b.ttft_ms, 0.95)
+    change = quantile_bootstrap.quantile_change(a.ttft_ms, b.ttft_ms, 0.95)
     assert not change.available and "need 72 per side for p95" in change.note
     assert change.p_worse(0.05, True) == 1.0  # no verdict never fails a gate
 
@@ -101,8 +108,8 @@ def test_tail_percentiles_from_few_samples_have_no_verdict():
 def test_autocorrelated_requests_count_as_fewer_samples():
     queue = request_stream(200, "queue", seed=3)
     independent = request_stream(200, "iid", seed=3)
-    assert stats.autocorrelation_time(np.log(queue.ttft_ms)) > 3
-    assert stats.autocorrelation_time(np.log(independent.ttft_ms)) < 1.5
+    assert quantile_bootstrap.autocorrelation_time(np.log(queue.ttft_ms)) > 3
+    assert quantile_bootstrap.autocorrelation_time(np.log(independent.ttft_ms)) < 1.5
 
 
 def test_a_30_percent_slowdown_at_200_requests_is_seen():
@@ -110,7 +117,7 @@ def test_a_30_percent_slowdown_at_200_requests_is_seen():
     for seed in range(100):
         a = request_stream(200, "iid", seed=2 * seed)
         b = request_stream(200, "iid", slowdown=0.3, seed=2 * seed + 1)
-        change = stats.quantile_change(a.ttft_ms, b.ttft_ms, 0.5, draws=1000)
+        change = quantile_bootstrap.quantile_change(a.ttft_ms, b.ttft_ms, 0.5, draws=1000)
         assert change.low > 0  # always significantly worse
         seen += change.p_worse(0.05, True) < 0.05  # worse by more than 5%, one row alone
     assert seen >= 90
@@ -180,7 +187,7 @@ def _pooled_itl(seed: int, kind: str, slowdown: float, run_cv: float = 0.0) -> s
         a = request_stream(200, kind, seed=10_000 * seed + 10 * point)
         b = request_stream(200, kind, slowdown=slowdown, seed=10_000 * seed + 10 * point + 1)
         changes.append(
-            stats.quantile_change(
+            quantile_bootstrap.quantile_change(
                 a.itl_ms, b.itl_ms, 0.5, rng=np.random.default_rng(seed), run_cv=run_cv
             )
         )
@@ -203,7 +210,9 @@ def test_the_mean_over_points_sees_what_one_point_cannot():
         pooled += change.p_worse(0.0, True) < 0.05
         a = request_stream(200, "queue", seed=10_000 * seed)
         b = request_stream(200, "queue", slowdown=0.10, seed=10_000 * seed + 1)
-        one = stats.quantile_change(a.itl_ms, b.itl_ms, 0.5, rng=np.random.default_rng(seed))
+        one = quantile_bootstrap.quantile_change(
+            a.itl_ms, b.itl_ms, 0.5, rng=np.random.default_rng(seed)
+        )
         single += one.p_worse(0.0, True) < 0.05
     assert pooled >= single + 15, (pooled, single)
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunebench.analysis import stats
+from tunebench.analysis import quantile_bootstrap, stats
 from tunebench.analysis.compare_metrics import (
     METRICS,
     CompareMetric,
@@ -154,7 +154,9 @@ class _Evidence:
     # sample bootstrapped) once
     _values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _boots: dict[str, stats.QuantileBootstrap] = field(default_factory=dict, repr=False)
+    _boots: dict[str, quantile_bootstrap.QuantileBootstrap] = field(
+        default_factory=dict, repr=False
+    )
 
     def values(self, column: str) -> np.ndarray:
         if column not in self._values:
@@ -178,11 +180,11 @@ class _Evidence:
     def rng_for(self, column: str) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(f"{self.name}|{column}".encode())])
 
-    def bootstrap(self, column: str) -> stats.QuantileBootstrap:
+    def bootstrap(self, column: str) -> quantile_bootstrap.QuantileBootstrap:
         """The request sample's bootstrap, drawn on first use and shared by its quantiles."""
         if column not in self._boots:
-            self._boots[column] = stats.QuantileBootstrap(
-                stats.positive_finite(self.sample(column)), self.rng_for(column)
+            self._boots[column] = quantile_bootstrap.QuantileBootstrap(
+                quantile_bootstrap.positive_finite(self.sample(column)), self.rng_for(column)
             )
         return self._boots[column]
 
@@ -281,11 +283,11 @@ def measure_change(
                 "or a replay): a percentile's interval needs the requests",
             )
         column = metric.sample or ""
-        found = stats.quantile_change_between(
+        found = quantile_bootstrap.quantile_change_between(
             lambda: a.bootstrap(column),
             lambda: b.bootstrap(column),
-            len(stats.positive_finite(sample_a)),
-            len(stats.positive_finite(sample_b)),
+            len(quantile_bootstrap.positive_finite(sample_a)),
+            len(quantile_bootstrap.positive_finite(sample_b)),
             metric.quantile or 0.5,
             confidence,
             run_cv=run_cv,
@@ -552,20 +554,22 @@ def _draw_bootstraps(evidence: list[_Evidence], metrics: list[CompareMetric]) ->
     if not columns:
         return
     fewest = min(
-        stats.min_quantile_requests(m.quantile or 0.5) for m in metrics if m.kind == "quantile"
+        quantile_bootstrap.min_quantile_requests(m.quantile or 0.5)
+        for m in metrics
+        if m.kind == "quantile"
     )
     jobs = []
     for side in evidence:
         for column in columns:
             if column in side._boots:
                 continue
-            values = stats.positive_finite(side.sample(column))
+            values = quantile_bootstrap.positive_finite(side.sample(column))
             if len(values) >= fewest:
                 jobs.append((side, column, values))
 
-    def draw(job: tuple[_Evidence, str, np.ndarray]) -> stats.QuantileBootstrap:
+    def draw(job: tuple[_Evidence, str, np.ndarray]) -> quantile_bootstrap.QuantileBootstrap:
         side, column, values = job
-        return stats.QuantileBootstrap(values, side.rng_for(column))
+        return quantile_bootstrap.QuantileBootstrap(values, side.rng_for(column))
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for (side, column, _), boot in zip(jobs, pool.map(draw, jobs)):
