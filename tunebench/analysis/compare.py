@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +43,13 @@ from tunebench.analysis.compare_metrics import (
     CompareMetric,
 )
 from tunebench.analysis.crossovers import crossovers_between
+from tunebench.analysis.point_evidence import (
+    DEFAULT_RUN_CV,
+    Evidence,
+    measure_change,
+    paired_rounds,
+    point_value,
+)
 from tunebench.analysis.sides import LOAD_KEY, Side, args_differ, hardware_warnings
 from tunebench.errors import TunebenchError
 from tunebench.points import trust
@@ -55,18 +61,6 @@ SIGNIFICANT_BETTER = "better"
 NO_CHANGE = "no significant change"
 NOT_AVAILABLE = "n/a"
 EXCLUDED = "excluded"
-# The run-to-run spread (relative standard deviation per side) that a comparison of single
-# windows cannot see and adds to its interval. Measured on the CPU server (AMD EPYC, AVX2,
-# 2 cores): three repeats of max-num-seqs 2, each its own server start, differed by 5.2%
-# (RMS over TTFT/ITL/e2e medians and rates; tests/fixtures/compare-real, printed by
-# benchmarks/compare_calibration.py), rounded up. Runs measured with repeats measure their own.
-DEFAULT_RUN_CV = 0.06
-WITHIN_RUN_NOTE = (
-    "one run per side: the interval adds a run-to-run spread of {cv:.0%} per "
-    "side it cannot measure; measure with repeats to measure it"
-)
-
-
 ALIGN = "align"  # the aligned point: "concurrent 8", "poisson 4", "synchronous", "sweep-3"
 
 
@@ -134,183 +128,6 @@ def _repeat_of(row: pd.Series) -> int:
         return int(float(value)) if value not in (None, "") and not pd.isna(value) else 1
     except (TypeError, ValueError):
         return 1
-
-
-# -- one metric of one aligned point ----------------------------------------------------------
-
-
-@dataclass
-class _Evidence:
-    """One side's rows of an aligned point and their per-request samples, by repeat."""
-
-    rows: pd.DataFrame
-    samples: list[pd.DataFrame]  # one frame per row (repeat), in row order
-    # names the evidence (side and aligned point): with the comparison's seed it seeds the
-    # bootstrap of each of its samples, so a result does not depend on the order (or the
-    # thread) in which the bootstraps were drawn
-    name: str = ""
-    seed: int = 0
-    # every metric of a point reads the same columns: each is converted (and each request
-    # sample bootstrapped) once
-    _values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _boots: dict[str, quantile_bootstrap.QuantileBootstrap] = field(
-        default_factory=dict, repr=False
-    )
-
-    def values(self, column: str) -> np.ndarray:
-        if column not in self._values:
-            self._values[column] = (
-                pd.to_numeric(self.rows[column], errors="coerce").to_numpy(dtype=float)
-                if column in self.rows
-                else np.array([])
-            )
-        return self._values[column]
-
-    def sample(self, column: str) -> np.ndarray:
-        if column not in self._samples:
-            parts = [s[column] for s in self.samples if column in s]
-            if not parts:
-                self._samples[column] = np.array([])
-            else:
-                values = pd.to_numeric(pd.concat(parts), errors="coerce").to_numpy(dtype=float)
-                self._samples[column] = values[np.isfinite(values)]
-        return self._samples[column]
-
-    def rng_for(self, column: str) -> np.random.Generator:
-        return np.random.default_rng([self.seed, zlib.crc32(f"{self.name}|{column}".encode())])
-
-    def bootstrap(self, column: str) -> quantile_bootstrap.QuantileBootstrap:
-        """The request sample's bootstrap, drawn on first use and shared by its quantiles."""
-        if column not in self._boots:
-            self._boots[column] = quantile_bootstrap.QuantileBootstrap(
-                quantile_bootstrap.positive_finite(self.sample(column)), self.rng_for(column)
-            )
-        return self._boots[column]
-
-    def counts(self) -> tuple[int, int]:
-        ok = np.nansum(self.values("requests_ok"))
-        failed = np.nansum(self.values("requests_failed"))
-        return int(ok + failed), int(failed)
-
-
-def _point_value(metric: CompareMetric, side: _Evidence) -> float | None:
-    if metric.kind == "proportion":
-        total, failed = side.counts()
-        return 100.0 * failed / total if total else None
-    values = side.values(metric.column)
-    values = values[np.isfinite(values) & (values > 0)]
-    if len(values) > 1:
-        return float(np.exp(np.log(values).mean()))  # geometric mean of the repeats
-    if metric.kind == "quantile":
-        sample = side.sample(metric.sample or "")
-        if len(sample):
-            return float(np.quantile(sample, metric.quantile))
-    return float(values[0]) if len(values) else None
-
-
-def _rate_bins(metric: CompareMetric, side: _Evidence) -> np.ndarray | None:
-    """Batch-means bins of a rate over each window of the side (one per repeat), from the
-    requests' end times; None when the run recorded no end times."""
-    found: list[np.ndarray] = []
-    starts, stops = side.values("start_time"), side.values("end_time")
-    if len(starts) != len(side.samples) or len(stops) != len(side.samples):
-        return None
-    for start, end, sample in zip(starts, stops, side.samples):
-        if (
-            "end_time" not in sample
-            or not np.isfinite(start)
-            or not np.isfinite(end)
-            or end <= start
-        ):
-            return None
-        ends = pd.to_numeric(sample["end_time"], errors="coerce").to_numpy(dtype=float)
-        if metric.amount == "tokens":
-            amounts = pd.to_numeric(sample["output_tokens"], errors="coerce").to_numpy(float)
-        else:
-            amounts = np.ones(len(ends))
-        keep = np.isfinite(ends) & (ends >= start) & (ends <= end) & np.isfinite(amounts)
-        bins = stats.bins_for(int(keep.sum()))
-        if bins >= 4:
-            found.append(stats.rate_bins(ends[keep], amounts[keep], start, end, bins))
-    return np.concatenate(found) if found else np.array([])
-
-
-def _paired_rounds(column: str, a: _Evidence, b: _Evidence) -> list[tuple[float, float]] | None:
-    """(A, B) per repeat when both sides are configurations of one run measured in the same
-    rounds (a sweep with `repeats` alternates them: c1 c2, c1 c2): each round's pair was
-    measured minutes apart, on the same machine state; None when the sides are not so paired
-    (two runs, or repeats that do not match)."""
-    if "run_id" not in a.rows or "run_id" not in b.rows or "repeat" not in a.rows:
-        return None
-    runs = set(a.rows["run_id"].astype(str)) | set(b.rows["run_id"].astype(str))
-    if len(runs) != 1 or "repeat" not in b.rows:
-        return None
-    by_a = dict(zip(a.rows["repeat"].astype(str), a.values(column)))
-    by_b = dict(zip(b.rows["repeat"].astype(str), b.values(column)))
-    if len(by_a) != len(a.rows) or len(by_b) != len(b.rows) or set(by_a) != set(by_b):
-        return None
-    return [(float(by_a[r]), float(by_b[r])) for r in sorted(by_a)]
-
-
-def measure_change(
-    metric: CompareMetric,
-    a: _Evidence,
-    b: _Evidence,
-    confidence: float,
-    run_cv: float = DEFAULT_RUN_CV,
-) -> stats.Change:
-    """The change of `metric` from A to B with the method the evidence allows."""
-    if metric.kind == "proportion":
-        total_a, failed_a = a.counts()
-        total_b, failed_b = b.counts()
-        return stats.proportion_change(failed_a, total_a, failed_b, total_b, confidence)
-    if len(a.rows) >= 2 and len(b.rows) >= 2:
-        rounds = _paired_rounds(metric.column, a, b)
-        if rounds is not None and len(rounds) >= stats.PAIRED_MIN_ROUNDS:
-            return stats.paired_rounds_change(rounds, confidence)
-        return stats.repeats_change(a.values(metric.column), b.values(metric.column), confidence)
-    if metric.kind == "quantile":
-        sample_a, sample_b = a.sample(metric.sample or ""), b.sample(metric.sample or "")
-        if not len(sample_a) or not len(sample_b):
-            # the reason is the missing samples, not their count
-            sides = [s for s, sample in (("A", sample_a), ("B", sample_b)) if not len(sample)]
-            return stats.not_available(
-                "block bootstrap over requests, Welch t",
-                len(sample_a),
-                len(sample_b),
-                f"no per-request samples on side {' and '.join(sides)} (a summary, an import "
-                "or a replay): a percentile's interval needs the requests",
-            )
-        column = metric.sample or ""
-        found = quantile_bootstrap.quantile_change_between(
-            lambda: a.bootstrap(column),
-            lambda: b.bootstrap(column),
-            len(quantile_bootstrap.positive_finite(sample_a)),
-            len(quantile_bootstrap.positive_finite(sample_b)),
-            metric.quantile or 0.5,
-            confidence,
-            run_cv=run_cv,
-        )
-    else:
-        bins_a, bins_b = _rate_bins(metric, a), _rate_bins(metric, b)
-        value_a, value_b = _point_value(metric, a), _point_value(metric, b)
-        if bins_a is None or bins_b is None:
-            return stats.not_available(
-                "batch means over time bins",
-                len(a.rows),
-                len(b.rows),
-                "no per-request end times in this run",
-            )
-        if value_a is None or value_b is None:
-            return stats.not_available("batch means over time bins", 0, 0, "not measured")
-        found = stats.rate_change(bins_a, bins_b, value_a, value_b, confidence, run_cv=run_cv)
-    if not found.available:
-        return found
-    note = WITHIN_RUN_NOTE.format(cv=run_cv)
-    if len(a.rows) != len(b.rows):
-        note = "one side has repeats, the other not (its requests are pooled): " + note
-    return dataclasses.replace(found, note=note)
 
 
 def verdict(metric: CompareMetric, change: stats.Change, min_change_pct: float) -> str:
@@ -387,7 +204,7 @@ def compare_sides(
     base_groups = {k: g for k, g in base_points.groupby(group_key, sort=False, dropna=False)}
     base_samples = _samples_index(baseline)
     base_fields = _fields(base_points, _VALIDITY_COLUMNS + _SAMPLE_KEY_COLUMNS)
-    base_evidence: dict[Any, _Evidence] = {}  # one per aligned point, shared by candidates
+    base_evidence: dict[Any, Evidence] = {}  # one per aligned point, shared by candidates
     records: list[dict[str, Any]] = []
     changes: list[stats.Change] = []
     missing: list[dict[str, Any]] = []
@@ -403,20 +220,20 @@ def compare_sides(
         ]
         # per (extra key, metric): the points pooled into one row over all points
         compared: dict[tuple[Any, ...], list[_Compared]] = {}
-        pairs: list[tuple[Any, pd.DataFrame, pd.DataFrame, _Evidence, _Evidence]] = []
+        pairs: list[tuple[Any, pd.DataFrame, pd.DataFrame, Evidence, Evidence]] = []
         for point_key, cand_rows in cand_points.groupby(group_key, sort=False, dropna=False):
             base_rows = base_groups.get(point_key)
             if base_rows is None:
                 continue
             a = base_evidence.get(point_key)
             if a is None:
-                a = base_evidence[point_key] = _Evidence(
+                a = base_evidence[point_key] = Evidence(
                     base_rows,
                     _samples_of(base_samples, base_rows, base_fields),
                     f"A|{point_key}",
                     seed,
                 )
-            b = _Evidence(
+            b = Evidence(
                 cand_rows,
                 _samples_of(cand_samples, cand_rows, cand_fields),
                 f"{candidate.name}|{point_key}",
@@ -452,7 +269,7 @@ def compare_sides(
                     text = verdict(metric, change, min_change_pct)
                     pool = (*(where[k] for k in extra), metric.name)
                     compared.setdefault(pool, []).append(_Compared(a, b, change, limited))
-                value_a, value_b = _point_value(metric, a), _point_value(metric, b)
+                value_a, value_b = point_value(metric, a), point_value(metric, b)
                 records.append(
                     _record(baseline, candidate, where, metric, value_a, value_b, change, text)
                     | {
@@ -540,16 +357,16 @@ ALL_POINTS = "all points"  # the point of the rows that pool every aligned point
 class _Compared:
     """One aligned point's evidence for one metric, kept for the row over all points."""
 
-    a: _Evidence
-    b: _Evidence
+    a: Evidence
+    b: Evidence
     change: stats.Change
     limited: str
 
 
-def _draw_bootstraps(evidence: list[_Evidence], metrics: list[CompareMetric]) -> None:
+def _draw_bootstraps(evidence: list[Evidence], metrics: list[CompareMetric]) -> None:
     """Draw every request sample's bootstrap the quantile metrics will read, on all cores.
     The heavy part is numpy (noise, gathers, sorts), which runs outside the GIL; each draw
-    has its own generator (`_Evidence.rng_for`), so threads change no result."""
+    has its own generator (`Evidence.rng_for`), so threads change no result."""
     columns = sorted({m.sample for m in metrics if m.kind == "quantile" and m.sample})
     if not columns:
         return
@@ -567,7 +384,7 @@ def _draw_bootstraps(evidence: list[_Evidence], metrics: list[CompareMetric]) ->
             if len(values) >= fewest:
                 jobs.append((side, column, values))
 
-    def draw(job: tuple[_Evidence, str, np.ndarray]) -> quantile_bootstrap.QuantileBootstrap:
+    def draw(job: tuple[Evidence, str, np.ndarray]) -> quantile_bootstrap.QuantileBootstrap:
         side, column, values = job
         return quantile_bootstrap.QuantileBootstrap(values, side.rng_for(column))
 
@@ -618,8 +435,8 @@ def _pooled(
         return None
     limited = ",".join(s for s in ("A", "B") if any(s in c.limited.split(",") for c in usable))
     repeats = (min(len(c.a.rows) for c in usable), min(len(c.b.rows) for c in usable))
-    values_a = [_point_value(metric, c.a) for c in usable]
-    values_b = [_point_value(metric, c.b) for c in usable]
+    values_a = [point_value(metric, c.a) for c in usable]
+    values_b = [point_value(metric, c.b) for c in usable]
     value_a, value_b = _mean_value(metric, values_a), _mean_value(metric, values_b)
     repeated = (stats.REPEATS_METHOD, stats.PAIRED_METHOD)
     if metric.kind == "proportion" or all(c.change.method not in repeated for c in usable):
@@ -652,7 +469,7 @@ def _pooled_repeats(
     """Repeats on both sides: each repeat's geometric mean over the points, then Welch's t
     over the repeats, so the run-to-run spread the points share stays in the interval."""
 
-    def per_repeat(evidence: list[_Evidence]) -> np.ndarray:
+    def per_repeat(evidence: list[Evidence]) -> np.ndarray:
         by_repeat: list[dict[int, float]] = []
         for side in evidence:
             values: dict[int, float] = {}
@@ -679,7 +496,7 @@ def _pooled_rounds(
 ) -> stats.Change:
     """Paired rounds on every point: each round's geometric mean over the points on each
     side, then the paired t over the rounds (a round's drift is shared by all its points)."""
-    per_point = [_paired_rounds(metric.column, c.a, c.b) or [] for c in usable]
+    per_point = [paired_rounds(metric.column, c.a, c.b) or [] for c in usable]
     rounds = min(len(p) for p in per_point)
     pairs = [
         (
