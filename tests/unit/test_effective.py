@@ -8,7 +8,8 @@ import pytest
 
 from tunebench.deploy.local import server_error_line
 from tunebench.metrics.effective import combine_effective, parse_startup_log
-from tunebench.points.validity import AUTO, KNOWN_ARGS, ineffective_args, normalise, verify_args
+from tunebench.points.arg_values import AUTO
+from tunebench.points.validity import KNOWN_ARGS, ineffective_args, normalise, verify_args
 
 
 def test_real_vllm_032_cpu_startup_log(fixtures):

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tunebench.points.arg_values import AUTO, DETECTED_FROM_DRAFT, read_generic, read_value
 from tunebench.redact import MASK, is_secret_name, redact
-from tunebench.spec.engine_args import parse_count
 
 State = Literal["verified", "mismatch", "unverified"]
 
@@ -38,16 +37,6 @@ QUANTIZED_LINE = "quantized layers log line"
 #: The effective key holding vLLM's `non-default args` dict; an arg is looked up in it by
 #: its own name with underscores.
 NON_DEFAULT_KEY = "non_default_args"
-
-
-class _Auto:
-    """A request that leaves the value to vLLM (-1, "auto"): any running value agrees."""
-
-    def __repr__(self) -> str:
-        return "auto"
-
-
-AUTO: Any = _Auto()
 
 
 @dataclass(frozen=True)
@@ -180,33 +169,6 @@ NOT_REPORTED = frozenset(
     }
 )
 
-# Names vLLM runs a requested quantization under: its INC method runs the auto-round format,
-# so a server asked for auto_round (the non-default args of
-# tests/fixtures/logs/vllm-0.27-gpu-autoround-mtp.log) shows quantization=inc in its engine
-# config line (tests/fixtures/logs/vllm-0.24-gpu-autoround-tp4.log, the same stack).
-# A GPTQ or AWQ checkpoint runs under the first method whose `override_quantization_method`
-# claims it (vLLM 0.32 `ModelConfig._verify_quantization`, the `overrides` order): asked for
-# gptq, gptq_marlin, auto_gptq or marlin it runs `auto_gptq` (older releases: gptq_marlin),
-# and likewise `auto_awq` for AWQ on a GPU, so each family reads as one name.
-# tests/unit/test_validity.py checks these against the installed vLLM. `fp8` and the online
-# shorthands (fp8_per_tensor, fp8_per_block, ...) are shown as asked: the engine line
-# prints `ModelConfig.quantization`, which the online path does not rewrite.
-_QUANTIZATION_ALIASES = {
-    "auto_round": "inc",
-    "auto-round": "inc",
-    "gptq_marlin": "gptq",
-    "auto_gptq": "gptq",
-    "awq_marlin": "awq",
-    "auto_awq": "awq",
-}
-_DTYPE_ALIASES = {"half": "float16", "float": "float32"}
-_TRUE = {"true", "yes", "1", "on"}
-_FALSE = {"false", "no", "0", "off"}
-
-
-class _Unreadable(ValueError):
-    """A value that cannot be read the way vLLM reads this arg."""
-
 
 def normalise(arg: str, value: Any) -> Any:
     """`value` of engine arg `arg` as vLLM's command line would read it (AUTO: vLLM's choice).
@@ -214,141 +176,7 @@ def normalise(arg: str, value: Any) -> Any:
     Raises ValueError for a value vLLM would not accept.
     """
     known = KNOWN_ARGS.get(arg)
-    return _NORMALISERS[known.kind](value) if known else _generic(value)
-
-
-def _tokens_or_auto(value: Any) -> Any:
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return AUTO
-    count = _tokens(value)
-    return AUTO if count == -1 else count
-
-
-def _tokens(value: Any) -> int:
-    return _checked(parse_count(value, human=True), value)
-
-
-def _count(value: Any) -> int:
-    return _checked(parse_count(value, human=False), value)
-
-
-def _checked(count: int | None, value: Any) -> int:
-    if count is None:
-        raise _Unreadable(f"not a whole number: {value!r}")
-    return count
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise _Unreadable(f"not a boolean: {value!r}")
-
-
-def _fraction(value: Any) -> float:
-    if isinstance(value, bool):
-        raise _Unreadable(f"not a fraction: {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError) as error:
-        raise _Unreadable(f"not a fraction: {value!r}") from error
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _Unreadable(f"not a name: {value!r}")
-    return value.strip().strip("'\"").lower()
-
-
-def _dtype(value: Any) -> Any:
-    text = _text(value).removeprefix("torch.")
-    return AUTO if text == "auto" else _DTYPE_ALIASES.get(text, text)
-
-
-def _kv_cache_dtype(value: Any) -> Any:
-    text = _text(value)
-    return AUTO if text == "auto" else text
-
-
-def _quantization(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = _text(value)
-    return _QUANTIZATION_ALIASES.get(text, text)
-
-
-# vLLM 0.32 `vllm/config/speculative.py`: every MTP method name (`MTPModelTypes`) is
-# "deprecated and replaced with mtp" in `SpeculativeConfig.__post_init__`, so the engine line
-# shows `mtp` for any of them.
-_MTP_METHODS = frozenset(
-    {
-        "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp",
-        "glm4_moe_lite_mtp", "glm_ocr_mtp", "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp",
-        "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "qwen3_5_mtp", "longcat_flash_mtp",
-        "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "kimi_k3_mtp",
-        "pangu_ultra_moe_mtp", "step3p5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp",
-        "inkling_mtp", "glm5_next_mtp",
-    }
-)  # fmt: skip
-# The same `__post_init__` detects what a `draft_model` draft is from its name, its
-# architectures or its model type, and runs that method instead: asking for `draft_model`
-# and running one of these is the request honoured.
-_DETECTED_FROM_DRAFT = frozenset(
-    {"eagle", "eagle3", "dflash", "dspark", "medusa", "mlp_speculator", "mtp"}
-)
-
-
-def _speculative_method(method: Any) -> str:
-    text = str(method).lower()
-    return "mtp" if text in _MTP_METHODS else text
-
-
-def _speculative(value: Any) -> dict[str, Any]:
-    """The parts of a speculative config the server shows: method and token count."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise _Unreadable(f"not a JSON object: {value!r}") from error
-    if not isinstance(value, dict):
-        raise _Unreadable(f"not a mapping: {value!r}")
-    out: dict[str, Any] = {}
-    if value.get("method"):
-        out["method"] = _speculative_method(value["method"])
-    if value.get("num_speculative_tokens") is not None:
-        out["num_speculative_tokens"] = _count(value["num_speculative_tokens"])
-    return out
-
-
-def _generic(value: Any) -> Any:
-    """Args tunebench does not know: equal only when plainly equal."""
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip()
-    try:
-        return float(text)
-    except ValueError:
-        return text.lower() if text.lower() in _TRUE | _FALSE else text
-
-
-_NORMALISERS: dict[str, Callable[[Any], Any]] = {
-    "tokens_or_auto": _tokens_or_auto,
-    "tokens": _tokens,
-    "count": _count,
-    "integer": _count,
-    "bool": _bool,
-    "fraction": _fraction,
-    "dtype": _dtype,
-    "kv_cache_dtype": _kv_cache_dtype,
-    "quantization": _quantization,
-    "speculative": _speculative,
-}
+    return read_value(known.kind, value) if known else read_generic(value)
 
 
 def verify_args(requested: dict[str, Any], effective: dict[str, Any]) -> list[ArgCheck]:
@@ -378,7 +206,7 @@ def _canonical(name: str, value: Any) -> tuple[str, Any]:
     arg = name.strip().replace("_", "-")
     if arg.startswith("no-") and arg[3:] in KNOWN_ARGS and value is not None:
         try:
-            return arg[3:], not _bool(value)
+            return arg[3:], not read_value("bool", value)
         except ValueError:
             return arg, value
     return arg, value
@@ -388,7 +216,7 @@ def _check_known(arg: str, value: Any, effective: dict[str, Any]) -> ArgCheck:
     try:
         wanted = normalise(arg, value)
     except ValueError:
-        wanted = _generic(value)  # spec checks refuse these; compare the text then
+        wanted = read_generic(value)  # spec checks refuse these; compare the text then
     shown = _show(arg, value, wanted)
     for source in KNOWN_ARGS[arg].sources:
         found, running = _read(arg, source, effective)
@@ -480,7 +308,7 @@ def _same(wanted: Any, running: Any) -> bool:
         return all(
             key not in running
             or running[key] == want
-            or (key == "method" and want == "draft_model" and running[key] in _DETECTED_FROM_DRAFT)
+            or (key == "method" and want == "draft_model" and running[key] in DETECTED_FROM_DRAFT)
             for key, want in wanted.items()
         )
     if isinstance(wanted, float) and isinstance(running, (int, float)):
@@ -516,7 +344,7 @@ def _check_unknown(arg: str, value: Any, effective: dict[str, Any]) -> ArgCheck:
     key = arg.replace("-", "_")
     if isinstance(args, dict) and key in args:
         running = _show(arg, args[key], None)
-        if _generic(value) == _generic(args[key]):
+        if read_generic(value) == read_generic(args[key]):
             reason = f"{arg} {shown}: the server parsed {running} ({NON_DEFAULT})"
             return ArgCheck(arg, "verified", shown, running, NON_DEFAULT, reason)
         reason = (
@@ -555,7 +383,7 @@ def _numeric_text(text: str, normalised: Any) -> bool:
 
 def _show_speculative(value: Any) -> str:
     try:
-        spec = _speculative(value)
+        spec = read_value("speculative", value)
     except ValueError:
         return str(redact(value))
     text = spec.get("method", "no method")
