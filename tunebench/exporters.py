@@ -22,6 +22,7 @@ from typing import Any
 from tunebench.errors import UsageError
 from tunebench.load.vllm_bench_report import ARGS_KEY, CLIENT_LIMITED_KEY, LABEL_KEY, REPEAT_KEY
 from tunebench.numbers import to_float
+from tunebench.spec.load_kind import LoadKind
 from tunebench.store.layout import RunLayout
 from tunebench.store.run import RunStore, read_requests
 
@@ -83,10 +84,10 @@ def vllm_bench_result(
     """A point as `vllm bench serve --save-result --save-detailed` writes it; with the
     configuration's `model` (vllm's `model_id`) and engine `args` (a metadata key)."""
     kind, target = row.get("load_kind"), _f(row, "target")
-    concurrency = int(target) if kind in ("concurrent", "throughput") and target else None
-    if kind == "synchronous":
+    concurrency = int(target) if kind in LoadKind.STREAM and target else None
+    if kind == LoadKind.SYNCHRONOUS:
         concurrency = 1
-    rate = target if kind in ("poisson", "constant", "gamma") else float("inf")
+    rate = target if kind in LoadKind.RATE | {LoadKind.GAMMA} else float("inf")
     out: dict[str, Any] = {
         "backend": "vllm",
         "request_rate": rate if rate != float("inf") else "inf",
@@ -297,9 +298,9 @@ def _load(manifest: Any, row: dict, prompt_mean: float | None, output_mean: floa
         "input_seq_len": {"distribution": "fixed", "value": int(prompt_mean or 0)},
         "output_seq_len": {"distribution": "fixed", "value": int(output_mean or 0)},
     }
-    if kind in ("poisson", "constant") and target:
+    if kind in LoadKind.RATE and target:
         out["rate_qps"] = target
-    if kind in ("concurrent", "synchronous"):
+    if kind in LoadKind.FIXED_STREAMS:
         out["concurrency"] = int(target or 1)
     return out
 

@@ -61,8 +61,7 @@ from tunebench.points import trust
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.cost import at_rate, replica_price
 from tunebench.points.offered import REPLAY, is_replay, rate_text, replay_key, speed_text
-
-RATE_KINDS = ("poisson", "constant")
+from tunebench.spec.load_kind import LoadKind
 
 # Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
 MAX_BEST_CONFIG_BYTES = 1500
@@ -182,7 +181,7 @@ def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
 
 def _rate_standings(points: pd.DataFrame) -> list[Standing]:
     """Each configuration's sustained capacity over its valid fixed-rate points (rule 3)."""
-    rates = points[points["load_kind"].isin(RATE_KINDS) & points["target"].notna()]
+    rates = points[points["load_kind"].isin(LoadKind.RATE) & points["target"].notna()]
     standings: list[Standing] = []
     for config_id, rows in rates.groupby("config_id", sort=False):
         per_repeat, lows, highs, whys = [], [], [], []
@@ -500,9 +499,9 @@ def _where(kind: Any, target: Any, point: str) -> str:
     number = to_float(target)
     if number is None:
         return str(point)
-    if kind in ("concurrent", "throughput"):
+    if kind in LoadKind.STREAM:
         return f"{number:g} stream{'' if number == 1 else 's'}"
-    if kind in RATE_KINDS:
+    if kind in LoadKind.RATE:
         return f"{number:g} req/s"
     if is_replay(kind):
         # compare's aligned point already names trace and speed; a point id does not

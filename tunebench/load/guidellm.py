@@ -38,6 +38,7 @@ from tunebench.points.sessions import session_columns, turn_columns
 from tunebench.points.trace import arrival_fidelity
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.models import (
     FileData,
     SessionsData,
@@ -161,7 +162,7 @@ def build_groups(
         if (
             groups
             and groups[-1]["_key"] == key_of(point)
-            and point.kind not in ("synchronous", "sweep", "replay")
+            and point.kind not in LoadKind.UNTARGETED | {LoadKind.REPLAY}
         ):
             groups[-1]["_points"].append(point)
         else:

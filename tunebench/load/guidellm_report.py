@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tunebench.points.columns import CLIENT_COLUMNS  # noqa: F401  (re-exported: what this fills)
+from tunebench.spec.load_kind import LoadKind
 
 _DISTRIBUTIONS = {
     "ttft": ("time_to_first_token_ms", "ms", ("mean", "p50", "p90", "p95", "p99")),
@@ -49,7 +50,7 @@ def strategy_of(benchmark: dict[str, Any]) -> tuple[str, float | None]:
         return kind, strategy.get("streams")
     if kind == "throughput":
         return kind, strategy.get("max_concurrency")
-    if kind in ("constant", "poisson", "async"):
+    if kind in LoadKind.RATE or kind == "async":
         return kind, strategy.get("rate")
     return kind, None
 

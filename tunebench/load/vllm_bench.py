@@ -41,6 +41,7 @@ from tunebench.load.vllm_bench_report import client_columns, measured_window, re
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.models import SyntheticData, TraceData
 from tunebench.spec.plan import LoadPoint
 from tunebench.store.files import write_atomic
@@ -74,13 +75,13 @@ def prefix_problem(data: SyntheticData) -> str | None:
 
 def profile_problem(point: LoadPoint, data: SyntheticData | TraceData | None = None) -> str | None:
     """Why `vllm bench serve` cannot run this point with this data (None: it can)."""
-    if point.kind in ("constant", "sweep"):
+    if point.kind in LoadKind.GUIDELLM_ONLY:
         return f"kind {point.kind} (vllm bench serve has none)"
     if point.warmup or point.cooldown:
         return "warmup/cooldown windows (vllm bench serve measures every request)"
     if point.kind == "replay":
         return None if point.trace is not None else "kind replay without a trace to play"
-    if point.kind in ("concurrent", "synchronous", "throughput") and not point.max_requests:
+    if point.kind in LoadKind.CLOSED_LOOP and not point.max_requests:
         return f"kind {point.kind} without max_requests (vllm bench serve counts requests)"
     if not isinstance(data, SyntheticData):
         return None

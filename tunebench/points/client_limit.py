@@ -32,6 +32,7 @@ from typing import Any
 from tunebench.numbers import to_float
 from tunebench.points import trace
 from tunebench.points.columns import LIMIT_COLUMNS  # noqa: F401
+from tunebench.spec.load_kind import LoadKind
 
 DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
@@ -43,13 +44,13 @@ REPLAY_BEYOND = "replay_extrapolated"  # a replayed point past the recording: no
 def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     reasons = []
     kind, target = row.get("load_kind"), to_float(row.get("target"))
-    if target and kind in ("concurrent", "throughput"):
+    if target and kind in LoadKind.STREAM:
         achieved = to_float(row.get("achieved_concurrency"))
         if achieved is not None and achieved < target * (1 - tolerance):
             reasons.append(f"achieved concurrency {achieved:.2f} of {target:g} streams")
         elif achieved is not None and achieved > target * (1 + tolerance):
             reasons.append(f"over-driven: concurrency {achieved:.2f} for {target:g} streams")
-    if target and kind in ("poisson", "constant"):
+    if target and kind in LoadKind.RATE:
         sent = sent_rate(row)
         slack = rate_slack(kind, target, to_float(row.get("duration_s")), tolerance)
         if sent is not None and sent < target - slack:
@@ -85,7 +86,7 @@ def rate_slack(kind: str, target: float, duration_s: float | None, tolerance: fl
     Poisson process gives in the window (32 expected requests vary by +-18% at one sd),
     whichever is wider. Constant arrivals have no such noise."""
     slack = tolerance * target
-    if kind == "poisson" and duration_s:
+    if kind == LoadKind.POISSON and duration_s:
         expected = target * duration_s
         slack = max(slack, 3 * math.sqrt(expected) / duration_s)
     return slack

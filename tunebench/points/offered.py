@@ -13,9 +13,10 @@ import re
 from typing import Any
 
 from tunebench.numbers import to_float
+from tunebench.spec.load_kind import LoadKind
 
-REPLAY = "replay"  # the load kind of a replayed trace (and of a capacity search over speed)
-STREAM_KINDS = ("concurrent", "throughput")
+# the load kind of a replayed trace (and of a capacity search over speed)
+REPLAY = LoadKind.REPLAY.value
 SPEED_AXIS = "trace speed (x real time)"
 # replay-<trace>-<speed>, and a cross-checked side's replay-<trace>-<speed>@<driver>
 _REPLAY_POINT = re.compile(r"^replay-(?P<trace>[^@]+)-[^-@]+(?:@.+)?$")
@@ -39,9 +40,9 @@ def offered_load(kind: Any, target: Any) -> str:
         return "-"
     if is_replay(kind):
         return speed_text(number)
-    if kind in STREAM_KINDS:
+    if kind in LoadKind.STREAM:
         return f"{number:.3g} {'stream' if number == 1 else 'streams'}"
-    return f"{number:.3g} {'records' if kind == 'batch' else 'req/s'}"
+    return f"{number:.3g} {'records' if kind == LoadKind.BATCH else 'req/s'}"
 
 
 def capacity_unit(arrival: Any) -> str:

@@ -26,13 +26,11 @@ from tunebench.points.steadiness import (
     noise,
     per_token_series,
 )
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.plan import LoadPoint
 
 #: A sentinel's point id: its first point's, with this after it.
 SENTINEL_SUFFIX = "~sentinel"
-#: Load kinds a sentinel repeats (a trace or a session plays a script once; a sweep profile
-#: is many points of its own).
-REPEATABLE = ("concurrent", "poisson", "constant", "synchronous")
 #: Bins per window, and the fewest a window must fill.
 BINS = 8
 LEAST_BINS = 4
@@ -108,7 +106,7 @@ def sentinel_point(fixed: list[LoadPoint], seconds: float | None) -> LoadPoint |
     if seconds is None or len(fixed) < 2:
         return None
     first = fixed[0]
-    if first.kind not in REPEATABLE or first.trace is not None:
+    if first.kind not in LoadKind.REPEATABLE or first.trace is not None:
         return None
     window = min(seconds, first.max_seconds) if first.max_seconds else seconds
     return dataclasses.replace(

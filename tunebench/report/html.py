@@ -36,6 +36,7 @@ from tunebench.report.quality_tables import quality_vs
 from tunebench.report.replayed_points import replay_section
 from tunebench.report.tables import CROSS_CHECK_SHOWN
 from tunebench.report.text import describe_capacity, describe_trial_value
+from tunebench.spec.load_kind import LoadKind
 from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout
 
@@ -318,7 +319,6 @@ def _capacity_cell(
 
 # Points whose client sends the next request only when an answer came back: the server
 # sets their rate, so holding the SLO there proves no arrival rate (and no capacity).
-CLOSED_LOOP_KINDS = ("concurrent", "synchronous", "throughput")
 
 
 def _closed_loop_note(rows: pd.DataFrame, capacity: float) -> str:
@@ -329,7 +329,7 @@ def _closed_loop_note(rows: pd.DataFrame, capacity: float) -> str:
     held = [
         row
         for row in rows.to_dict(orient="records")
-        if row.get("load_kind") in CLOSED_LOOP_KINDS
+        if row.get("load_kind") in LoadKind.CLOSED_LOOP
         and trust.is_server_evidence(row)
         and trust.flag(row.get("slo_met"))
         and (to_float(row.get("achieved_rps")) or 0) > capacity

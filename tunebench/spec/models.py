@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from tunebench.spec.base import Strict
 from tunebench.spec.deployments import CpuList, DeploymentSettings, EndpointSettings
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.slurm import Slurm
 
 # Engine-arg values as they may appear in YAML. A mapping becomes a JSON argument
@@ -298,15 +299,15 @@ class Profile(Strict):
             )
         if kind == "concurrent" and streams is None:
             raise ValueError("kind concurrent needs streams: a number or a list, e.g. [1, 4, 8]")
-        if kind in ("poisson", "constant") and rate is None:
+        if kind in LoadKind.RATE and rate is None:
             raise ValueError(f"kind {kind} needs rate (requests/s): a number or a list")
         if kind == "throughput" and streams is None:
             raise ValueError("kind throughput needs streams (its maximum concurrency)")
-        if kind in ("synchronous", "sweep") and (streams is not None or rate is not None):
+        if kind in LoadKind.UNTARGETED and (streams is not None or rate is not None):
             raise ValueError(f"kind {kind} takes neither streams nor rate")
-        if kind in ("concurrent", "throughput") and rate is not None:
+        if kind in LoadKind.STREAM and rate is not None:
             raise ValueError(f"kind {kind} takes streams, not rate")
-        if kind in ("poisson", "constant") and streams is not None:
+        if kind in LoadKind.RATE and streams is not None:
             raise ValueError(f"kind {kind} takes rate, not streams")
         if kind != "capacity" and any(getattr(self, f) is not None for f in SEARCH_FIELDS):
             raise ValueError(f"{', '.join(SEARCH_FIELDS)} only apply to kind capacity")
@@ -318,7 +319,7 @@ class Profile(Strict):
             raise ValueError("sweep_points only applies to kind sweep")
         if self.max_seconds is None and self.max_requests is None:
             raise ValueError("set max_seconds or max_requests so that the point ends")
-        if kind in ("poisson", "constant") and self.max_seconds is None:
+        if kind in LoadKind.RATE and self.max_seconds is None:
             # GuideLLM sends a request-limited rate profile faster than the rate asked for.
             raise ValueError(f"kind {kind} needs max_seconds (request limits distort rates)")
         return self
@@ -476,7 +477,7 @@ class Load(Strict):
                     f"{where}: load.driver cross-check measures fixed points, not a capacity "
                     "search; use concurrent or poisson profiles, or driver guidellm/vllm-bench"
                 )
-            if profile.kind in ("constant", "sweep") or profile.arrival == "constant":
+            if profile.kind in LoadKind.GUIDELLM_ONLY or profile.arrival == LoadKind.CONSTANT:
                 raise ValueError(
                     f"{where}: vllm bench serve has no {profile.kind} profile; "
                     "use load.driver guidellm"
@@ -486,9 +487,7 @@ class Load(Strict):
                     f"{where}: vllm bench serve measures every request (no warmup/cooldown); "
                     "drop them or use load.driver guidellm"
                 )
-            if profile.kind in ("concurrent", "synchronous", "throughput") and not (
-                profile.max_requests
-            ):
+            if profile.kind in LoadKind.CLOSED_LOOP and not (profile.max_requests):
                 raise ValueError(
                     f"{where}: vllm bench serve counts requests, not seconds: set "
                     "max_requests, or use load.driver guidellm"

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from tunebench.errors import DeploymentError, LoadError
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult, MorePoints, ResultCallback, StartCallback
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.plan import LoadPoint, ServerConfig
 
 
@@ -22,12 +23,12 @@ def fake_columns(point: LoadPoint, ttft_ms: float = 50.0, requests: int = 20) ->
     """Client columns of a healthy point, every latency at its median: a rate point sends
     exactly its rate, a concurrent one `requests` requests."""
     duration = point.max_seconds or 10.0
-    if point.kind in ("poisson", "constant") and point.target:
+    if point.kind in LoadKind.RATE and point.target:
         requests = max(1, round(point.target * duration))
     return {
         "target": point.target,
         "achieved_rps": requests / duration,
-        "achieved_concurrency": point.target if point.kind == "concurrent" else 1.0,
+        "achieved_concurrency": point.target if point.kind == LoadKind.CONCURRENT else 1.0,
         "requests_ok": requests,
         "requests_failed": 0,
         "requests_incomplete": 0,
