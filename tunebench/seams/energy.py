@@ -1,6 +1,7 @@
 """The EnergyMeter seam: how much energy the serving hardware drew over a point's window.
 
-Contract for every implementation (tunebench/energy/ holds them):
+Contract for every implementation (tunebench/energy/ holds them;
+tests/contract/test_energy_meter_contract.py runs it):
 - `start()` begins sampling (a meter that is asked afterwards, such as a Prometheus query,
   may do nothing); `stop()` ends it, idempotent, never raises.
 - `mark()` takes a reading now if the meter samples: the runner calls it when a point ends,
