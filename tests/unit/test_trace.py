@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import spec_file
 from tunebench import demo
 from tunebench.load import trace as tr
+from tunebench.load import trace_formats, trace_prompts
 from tunebench.load.guidellm import build_groups, replay_evidence
 from tunebench.points import trace as fidelity
 from tunebench.points.row import PointId, build_row
@@ -45,8 +46,8 @@ def tokenizer_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def builder(tokenizer_dir) -> tr.PromptBuilder:
-    return tr.PromptBuilder(str(tokenizer_dir))
+def builder(tokenizer_dir) -> trace_prompts.PromptBuilder:
+    return trace_prompts.PromptBuilder(str(tokenizer_dir))
 
 
 def write(path: Path, text: str) -> Path:
@@ -67,8 +68,8 @@ def test_azure_rows_with_seven_fraction_digits(tmp_path):
         2023-11-16 18:15:46.9000000,10,1
         """,
     )
-    assert tr.guess_format(path) == "azure"
-    requests = tr.read_trace(path)
+    assert trace_formats.guess_format(path) == "azure"
+    requests = trace_formats.read_trace(path)
     # sorted by time: 46.68059, 46.9, 47.0
     assert [(r.prompt_tokens, r.output_tokens) for r in requests] == [
         (374, 44),
@@ -88,8 +89,8 @@ def test_mooncake_times_are_milliseconds_and_hash_ids_kept(tmp_path):
         {"timestamp": 1500, "input_length": 600, "output_length": 7, "hash_ids": [0, 2]}
         """,
     )
-    assert tr.guess_format(path) == "mooncake"
-    requests = tr.read_trace(path)
+    assert trace_formats.guess_format(path) == "mooncake"
+    requests = trace_formats.read_trace(path)
     assert [r.time for r in requests] == [0.0, 1.5]
     assert requests[1].hash_ids == (0, 2)
 
@@ -103,8 +104,10 @@ def test_burstgpt_and_own_jsonl(tmp_path):
         7.5,GPT-4,1087,0,1087,Conversation log
         """,
     )
-    assert tr.guess_format(burst) == "burstgpt"
-    assert [(r.time, r.prompt_tokens, r.output_tokens) for r in tr.read_trace(burst)] == [
+    assert trace_formats.guess_format(burst) == "burstgpt"
+    assert [
+        (r.time, r.prompt_tokens, r.output_tokens) for r in trace_formats.read_trace(burst)
+    ] == [
         (5.0, 472, 18),
         (7.5, 1087, 0),
     ]
@@ -115,8 +118,11 @@ def test_burstgpt_and_own_jsonl(tmp_path):
         {"timestamp": 0.5, "input_length": 20, "output_length": 2}
         """,
     )
-    assert tr.guess_format(own) == "jsonl"
-    assert [(r.time, r.prompt_tokens) for r in tr.read_trace(own)] == [(0.25, 30), (0.5, 20)]
+    assert trace_formats.guess_format(own) == "jsonl"
+    assert [(r.time, r.prompt_tokens) for r in trace_formats.read_trace(own)] == [
+        (0.25, 30),
+        (0.5, 20),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -156,8 +162,8 @@ def test_burstgpt_and_own_jsonl(tmp_path):
 def test_bad_trace_files_name_file_and_line(tmp_path, name, text, message):
     path = tmp_path / name
     path.write_text(text)
-    with pytest.raises(tr.TraceFormatError) as caught:
-        tr.read_trace(path)
+    with pytest.raises(trace_formats.TraceFormatError) as caught:
+        trace_formats.read_trace(path)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
 
@@ -165,8 +171,8 @@ def test_bad_trace_files_name_file_and_line(tmp_path, name, text, message):
 # -- slicing and fitting ---------------------------------------------------------------
 
 
-def _requests(*rows) -> list[tr.TraceRequest]:
-    return [tr.TraceRequest(t, p, o, h) for t, p, o, h in rows]
+def _requests(*rows) -> list[trace_formats.TraceRequest]:
+    return [trace_formats.TraceRequest(t, p, o, h) for t, p, o, h in rows]
 
 
 def test_slice_by_seconds_and_by_requests():
@@ -176,7 +182,9 @@ def test_slice_by_seconds_and_by_requests():
     assert [r.time for r in tr.slice_trace(trace, start=1, count=3)] == [0.0, 1.0, 2.0]
     assert [r.time for r in tr.slice_trace(trace, start=0.5, count=1)] == [0.5]
     assert len(tr.slice_trace(trace)) == 5
-    with pytest.raises(tr.TraceFormatError, match=r"holds no request; the trace spans 10 s"):
+    with pytest.raises(
+        trace_formats.TraceFormatError, match=r"holds no request; the trace spans 10 s"
+    ):
         tr.slice_trace(trace, start=20)
 
 
@@ -208,7 +216,7 @@ def test_explicit_scale_clamps_what_still_does_not_fit():
     assert (
         tr.fit_lengths(trace, context=600, scale=0.001, min_prompt=2).requests[0].output_tokens == 1
     )
-    with pytest.raises(tr.TraceFormatError, match="cannot hold a prompt"):
+    with pytest.raises(trace_formats.TraceFormatError, match="cannot hold a prompt"):
         tr.fit_lengths(trace, context=2, min_prompt=2)
 
 
@@ -218,7 +226,9 @@ def test_explicit_scale_clamps_what_still_does_not_fit():
 def _fitted(builder, hash_rows, block_tokens=512, scale=1 / 64):
     # prompt lengths: the blocks' tokens plus the tokenizer's specials (a BOS)
     rows = [
-        tr.TraceRequest(float(i), len(ids) * block_tokens + builder.specials * 64, 1, ids)
+        trace_formats.TraceRequest(
+            float(i), len(ids) * block_tokens + builder.specials * 64, 1, ids
+        )
         for i, ids in enumerate(hash_rows)
     ]
     return tr.fit_lengths(
@@ -268,14 +278,14 @@ def test_requests_without_hash_ids_share_nothing(builder):
 def test_reuse_tokens_by_hand():
     sequences = [[1, 2, 3], [1, 2, 4], [1, 2, 3, 5], [9], [1, 2]]
     # [1,2,4] shares [1,2]; [1,2,3,5] shares [1,2,3]; [9] nothing; [1,2] all of itself
-    assert tr.reuse_tokens(sequences) == [0, 2, 3, 0, 2]
+    assert trace_prompts.reuse_tokens(sequences) == [0, 2, 3, 0, 2]
 
 
 def test_workload_reuse_counts_shared_blocks_and_the_bos(builder):
     fitted_rows = [
-        tr.TraceRequest(0.0, 1600, 1, (1, 2, 3)),
-        tr.TraceRequest(1.0, 1600, 1, (1, 2, 4)),
-        tr.TraceRequest(1.0, 1600, 1, (7, 8, 9)),
+        trace_formats.TraceRequest(0.0, 1600, 1, (1, 2, 3)),
+        trace_formats.TraceRequest(1.0, 1600, 1, (1, 2, 4)),
+        trace_formats.TraceRequest(1.0, 1600, 1, (7, 8, 9)),
     ]
     workload = tr.build_workload(fitted_rows, builder, 4096, 1 / 64, 512, "p", 1.0)
     # 1600 x 1/64 = 25 tokens with the BOS: 24 content tokens, three blocks of 8

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import REPO, spec_file
 from tunebench.errors import LoadError
 from tunebench.load.timed_trace import build_timed_trace, replay_clock, replay_evidence
-from tunebench.load.trace import TraceRequest
+from tunebench.load.trace_formats import TraceRequest
 from tunebench.load.vllm_bench import (
     REPLAY_LEAD_S,
     VllmBenchDriver,

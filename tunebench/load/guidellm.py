@@ -24,14 +24,9 @@ from tunebench.load.guidellm_report import (
     request_samples,
     strategy_of,
 )
-from tunebench.load.trace import (
-    PromptBuilder,
-    TraceRequest,
-    Workload,
-    build_workload,
-    replay_context,
-    slice_for,
-)
+from tunebench.load.trace import Workload, build_workload, replay_context, slice_for
+from tunebench.load.trace_formats import TraceRequest
+from tunebench.load.trace_prompts import PromptBuilder
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
 from tunebench.points.prefix import requests_before_window, workload_columns, zipf_weights
 from tunebench.points.sessions import session_columns, turn_columns

@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.errors import LoadError
-from tunebench.load.trace import FittedRequest, FittedSlice, TraceRequest, fit_lengths, reuse_tokens
+from tunebench.load.trace import fit_lengths
+from tunebench.load.trace_formats import FittedRequest, FittedSlice, TraceRequest
+from tunebench.load.trace_prompts import reuse_tokens
 from tunebench.load.vllm_bench_report import in_start_order, indexed_samples
 from tunebench.points.trace import arrival_fidelity
 from tunebench.store.files import write_atomic

@@ -36,7 +36,9 @@ from tunebench.load.timed_trace import (
     build_timed_trace,
     replay_evidence,
 )
-from tunebench.load.trace import TraceRequest, replay_context, slice_for, special_count
+from tunebench.load.trace import replay_context, slice_for
+from tunebench.load.trace_formats import TraceRequest
+from tunebench.load.trace_prompts import special_count
 from tunebench.load.vllm_bench_report import client_columns, measured_window, request_samples
 from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
 from tunebench.seams.deployment import ServerHandle

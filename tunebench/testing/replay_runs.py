@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tunebench.load.trace import FittedSlice, fit_lengths, load_slice
+from tunebench.load.trace import fit_lengths, load_slice
+from tunebench.load.trace_formats import FittedSlice
 from tunebench.points.columns import SERVER_COLUMNS
 from tunebench.points.trace import arrival_fidelity, trace_columns
 from tunebench.store.manifest import RunKind
