@@ -254,7 +254,7 @@ def test_a_prefix_point_records_its_workload_and_prime():
 
 
 def test_the_worker_is_asked_to_prime_only_when_the_spec_says_so(tmp_path, monkeypatch):
-    import tunebench.load.guidellm as module
+    import tunebench.load.worker_driver as module
 
     class NoWorker:  # the job file is written; no worker process starts in a unit test
         def __init__(self, *args, **kwargs):

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tunebench.errors import LoadError
-from tunebench.load.client_usage import ProcessGroupUsage
 from tunebench.load.guidellm_report import (
     client_columns,
     measured_window,
@@ -27,7 +26,7 @@ from tunebench.load.guidellm_report import (
 from tunebench.load.trace import Workload, build_workload, replay_context, slice_for
 from tunebench.load.trace_formats import TraceRequest
 from tunebench.load.trace_prompts import PromptBuilder
-from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
+from tunebench.load.worker_driver import WorkerDriver
 from tunebench.points.prefix import requests_before_window, workload_columns, zipf_weights
 from tunebench.points.sessions import session_columns, turn_columns
 from tunebench.points.trace import arrival_fidelity
@@ -234,7 +233,7 @@ def worker_processes(cpus: set[int] | None) -> int:
     return max(1, min(8, usable // 2))
 
 
-class GuideLLMDriver:
+class GuideLLMDriver(WorkerDriver):
     """One worker process per server configuration: `prepare`, then `run`, then `close`.
 
     If the worker stalls on a point (no result within `point_budget_s`) or dies, it is
@@ -244,6 +243,7 @@ class GuideLLMDriver:
     """
 
     worker_module = "tunebench.load.guidellm_worker"
+    tool = "GuideLLM"
     stall_margin_s = 30.0  # per point, beyond twice its duration
     # From GuideLLM starting a benchmark to its first request update: spawning its scheduler
     # workers takes 1-4 s on 2 busy cores; GuideLLM 0.8.1's rare hang sits exactly here.
@@ -261,6 +261,7 @@ class GuideLLMDriver:
         processes: int | None = None,
         context: int | None = None,
     ):
+        super().__init__()
         self.data = data
         self.context = context  # a replayed trace's lengths fit this (prompt + output tokens)
         self._workloads: dict[str, Workload] = {}  # replay points' requests, by point id
@@ -274,17 +275,8 @@ class GuideLLMDriver:
         # messages, which the server's chat template turns into one prompt
         self.request_format = CHAT if isinstance(data, SessionsData) else request_format
         self.retries = retries
-        self._process: WorkerPipe | None = None
-        self._points: list[LoadPoint] = []
-        self._work_dir: Path | None = None
-        self._abort_reason: str | None = None
-        self.retried: list[dict[str, str]] = []  # points redone in a fresh worker, and why
         self._primed: dict[int, dict[str, Any]] = {}  # shared prefixes primed, by benchmark slot
-        self._usage = ProcessGroupUsage()  # the worker's CPU and run-queue wait per point
-
-    @property
-    def pgid(self) -> int | None:
-        return self._process.pgid if self._process else None
+        self._done = 0  # benchmark slots finished and stored by the worker being followed
 
     def prepare(self, points: list[LoadPoint], work_dir: Path) -> None:
         """Start the worker now so that it imports GuideLLM while the server starts."""
@@ -359,20 +351,14 @@ class GuideLLMDriver:
         # the stall the retry below recovers from. One tokenizer thread avoids the state.
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         env["PYTHONWARNINGS"] = "ignore::FutureWarning"
-        try:
-            self._process = WorkerPipe(
-                [self.python, "-m", self.worker_module, str(job_path)],
-                env,
-                work_dir / f"guidellm{suffix}.log",
-                self.cpus,
-                "guidellm",
-            )
-        except OSError as exc:
-            raise LoadError(
-                f"cannot start the load generator: {exc.strerror}"
-                + ("; check load.client_cpus against this host's CPUs" if self.cpus else "")
-            ) from None
-        self._usage.follow(self._process.pgid)
+        self._launch(
+            [self.python, "-m", self.worker_module, str(job_path)],
+            env,
+            work_dir / f"guidellm{suffix}.log",
+            self.cpus,
+            "guidellm",
+            cannot_start="cannot start the load generator",
+        )
 
     def _send_go(self, handle: ServerHandle) -> None:
         # Sent through the pipe, so the API key never touches a file or an environment.
@@ -385,9 +371,6 @@ class GuideLLMDriver:
                 "api_key": handle.api_key,
             }
         )
-
-    def _send(self, message: dict[str, Any], last: bool = False) -> None:
-        self._process.send(message, last)
 
     def run(
         self,
@@ -429,79 +412,61 @@ class GuideLLMDriver:
         """One slot per GuideLLM benchmark: a sweep point yields several."""
         return [(point, j) for point in self._points for j in range(expected_benchmarks(point))]
 
-    def abort(self, reason: str) -> None:
-        """Stop the load now (from another thread): `run` raises LoadError(reason), no retry."""
-        self._abort_reason = reason
-        process = self._process
-        if process is not None:
-            process.stop(grace_s=2)
-
-    def close(self) -> None:
-        self._usage.follow(None)
-        if self._process is not None:
-            self._process.stop(grace_s=5)
-            self._process = None
-
     def _follow(self, done, on_result, on_start, next_points) -> None:
-        pipe = self._process
+        self._done = done
         slots = self._slots()
         # the first point also pays for backend validation and data preparation
         first_budget = self._budget(slots[done][0]) if done < len(slots) else 0
-        deadline = time.monotonic() + first_budget + 2 * self.stall_margin_s
-        finished = False
-        while True:
-            event = pipe.read()
-            if event is QUIET:
-                if time.monotonic() > deadline:
-                    point = slots[min(done, len(slots) - 1)][0]
-                    raise _WorkerLost(
-                        f"GuideLLM made no progress on {point.point_id}; stopped it",
-                        done,
-                        stalled=True,
-                    ) from None
-                continue
-            if event is ENDED:
-                break
-            kind = event.get("event")
+        self._wait_for(first_budget + 2 * self.stall_margin_s)
+
+        def handle(kind: str, event: dict[str, Any]) -> None:
+            nonlocal slots
             if kind == "start" and event["index"] < len(slots):
                 point, j = slots[event["index"]]
-                deadline = time.monotonic() + self._budget(point)
+                self._wait_for(self._budget(point))
                 if j == 0 and on_start:
                     on_start(point)
             elif kind == "benchmark":
-                deadline = min(deadline, time.monotonic() + self.first_request_s)
+                self._deadline = min(self._deadline, time.monotonic() + self.first_request_s)
             elif kind == "sending":
-                current = slots[min(done, len(slots) - 1)][0]
-                deadline = time.monotonic() + self._budget(current)
+                self._wait_for(self._budget(slots[min(self._done, len(slots) - 1)][0]))
             elif kind == "priming":
                 # the prime's requests go out a few at a time: each one done is progress
-                deadline = max(deadline, time.monotonic() + self.stall_margin_s)
+                self._deadline = max(self._deadline, time.monotonic() + self.stall_margin_s)
             elif kind == "primed":
                 self._primed[event["index"]] = event
             elif kind == "done":
                 point, j = slots[event["index"]]
                 primed = self._primed.pop(event["index"], None)
                 on_result(self._result(point, j, Path(event["path"]), primed))
-                done = event["index"] + 1
+                self._done = event["index"] + 1
             elif kind == "idle":
-                more = list(next_points()) if next_points else []
+                more = self._more_points(next_points, self.stall_margin_s)
                 if not more:
-                    self._send({"groups": []}, last=True)
-                    deadline = time.monotonic() + self.stall_margin_s
-                    continue
+                    return
                 self._points += more
                 slots = self._slots()
                 # a capacity search over replay speed: each probe replays its own workload
                 self._prepare_traces(more, self._work_dir)
                 self._send({"groups": build_groups(more, self._datasets)})
-                deadline = time.monotonic() + self._budget(more[0])
+                self._wait_for(self._budget(more[0]))
                 if on_start:
                     on_start(more[0])
-            elif kind == "finished":
-                finished = True
-        problem = pipe.exit_problem(finished)
-        if problem:
-            raise _WorkerLost(f"GuideLLM {problem}", done)
+
+        self._follow_events(handle)
+
+    def _no_more_points(self) -> dict[str, Any]:
+        return {"groups": []}
+
+    def _stalled(self) -> Exception:
+        slots = self._slots()
+        point = slots[min(self._done, len(slots) - 1)][0]
+        return _WorkerLost(
+            f"GuideLLM made no progress on {point.point_id}; stopped it", self._done, stalled=True
+        )
+
+    def _lost(self, problem: str) -> Exception:
+        return _WorkerLost(f"GuideLLM {problem}", self._done)
 
     def _result(
         self, point: LoadPoint, index: int, path: Path, primed: dict[str, Any] | None = None

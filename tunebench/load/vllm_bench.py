@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tunebench.errors import LoadError
-from tunebench.load.client_usage import ProcessGroupUsage
 from tunebench.load.timed_trace import (
     FIELDS,
     TimedTraceWorkload,
@@ -40,7 +39,7 @@ from tunebench.load.trace import replay_context, slice_for
 from tunebench.load.trace_formats import TraceRequest
 from tunebench.load.trace_prompts import special_count
 from tunebench.load.vllm_bench_report import client_columns, measured_window, request_samples
-from tunebench.load.worker_pipe import ENDED, QUIET, WorkerPipe
+from tunebench.load.worker_driver import WorkerDriver
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
 from tunebench.spec.load_kind import LoadKind
@@ -184,11 +183,13 @@ def point_budget_s(
     return max(by_count, by_time) + margin_s
 
 
-class VllmBenchDriver:
+class VllmBenchDriver(WorkerDriver):
     """One worker per server configuration: `prepare`, then `run`, then `close`."""
 
     worker_module = "tunebench.load.vllm_bench_worker"
     import_budget_s = 180.0  # importing vLLM's benchmark module on a busy box
+    tool = "vllm bench"
+    idle_wait_s = 30.0  # told no more points come: its exit
 
     def __init__(
         self,
@@ -204,6 +205,7 @@ class VllmBenchDriver:
                 f"load.driver vllm-bench cannot send load.data kind {data.kind}: synthetic "
                 "data or a trace only; use load.driver guidellm"
             )
+        super().__init__()  # this driver does not retry: `retried` stays empty
         self.data = data
         self.tokenizer = tokenizer
         self.python = python or sys.executable
@@ -213,16 +215,6 @@ class VllmBenchDriver:
         self._workloads: dict[str, TimedTraceWorkload] = {}  # replay points', by point id
         self._slices: dict[TraceData, list[TraceRequest]] = {}
         self._specials: int | None = None  # the tokenizer's BOS and the like, loaded once
-        self.retried: list[dict[str, str]] = []  # this driver does not retry
-        self._process: WorkerPipe | None = None
-        self._points: list[LoadPoint] = []
-        self._work_dir: Path | None = None
-        self._abort_reason: str | None = None
-        self._usage = ProcessGroupUsage()
-
-    @property
-    def pgid(self) -> int | None:
-        return self._process.pgid if self._process else None
 
     def _job_points(self, points: list[LoadPoint], first: int) -> list[dict[str, Any]]:
         for point in points:
@@ -293,20 +285,14 @@ class VllmBenchDriver:
         # vLLM's timed_trace seeds each prompt block with Python's hash() of its id: a fixed
         # hash seed sends the same prompts in every run of the sweep file
         env["PYTHONHASHSEED"] = str(self.data.seed % 2**32)
-        try:
-            self._process = WorkerPipe(
-                [self.python, "-m", self.worker_module, str(job_path)],
-                env,
-                work_dir / "vllm-bench.log",
-                self.cpus,
-                "vllm-bench",
-            )
-        except OSError as exc:
-            raise LoadError(f"cannot start vllm bench: {exc.strerror}") from None
-        self._usage.follow(self._process.pgid)
-
-    def _send(self, message: dict[str, Any], last: bool = False) -> None:
-        self._process.send(message, last)
+        self._launch(
+            [self.python, "-m", self.worker_module, str(job_path)],
+            env,
+            work_dir / "vllm-bench.log",
+            self.cpus,
+            "vllm-bench",
+            cannot_start="cannot start vllm bench",
+        )
 
     def run(
         self,
@@ -330,45 +316,30 @@ class VllmBenchDriver:
         self._follow(on_result, on_start, next_points)
 
     def _follow(self, on_result, on_start, next_points) -> None:
-        pipe = self._process
-        deadline = time.monotonic() + self.import_budget_s
-        finished = False
-        while True:
-            event = pipe.read()
-            if event is QUIET:
-                if self._abort_reason:
-                    raise LoadError(self._abort_reason) from None
-                if time.monotonic() > deadline:
-                    raise LoadError("vllm bench made no progress; stopped it") from None
-                continue
-            if event is ENDED:
-                break
-            kind = event.get("event")
+        self._wait_for(self.import_budget_s)
+
+        def handle(kind: str, event: dict[str, Any]) -> None:
             if kind == "start":
                 point = self._points[event["index"]]
-                deadline = time.monotonic() + self._budget(point)
+                self._wait_for(self._budget(point))
                 if on_start:
                     on_start(point)
             elif kind == "done":
                 point = self._points[event["index"]]
                 on_result(self._result(point, Path(event["path"])))
             elif kind == "idle":
-                more = list(next_points()) if next_points else []
+                more = self._more_points(next_points, self.idle_wait_s)
                 if not more:
-                    self._send({"points": []}, last=True)
-                    deadline = time.monotonic() + 30
-                    continue
+                    return
                 first = len(self._points)
                 self._points += more
                 self._send({"points": self._job_points(more, first)})
-                deadline = time.monotonic() + self._budget(more[0])
-            elif kind == "finished":
-                finished = True
-        if self._abort_reason:
-            raise LoadError(self._abort_reason)
-        problem = pipe.exit_problem(finished)
-        if problem:
-            raise LoadError(f"vllm bench {problem}")
+                self._wait_for(self._budget(more[0]))
+
+        self._follow_events(handle)
+
+    def _no_more_points(self) -> dict[str, Any]:
+        return {"points": []}
 
     def _result(self, point: LoadPoint, path: Path) -> ClientResult:
         try:
@@ -391,14 +362,3 @@ class VllmBenchDriver:
             evidence, samples = replay_evidence(workload, data)
             columns.update(evidence)
         return ClientResult(point, point.point_id, columns, start, end, path, [], samples)
-
-    def abort(self, reason: str) -> None:
-        self._abort_reason = reason
-        if self._process is not None:
-            self._process.stop(grace_s=2)
-
-    def close(self) -> None:
-        self._usage.follow(None)
-        if self._process is not None:
-            self._process.stop(grace_s=5)
-            self._process = None
