@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +53,21 @@ from tunebench.analysis.compare_metrics import METRICS
 from tunebench.analysis.frames import load_manifest, load_requests, load_run, run_path
 from tunebench.analysis.quality import failing
 from tunebench.analysis.sides import Side
+from tunebench.analysis.standings import (
+    Standing,
+    capacity_bound,
+    capacity_text,
+    config_names,
+    joined_names,
+    rate_standings,
+    standing_out,
+    unconverged,
+)
 from tunebench.errors import TunebenchError
 from tunebench.numbers import to_float
 from tunebench.points import trust
-from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.cost import at_rate, replica_price
-from tunebench.points.offered import REPLAY, is_replay, rate_text, replay_key, speed_text
+from tunebench.points.offered import REPLAY, is_replay, replay_key, speed_text
 from tunebench.spec.load_kind import LoadKind
 
 # Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
@@ -110,45 +117,6 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
 
 
 # Why a capacity is only a lower bound (`lower_bound`).
-HIGHEST_RATE = "the SLO held at the highest rate tested"
-CLIENT_BOUND = "the client could not drive more"
-MAX_RATE = "the SLO held at the search's max_rate"
-NEVER_MISSED = "the search never saw the SLO missed"
-
-
-@dataclass(frozen=True)
-class Standing:
-    """One configuration's capacity under a rule, with what its evidence proves: `low` held,
-    `high` missed (None: nothing above `low` was seen to miss)."""
-
-    config_id: str
-    value: float
-    low: float
-    high: float | None
-    lower_bound: str | None = None  # why `value` is only "at least" (None: it was reached)
-    arrival: str | None = None  # a capacity search's arrival: replay makes its rates speeds
-
-
-def capacity_bound(capacity: dict[str, Any]) -> str | None:
-    """Why a capacity search's answer is only a lower bound, or None (it was bracketed)."""
-    if capacity.get("rate") is None:
-        return None
-    if capacity.get("client_bound"):
-        return CLIENT_BOUND
-    if capacity.get("capped"):
-        return MAX_RATE
-    if capacity.get("upper") is None:
-        return NEVER_MISSED
-    return None
-
-
-def unconverged(capacity: dict[str, Any]) -> bool:
-    """The search stopped on max_probes with its bracket still wide: raising max_probes
-    narrows it. A search that held the SLO at max_rate stopped there (`capped`), so more
-    probes would change nothing: its limit is max_rate, which its lower bound names."""
-    return capacity.get("converged") is False and not capacity.get("capped")
-
-
 def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
     standings = []
     for config in manifest.get("configs", []):
@@ -176,159 +144,18 @@ def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
         out["converged"] = False
     if best["capacity"].get("drift"):
         out["drift"] = best["capacity"]["drift"]
-    return _standing_out(out, ranked, "capacity search", manifest)
-
-
-def _rate_standings(points: pd.DataFrame) -> list[Standing]:
-    """Each configuration's sustained capacity over its valid fixed-rate points (rule 3)."""
-    rates = points[points["load_kind"].isin(LoadKind.RATE) & points["target"].notna()]
-    standings: list[Standing] = []
-    for config_id, rows in rates.groupby("config_id", sort=False):
-        per_repeat, lows, highs, whys = [], [], [], []
-        group_by = ["load_kind", "repeat"] if "repeat" in rows else ["load_kind"]
-        for _key, window in rows.groupby(group_by, sort=False, dropna=False):
-            counted = [
-                RatePoint(
-                    float(r["target"]),
-                    r["slo_met"] == True,  # noqa: E712
-                    to_float(r.get("slo_ratio")),
-                    r.get("client_limited") == True,  # noqa: E712
-                )
-                for _, r in window.iterrows()
-                if r["valid"] == True  # noqa: E712
-            ]
-            capacity = sustained_capacity(counted)
-            if capacity is None:
-                continue
-            per_repeat.append(0.0 if capacity.kind == "below" else capacity.rate)
-            low, high, why = _bracket(counted, capacity)
-            lows.append(low)
-            highs.append(high)
-            whys.append(why)
-        if per_repeat:
-            value = statistics.median(per_repeat)
-            # the bracket over every repeat: what all of them together prove
-            high = None if any(h is None for h in highs) else max(h for h in highs if h)
-            why = next((w for w in whys if w), None) if high is None else None
-            standings.append(Standing(str(config_id), value, min(lows), high, why))
-    return standings
+    return standing_out(out, ranked, "capacity search", manifest)
 
 
 def _from_rates(points: pd.DataFrame, manifest: dict) -> dict[str, Any] | None:
     """Rule 3: the highest sustained rate within the SLO (median over repeats)."""
-    standings = _rate_standings(points)
+    standings = rate_standings(points)
     if not standings or max(s.value for s in standings) <= 0:
         return None
     ranked = sorted(standings, key=lambda s: -s.value)
     config = _config(manifest, ranked[0].config_id) or {"config_id": ranked[0].config_id}
     out = _describe(config, "slo-capacity", "capacity_rps", ranked[0].value)
-    return _standing_out(out, ranked, "fixed rates", manifest)
-
-
-def capacities(points: pd.DataFrame, manifest: dict) -> dict[str, Standing]:
-    """config_id -> its capacity at the SLO as the best's rules see it: a capacity search's
-    answer, else the sustained rate of its fixed-rate points (valid ones); absent when the
-    run has no SLO or the configuration neither (for the report's summary)."""
-    if not (manifest.get("spec") or {}).get("slo") or points.empty or "slo_met" not in points:
-        return {}
-    valid = points[points["valid"] == True]  # noqa: E712
-    found = {s.config_id: s for s in _rate_standings(valid)}
-    for config in manifest.get("configs", []):
-        capacity = config.get("capacity") or {}
-        if capacity.get("rate") is not None:
-            rate = float(capacity["rate"])
-            why = capacity_bound(capacity)
-            found[config["config_id"]] = Standing(
-                config["config_id"],
-                rate,
-                rate,
-                None if why else capacity.get("upper"),
-                why,
-                capacity.get("arrival"),
-            )
-    return found
-
-
-def _bracket(counted: list[RatePoint], capacity: Any) -> tuple[float, float | None, str | None]:
-    """(highest rate shown to hold, lowest rate that missed or None, why only a lower bound)
-    of one window of fixed-rate points, read the way `sustained_capacity` walks them."""
-    if capacity.kind == "below":
-        return 0.0, capacity.rate, None
-    if capacity.kind == "exact":
-        above = [p.rate for p in counted if not p.slo_met and p.rate >= capacity.rate]
-        below = [p.rate for p in counted if p.slo_met and p.rate <= capacity.rate]
-        return (max(below) if below else 0.0), (min(above) if above else None), None
-    limited = any(p.client_limited and p.rate > capacity.rate for p in counted) or any(
-        p.client_limited and p.rate == capacity.rate for p in counted
-    )
-    return capacity.rate, None, CLIENT_BOUND if limited else HIGHEST_RATE
-
-
-def _standing_out(
-    out: dict[str, Any], ranked: list[Standing], how: str, manifest: dict
-) -> dict[str, Any]:
-    """The best's lower bound and, when the runner-ups cannot be told apart from it by the
-    rule's own evidence, the tie (the caller's `_decide` names the next figure)."""
-    best = ranked[0]
-    if best.lower_bound:
-        out["lower_bound"] = best.lower_bound
-    tied = [
-        s
-        for s in ranked[1:]
-        # a runner-up that held at least what the best proved and never missed above it, or
-        # whose first miss lies above the best's last pass: nothing measured separates them
-        if (s.high is None and s.value > 0 and s.value >= best.low)
-        or (s.high is not None and s.high > best.low)
-    ]
-    if tied:
-        out["tie"] = {
-            "configs": [best.config_id, *(s.config_id for s in tied)],
-            "on": _tie_on(best, tied, _names(manifest)),
-            "hint": _tie_hint(best, tied, how),
-        }
-        out["_standings"] = {s.config_id: s for s in (best, *tied)}
-    return out
-
-
-def _tie_on(best: Standing, others: list[Standing], names: dict[str, str]) -> str:
-    between = _joined([names.get(s.config_id, s.config_id) for s in (best, *others)])
-    same = {s.value for s in (best, *others)} == {best.value}
-    arrival = best.arrival
-    if best.lower_bound and same and all(s.lower_bound == best.lower_bound for s in others):
-        if best.lower_bound == HIGHEST_RATE:
-            return (
-                f"tie at >= {rate_text(best.value, arrival)}, the highest rate tested, "
-                f"between {between}"
-            )
-        return f"tie at >= {rate_text(best.value, arrival)} ({best.lower_bound}) between {between}"
-    each = ", ".join(
-        f"{s.config_id} {capacity_text(s.value, s.lower_bound, arrival)}" for s in (best, *others)
-    )
-    return (
-        f"tie on capacity between {between} ({each}): each held {rate_text(best.low, arrival)} "
-        "and no rate measured separates them"
-    )
-
-
-def _joined(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def _tie_hint(best: Standing, others: list[Standing], how: str) -> str:
-    if best.lower_bound or any(s.lower_bound for s in others):
-        if how == "capacity search":
-            return "raise the search's max_rate to decide"
-        return "probe higher rates or add a capacity profile to decide"
-    if how == "capacity search":
-        return "lower the search's tolerance to decide"
-    return "probe rates inside the bracket or add a capacity profile to decide"
-
-
-def _names(manifest: dict) -> dict[str, str]:
-    return {
-        c["config_id"]: f"{c['config_id']} {c.get('label') or ''}".strip()
-        for c in manifest.get("configs", [])
-    }
+    return standing_out(out, ranked, "fixed rates", manifest)
 
 
 def _below_first_miss(points: pd.DataFrame) -> pd.DataFrame:
@@ -387,7 +214,7 @@ def _from_points(path: Path, manifest: dict, excluded: set[str]) -> dict[str, An
     others = pool[pool["config_id"] != row["config_id"]]
     if not others.empty:
         runner = others.loc[others[metric].idxmax()]
-        tie = _throughput_tie(path, row, runner, _names(manifest))
+        tie = _throughput_tie(path, row, runner, config_names(manifest))
         if tie is not None:
             out["tie"] = tie
             out["_standings"] = {
@@ -422,10 +249,12 @@ def _throughput_tie(
         return None
     first = found.iloc[0]
     where = _where(row["load_kind"], row["target"], str(row["point_id"]))
+    between = joined_names(
+        [names.get(str(r["config_id"]), str(r["config_id"])) for r in (row, runner)]
+    )
     return {
         "configs": [str(row["config_id"]), str(runner["config_id"])],
-        "on": f"tie on output tok/s at {where} between "
-        f"{_joined([names.get(str(r['config_id']), str(r['config_id'])) for r in (row, runner)])}"
+        "on": f"tie on output tok/s at {where} between {between}"
         " within compare's interval "
         f"({first['change_pct']:+.1f}%, CI [{first['ci_low_pct']:+.1f}, "
         f"{first['ci_high_pct']:+.1f}]%)",
@@ -578,18 +407,6 @@ def _decide(path: Path, manifest: dict, best: dict[str, Any]) -> dict[str, Any]:
         if best["rule"] == "capacity" and capacity.get("client_bound"):
             best["client_bound"] = True
     return best
-
-
-def capacity_text(value: Any, lower_bound: str | None = None, arrival: Any = None) -> str:
-    """A capacity as a person reads it: "5.09 req/s", or ">= 4 req/s (not reached)" when
-    the evidence only shows it is at least that; a search over replay speed (`arrival`
-    replay) found a speed: "13.1x trace"."""
-    number = to_float(value)
-    if number is None:
-        return "not measured"
-    if lower_bound:
-        return f">= {rate_text(number, arrival)} (not reached)"
-    return rate_text(number, arrival)
 
 
 def headline(best: dict[str, Any] | None) -> str:

@@ -10,20 +10,14 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from tunebench.analysis.best import (
-    Standing,
-    best_config,
-    capacities,
-    capacity_bound,
-    capacity_text,
-    headline,
-)
+from tunebench.analysis.best import best_config, headline
 from tunebench.analysis.cross_check import run_cross_check
 from tunebench.analysis.crossovers import crossovers_between
 from tunebench.analysis.frames import load_manifest, load_run
 from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
 from tunebench.analysis.sides import LOAD_KEY, Side
+from tunebench.analysis.standings import Standing, capacities, capacity_bound, capacity_text
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.diagnosis import CANNOT_DIAGNOSE, blind_spots, client_cores, diagnose_run

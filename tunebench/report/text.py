@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunebench.analysis.best import capacity_bound, capacity_text, unconverged
+from tunebench.analysis.standings import capacity_bound, capacity_text, unconverged
 from tunebench.points.offered import is_replay, rate_text
 
 
