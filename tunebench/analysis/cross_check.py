@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -38,6 +39,9 @@ from tunebench.analysis.compare import (
 from tunebench.analysis.compare_metrics import resolve_metrics
 from tunebench.analysis.frames import load_requests, load_run
 from tunebench.load.cross_check import split_point_id
+
+if TYPE_CHECKING:
+    from tunebench.store.run import RunStore
 
 DRIVER_ORDER = ("guidellm", "vllm-bench")  # side A, side B (B vs A in the table)
 METRICS = ("output_tok_s", "achieved_rps", "ttft_p50", "ttft_p95", "itl_p50", "tpot_p50", "e2e_p50")
@@ -323,3 +327,13 @@ def table_csv(check: CrossCheck) -> str:
 
 def verdicts_csv(check: CrossCheck) -> str:
     return check.verdicts.to_csv(index=False)
+
+
+def write_cross_check(store: RunStore) -> CrossCheck | None:
+    """A cross-check run's disagreement table and verdicts, written into the run (a
+    RunStore); the check, or None when the run is no cross-check."""
+    check = run_cross_check(store.path)
+    if check is not None:
+        store.write_text(store.layout.cross_check_table, table_csv(check))
+        store.write_text(store.layout.cross_check_verdicts, verdicts_csv(check))
+    return check

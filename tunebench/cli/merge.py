@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
           tunebench sweep sweeps/latency.yaml --only c3,c4 -o parts/b
           tunebench merge parts/a/* parts/b/* -o reports
         """
-        from tunebench.cli.sweep import _write_cross_check
+        from tunebench.analysis.cross_check import write_cross_check
         from tunebench.quality.verdicts import write_table
         from tunebench.report.tables import wide_console
         from tunebench.store.merge import merge_runs
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         merged = merge_runs(parts, root_of(root), planned=_planned(out, parts[0]))
         merged = RunStore.open(merged.path)
         write_table(merged)
-        _write_cross_check(merged)
+        write_cross_check(merged)
         if report and merged.rows:
             write_report_keeping_the_run(out, merged.path)
         configs = ", ".join(c.config_id for c in merged.manifest.configs)

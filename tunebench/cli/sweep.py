@@ -190,13 +190,14 @@ def _resume(out, ref: str, root: Optional[Path], report: bool, keep: bool) -> No
 
 
 def _finish(out, result, report: bool) -> None:
+    from tunebench.analysis.cross_check import write_cross_check
     from tunebench.report.next_steps import sweep_best_line, sweep_next_step
     from tunebench.report.points_table import points_table
     from tunebench.report.replayed_points import stored_replay_view
     from tunebench.report.tables import capacity_lines, cross_check_view, failure_lines
 
     store = result.store
-    check = _write_cross_check(store)
+    check = write_cross_check(store)
     if report and store.rows:
         write_report_keeping_the_run(out, store.path)
     manifest = store.manifest
@@ -225,14 +226,3 @@ def _finish(out, result, report: bool) -> None:
     out.print(sweep_next_step(store.path, manifest.varied_args, len(failed)), highlight=False)
     if result.failed:
         raise typer.Exit(1)
-
-
-def _write_cross_check(store):
-    """A cross-check run's disagreement table and verdicts, into the run (None: none)."""
-    from tunebench.analysis.cross_check import run_cross_check, table_csv, verdicts_csv
-
-    check = run_cross_check(store.path)
-    if check is not None:
-        store.write_text(store.layout.cross_check_table, table_csv(check))
-        store.write_text(store.layout.cross_check_verdicts, verdicts_csv(check))
-    return check
