@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tunebench.load.guidellm import build_groups, data_args, point_budget_s
+from tunebench.load.guidellm import build_groups, point_budget_s
+from tunebench.load.guidellm_data import data_args
 from tunebench.load.guidellm_report import (
     client_columns,
     dispatch_lag,

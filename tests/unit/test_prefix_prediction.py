@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import spec_file
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
-from tunebench.load.guidellm import GuideLLMDriver, data_args, prefix_buckets, prefix_evidence
+from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.load.guidellm_data import data_args, prefix_buckets, prefix_evidence
 from tunebench.load.guidellm_prime import benchmark_prefixes, prime_request
 from tunebench.load.guidellm_worker import data_seed
 from tunebench.points import prefix

@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import spec_file
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
-from tunebench.load.guidellm import CHAT, GuideLLMDriver, data_args
+from tunebench.load.guidellm import GuideLLMDriver
+from tunebench.load.guidellm_data import CHAT, data_args
 from tunebench.load.guidellm_report import request_samples
 from tunebench.points import sessions
 from tunebench.spec.models import SessionsData, SyntheticData

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import spec_file
 from tests.unit.test_spec_errors import assert_one_line_error, run_in_process
-from tunebench.load.guidellm import data_args, prefix_buckets
+from tunebench.load.guidellm_data import data_args, prefix_buckets
 from tunebench.spec.models import SharedPrefix, SyntheticData
 
 SPEC = """

@@ -14,7 +14,8 @@ from tests.conftest import spec_file
 from tunebench import demo
 from tunebench.load import trace as tr
 from tunebench.load import trace_formats, trace_prompts
-from tunebench.load.guidellm import build_groups, replay_evidence
+from tunebench.load.guidellm import build_groups
+from tunebench.load.guidellm_data import replay_evidence
 from tunebench.points import trace as fidelity
 from tunebench.points.row import PointId, build_row
 from tunebench.spec.plan import LoadPoint
