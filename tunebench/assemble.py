@@ -61,7 +61,7 @@ def check_traces(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) 
     a bad file, an empty slice or a context too small is one line naming the key."""
     data = spec.load.data
     shaped = data.kind == "sessions" or (data.kind == "synthetic" and data.prefix is not None)
-    if shaped and kind_of(spec).name == "replay":
+    if shaped and kind_of(spec).replays_recorded_run:
         # a recorded run models a server's latency by load, not by history or shared prefixes
         what = "multi-turn sessions" if data.kind == "sessions" else "shared prefixes"
         raise SpecError(
@@ -71,7 +71,7 @@ def check_traces(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) 
     for number, profile in enumerate(spec.load.profiles):
         if not profile.plays_trace:
             continue
-        if kind_of(spec).name == "replay":
+        if kind_of(spec).replays_recorded_run:
             raise SpecError(
                 f"{spec_path}: load.profiles[{number}]: a recorded run (deployment kind "
                 "replay) cannot replay a trace; use deployment kind local, endpoint or helm"
@@ -104,7 +104,7 @@ def parallel_gpus(spec: SweepSpec) -> list[str] | None:
     deployment.gpus, else CUDA_VISIBLE_DEVICES of the server's environment, else every GPU
     nvidia-smi lists."""
     settings = spec.deployment
-    if spec.deployment.kind != "local" or parallel_of(spec) < 2:
+    if not kind_of(spec).on_this_host or parallel_of(spec) < 2:
         return None
     if settings.gpus:
         return list(settings.gpus)
@@ -191,18 +191,21 @@ def build_runner(
         extras=PointExtras(
             cost=spec.cost.model_dump() if spec.cost else None,
             make_meter=lambda config: make_meter(
-                spec.energy, kind.name, getattr(settings, "env", None), gpus_per_server(config.args)
+                spec.energy,
+                kind.whereabouts,
+                getattr(settings, "env", None),
+                gpus_per_server(config.args),
             ),
             roofline=RooflinePlanner(
                 spec.roofline,
-                kind.name,
+                kind.whereabouts,
                 getattr(settings, "cpus", None),
                 store.layout.logs,
             ),
             make_machine_watch=(
                 (
                     lambda config: make_watch(
-                        kind.name,
+                        kind.whereabouts,
                         getattr(settings, "cpus", None),
                         spec.machine.probe_interval_s,
                         getattr(settings, "env", None),
@@ -216,7 +219,7 @@ def build_runner(
             sentinel_seconds=(
                 spec.machine.sentinel_seconds
                 if spec.machine.sentinel
-                and kind.name != "replay"
+                and not kind.replays_recorded_run
                 and spec.load.driver == "guidellm"
                 else None
             ),
@@ -230,7 +233,7 @@ def _before_load(
     """The steps on each ready server before its load: the quality check (a replay has no
     server to ask, its recorded quality stands)."""
     request = quality_request(spec, spec_path)
-    if request is None or kind_of(spec).name == "replay":
+    if request is None or kind_of(spec).replays_recorded_run:
         return []
     return [QualityCheck(store, reporter, request)]
 

@@ -29,7 +29,14 @@ from tunebench.replay.deployment import ReplayDeployment
 from tunebench.replay.driver import ReplayDriver
 from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
-from tunebench.spec.deployments import ReplaySettings
+from tunebench.spec.deployments import (
+    EndpointSettings,
+    HelmSettings,
+    LocalSettings,
+    Placement,
+    ReplaySettings,
+    Whereabouts,
+)
 from tunebench.spec.kserve_chart import (
     check_helm_plan,
     config_release,
@@ -73,6 +80,7 @@ DriverFactory = Callable[[SweepSpec, Path, Deployment, ServerConfig], LoadDriver
 @dataclass(frozen=True)
 class Kind:
     name: str
+    settings: type[Placement]  # its settings model, which says where its server runs
     start_s: float  # a typical start-up on a 2-core CPU box (docs/benchmarks.md)
     deployment: DeploymentFactory
     driver: DriverFactory
@@ -83,6 +91,20 @@ class Kind:
     noisy: Callable[[Settings], bool] = lambda settings: True
     # The settings of one configuration measured beside others (deployment.parallel > 1).
     for_slot: Callable[[Settings, Slot], Settings] = lambda settings, slot: settings
+
+    @property
+    def on_this_host(self) -> bool:
+        """Its server runs on this machine: its CPUs, GPUs and power are ours to read."""
+        return self.settings.on_this_host
+
+    @property
+    def replays_recorded_run(self) -> bool:
+        """No server: a recorded run answers (no device, power, model or history to ask)."""
+        return self.settings.replays_recorded_run
+
+    @property
+    def whereabouts(self) -> Whereabouts:
+        return Whereabouts.of(self.settings, self.name)
 
 
 def local_driver(
@@ -182,10 +204,13 @@ def _helm_slot(settings: Settings, slot: Slot) -> Settings:
 
 
 KINDS: dict[str, Kind] = {
-    "local": Kind("local", 60.0, LocalVllmServer, local_driver, for_slot=_local_slot),
-    "endpoint": Kind("endpoint", 2.0, EndpointServer, local_driver),
+    "local": Kind(
+        "local", LocalSettings, 60.0, LocalVllmServer, local_driver, for_slot=_local_slot
+    ),
+    "endpoint": Kind("endpoint", EndpointSettings, 2.0, EndpointServer, local_driver),
     "replay": Kind(
         "replay",
+        ReplaySettings,
         0.0,
         lambda settings, layout, on_status, served: ReplayDeployment(settings),
         _replay_driver,
@@ -194,6 +219,7 @@ KINDS: dict[str, Kind] = {
     ),
     "helm": Kind(
         "helm",
+        HelmSettings,
         180.0,
         HelmDeployment,
         _helm_driver,

@@ -15,10 +15,13 @@ from tunebench.energy.nvml import nvml_meter, visible_devices
 from tunebench.energy.rapl import package_zones, rapl_meter
 from tunebench.energy.sampler import SamplingMeter
 from tunebench.energy.window import Reading, counter_joules, power_joules
+from tunebench.kinds import KINDS
 from tunebench.metrics.parse import parse_samples
 from tunebench.points.energy import EnergyReading, energy_columns
 from tunebench.points.row import PointId, build_row
 from tunebench.spec.models import Energy
+
+LOCAL, REPLAY, HELM = (KINDS[k].whereabouts for k in ("local", "replay", "helm"))
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "energy"
 
@@ -232,10 +235,10 @@ def test_the_bearer_token_is_sent_and_never_part_of_what_the_meter_says(monkeypa
 
 # -- which meter, and the columns --------------------------------------------------------------
 def test_the_meter_is_chosen_by_the_spec_and_the_deployment():
-    assert make_meter(Energy(source="off"), "local") == "energy: source off in the spec"
-    assert "replayed" in make_meter(Energy(), "replay")
-    assert "energy.prometheus_url" in make_meter(Energy(), "helm")
-    meter = make_meter(Energy(prometheus_url="http://127.0.0.1:9090"), "helm")
+    assert make_meter(Energy(source="off"), LOCAL) == "energy: source off in the spec"
+    assert "replayed" in make_meter(Energy(), REPLAY)
+    assert "energy.prometheus_url" in make_meter(Energy(), HELM)
+    meter = make_meter(Energy(prometheus_url="http://127.0.0.1:9090"), HELM)
     assert isinstance(meter, DcgmMeter)
     meter.stop()
     with pytest.raises(ValueError, match="prometheus_url"):
@@ -273,7 +276,7 @@ def test_nvml_meters_the_gpus_the_server_holds_not_the_whole_box(monkeypatch):
     monkeypatch.setattr(choose, "nvml_meter", lambda visible, interval: seen.append(visible) or "x")
     monkeypatch.setattr(choose, "rapl_meter", lambda interval: "no rapl")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    make_meter(Energy(source="nvml"), "local")  # one GPU: vLLM's default is GPU 0
-    make_meter(Energy(source="nvml"), "local", gpus=2)  # TP=2: GPUs 0 and 1
-    make_meter(Energy(source="nvml"), "local", {"CUDA_VISIBLE_DEVICES": "4,5"}, gpus=2)
+    make_meter(Energy(source="nvml"), LOCAL)  # one GPU: vLLM's default is GPU 0
+    make_meter(Energy(source="nvml"), LOCAL, gpus=2)  # TP=2: GPUs 0 and 1
+    make_meter(Energy(source="nvml"), LOCAL, {"CUDA_VISIBLE_DEVICES": "4,5"}, gpus=2)
     assert seen == ["0", "0,1", "4,5"]

@@ -12,12 +12,15 @@ import pytest
 from tunebench import demo
 from tunebench.assemble import plan
 from tunebench.errors import SpecError
+from tunebench.kinds import KINDS
 from tunebench.points.roofline import Roofline, roofline_columns
 from tunebench.roofline.bandwidth import Bandwidth, gpu_bandwidth
 from tunebench.roofline.model_bytes import model_bytes
 from tunebench.roofline.plan import RooflinePlanner
 from tunebench.spec.loading import load_spec
 from tunebench.spec.models import RooflineSettings
+
+LOCAL, HELM, REPLAY = (KINDS[k].whereabouts for k in ("local", "helm", "replay"))
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "energy"
 
@@ -158,7 +161,7 @@ class _Measure:
 
 def test_a_cpu_server_is_measured_once_per_working_set_on_its_cpus(tiny, tmp_path):
     measure = _Measure()
-    planner = RooflinePlanner(RooflineSettings(), "local", "0", tmp_path, measure, lambda: [])
+    planner = RooflinePlanner(RooflineSettings(), LOCAL, "0", tmp_path, measure, lambda: [])
     effective = {"dtype": "bfloat16", "kv_cache_dtype": "auto"}
     first, record = planner.for_config("builtin:tiny-llama", {}, effective)
     again, _ = planner.for_config("builtin:tiny-llama", {"max-num-seqs": 2}, effective)
@@ -170,7 +173,7 @@ def test_a_cpu_server_is_measured_once_per_working_set_on_its_cpus(tiny, tmp_pat
 
 def test_a_gpu_server_takes_the_table_times_its_tensor_parallel_gpus(tiny, tmp_path):
     planner = RooflinePlanner(
-        RooflineSettings(), "local", None, tmp_path, _Measure(), lambda: ["NVIDIA H100 80GB HBM3"]
+        RooflineSettings(), LOCAL, None, tmp_path, _Measure(), lambda: ["NVIDIA H100 80GB HBM3"]
     )
     roofline, record = planner.for_config("builtin:tiny-llama", {}, {"tensor_parallel_size": 2})
     assert roofline is not None and roofline.bandwidth_gbs == 2 * 3350.0
@@ -178,15 +181,15 @@ def test_a_gpu_server_takes_the_table_times_its_tensor_parallel_gpus(tiny, tmp_p
 
 
 def test_remote_servers_need_a_named_device_and_replays_have_none(tiny, tmp_path):
-    helm = RooflinePlanner(RooflineSettings(), "helm", None, tmp_path, _Measure(), lambda: [])
+    helm = RooflinePlanner(RooflineSettings(), HELM, None, tmp_path, _Measure(), lambda: [])
     none, record = helm.for_config("builtin:tiny-llama", {}, {})
     assert none is None and "roofline.device" in record["note"]
-    named = RooflinePlanner(RooflineSettings(device="L4"), "helm", None, tmp_path, _Measure())
+    named = RooflinePlanner(RooflineSettings(device="L4"), HELM, None, tmp_path, _Measure())
     roofline, _ = named.for_config("builtin:tiny-llama", {}, {})
     assert roofline is not None and roofline.bandwidth_gbs == 300.0
-    replay = RooflinePlanner(RooflineSettings(), "replay", None, tmp_path, _Measure())
+    replay = RooflinePlanner(RooflineSettings(), REPLAY, None, tmp_path, _Measure())
     assert replay.for_config("builtin:tiny-llama", {}, {})[0] is None
-    off = RooflinePlanner(RooflineSettings(enabled=False), "local", None, tmp_path, _Measure())
+    off = RooflinePlanner(RooflineSettings(enabled=False), LOCAL, None, tmp_path, _Measure())
     assert "enabled false" in off.for_config("builtin:tiny-llama", {}, {})[1]["note"]
 
 

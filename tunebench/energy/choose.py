@@ -9,16 +9,14 @@ from tunebench.energy.dcgm import DcgmMeter
 from tunebench.energy.nvml import nvml_meter
 from tunebench.energy.rapl import rapl_meter
 from tunebench.seams.energy import EnergyMeter
-
-# Kinds whose server runs on this machine: NVML and RAPL can see its hardware.
-LOCAL_KINDS = ("local",)
+from tunebench.spec.deployments import Whereabouts
 
 
 def make_meter(
-    settings: Any, kind: str, server_env: dict[str, str] | None = None, gpus: int = 1
+    settings: Any, server: Whereabouts, server_env: dict[str, str] | None = None, gpus: int = 1
 ) -> EnergyMeter | str:
-    """The meter of `settings` (spec `energy:`) for a server of deployment `kind` that holds
-    `gpus` GPUs."""
+    """The meter of `settings` (spec `energy:`) for a server of deployment kind `server`
+    that holds `gpus` GPUs (NVML and RAPL see its hardware only when it runs on this host)."""
     source = settings.source
     if source == "off":
         return "energy: source off in the spec"
@@ -30,14 +28,14 @@ def make_meter(
             verify=settings.verify_tls,
             settle_s=settings.settle_s,
         )
-    if kind == "replay":
+    if server.replays_recorded_run:
         return "a replayed deployment draws no power"
-    if kind not in LOCAL_KINDS and source == "auto":
+    if not server.on_this_host and source == "auto":
         # nvml or rapl named in the spec: the user says the server shares this host
         return (
-            f"the {kind} server may run elsewhere: set energy.prometheus_url to a Prometheus "
-            "that scrapes the DCGM exporter, or energy.source nvml/rapl when it runs on this "
-            "host (docs/energy.md)"
+            f"the {server.kind} server may run elsewhere: set energy.prometheus_url to a "
+            "Prometheus that scrapes the DCGM exporter, or energy.source nvml/rapl when it runs "
+            "on this host (docs/energy.md)"
         )
     env = {**os.environ, **(server_env or {})}
     reasons: list[str] = []

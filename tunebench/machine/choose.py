@@ -9,21 +9,20 @@ from tunebench.machine.probe import Probe
 from tunebench.machine.telemetry import Telemetry
 from tunebench.machine.watch import MachineWatch
 from tunebench.processes import parse_cpus
-
-# Kinds whose server runs on this machine: its CPUs, cgroups and /proc are ours to read.
-LOCAL_KINDS = ("local",)
+from tunebench.spec.deployments import Whereabouts
 
 
 def make_watch(
-    kind: str,
+    server: Whereabouts,
     cpus: str | None,
     probe_interval_s: float = 30.0,
     server_env: dict[str, str] | None = None,
 ) -> MachineWatch | str:
     """A watch of the server's CPUs (`deployment.cpus`; None: every CPU) and, where NVML
-    sees them, of its GPUs' clocks; or why none."""
-    if kind not in LOCAL_KINDS:
-        return f"the {kind} server's machine is not this one: no telemetry of it here"
+    sees them, of its GPUs' clocks; or why none (a server elsewhere: its CPUs, cgroups and
+    /proc are not ours to read)."""
+    if not server.on_this_host:
+        return f"the {server.kind} server's machine is not this one: no telemetry of it here"
     watched = parse_cpus(cpus) if cpus else None
     try:
         probe: Probe | None = Probe(watched)

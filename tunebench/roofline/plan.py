@@ -13,8 +13,7 @@ from tunebench.points.roofline import Roofline
 from tunebench.processes import parse_cpus
 from tunebench.roofline.bandwidth import Bandwidth, gpu_bandwidth, measure_cpu
 from tunebench.roofline.model_bytes import model_bytes
-
-LOCAL_KINDS = ("local",)
+from tunebench.spec.deployments import Whereabouts
 
 
 class RooflinePlanner:
@@ -23,14 +22,14 @@ class RooflinePlanner:
     def __init__(
         self,
         settings: Any,  # spec roofline
-        kind: str,
+        server: Whereabouts,
         server_cpus: str | None,
         log_dir: Path,
         measure: Callable[[int, set[int] | None, Path], Bandwidth | str] = measure_cpu,
         gpu_names: Callable[[], list[str]] = lambda: [g["name"] for g in gpus()],
     ):
         self.settings = settings
-        self.kind = kind
+        self.server = server
         self.cpus = parse_cpus(server_cpus) if server_cpus else None
         self.log_dir = log_dir
         self._measure = measure
@@ -43,7 +42,7 @@ class RooflinePlanner:
         """The configuration's roofline and what to record of it (or why there is none)."""
         if not self.settings.enabled:
             return None, {"note": "roofline: enabled false in the spec"}
-        if self.kind == "replay":
+        if self.server.replays_recorded_run:
             return None, {"note": "a replayed deployment has no device"}
         path = Path(demo.resolve_builtin(model)).expanduser()
         if not path.is_dir():
@@ -87,9 +86,9 @@ class RooflinePlanner:
         if self.settings.device:
             found = gpu_bandwidth(self.settings.device)
             return found or f"roofline.device {self.settings.device!r} is not in the table"
-        if self.kind not in LOCAL_KINDS:
+        if not self.server.on_this_host:
             return (
-                f"the {self.kind} server's device is not known here: set roofline.device "
+                f"the {self.server.kind} server's device is not known here: set roofline.device "
                 "or roofline.bandwidth_gbs"
             )
         names = self._gpu_names()

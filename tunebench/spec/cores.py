@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from tunebench.environment import gpu_visible as host_has_gpu
 from tunebench.processes import parse_cpus
+from tunebench.spec.deployments import placement_of
 
 if TYPE_CHECKING:
     from tunebench.spec.models import SweepSpec
@@ -54,7 +55,7 @@ def splits_cores(spec: SweepSpec, gpu_visible: Callable[[], bool] | None = None)
     deployment = spec.deployment
     if os.environ.get(SWITCH, "").lower() in ("off", "0", "no"):
         return False
-    if deployment.kind != "local" or getattr(deployment, "parallel", 1) > 1:
+    if not placement_of(deployment).on_this_host or getattr(deployment, "parallel", 1) > 1:
         return False
     has_gpu = gpu_visible or host_has_gpu  # read at the call: tests replace it
     cpu = getattr(deployment, "cpu", "auto")

@@ -5,7 +5,8 @@ How each kind is started, driven and estimated is wired in tunebench/kinds.py.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -35,8 +36,36 @@ def parallel_field(what: str) -> Any:
     )
 
 
-class LocalSettings(Strict):
+class Placement(Strict):
+    """What a kind's server is, as far as measuring it goes (each settings model says)."""
+
+    #: The server runs on this machine: its CPUs, GPUs and power draw are ours to read.
+    on_this_host: ClassVar[bool] = False
+    #: No server: a recorded run answers, with no device, power draw or model to ask.
+    replays_recorded_run: ClassVar[bool] = False
+    #: tunebench starts the server with the spec's engine args (which it then checks).
+    passes_engine_args: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class Whereabouts:
+    """A kind's name (for messages) and its Placement, for the parts that measure a server
+    without knowing the kinds (energy meters, the roofline, the machine watch)."""
+
+    kind: str
+    on_this_host: bool = False
+    replays_recorded_run: bool = False
+
+    @classmethod
+    def of(cls, settings: type[Placement] | Placement, kind: str) -> "Whereabouts":
+        return cls(kind, settings.on_this_host, settings.replays_recorded_run)
+
+
+class LocalSettings(Placement):
     """Start `vllm serve` (as `python -m vllm.entrypoints.openai.api_server`) on this host."""
+
+    on_this_host: ClassVar[bool] = True
+    passes_engine_args: ClassVar[bool] = True
 
     kind: Literal["local"]
     host: Literal["127.0.0.1", "localhost", "::1"] = "127.0.0.1"
@@ -67,7 +96,7 @@ class LocalSettings(Strict):
     )
 
 
-class EndpointSettings(Strict):
+class EndpointSettings(Placement):
     """An already running OpenAI-compatible vLLM server; tunebench never starts or stops it."""
 
     kind: Literal["endpoint"]
@@ -85,13 +114,15 @@ class EndpointSettings(Strict):
         return value.rstrip("/") if value else value
 
 
-class ReplaySettings(Strict):
+class ReplaySettings(Placement):
     """Answer every point from an earlier run's recorded points; no server.
 
     By default a point is interpolated between the recorded ones: the same answer every
     time. With `noisy: true` (a run with per-request samples, ideally with repeats) each
     start draws one recorded server start and each point draws its requests from it, so a
     replayed sweep or tune meets the noise a real one does (tunebench/replay/noisy.py)."""
+
+    replays_recorded_run: ClassVar[bool] = True
 
     kind: Literal["replay"]
     run: str = Field(
@@ -116,13 +147,15 @@ class ReplaySettings(Strict):
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
-class HelmSettings(Strict):
+class HelmSettings(Placement):
     """Install the vllm-kserve chart once per configuration (OpenShift AI / KServe).
 
     tunebench writes the whole values file of each configuration (see spec/kserve_chart.py),
     runs `helm upgrade --install`, waits for the InferenceService and then for vLLM itself,
     and uninstalls the release when the configuration is done.
     """
+
+    passes_engine_args: ClassVar[bool] = True
 
     kind: Literal["helm"]
     chart: str = Field(
@@ -193,3 +226,14 @@ DeploymentSettings = Annotated[
     Union[LocalSettings, EndpointSettings, ReplaySettings, HelmSettings],
     Field(discriminator="kind"),
 ]
+
+#: Each kind's settings model, by the `kind` that picks it in a sweep file.
+SETTINGS_BY_KIND: dict[str, type[Placement]] = {
+    get_args(model.model_fields["kind"].annotation)[0]: model
+    for model in get_args(get_args(DeploymentSettings)[0])
+}
+
+
+def placement_of(deployment: Any) -> type[Placement]:
+    """The settings model of `deployment.kind`, which says where its server runs."""
+    return SETTINGS_BY_KIND[deployment.kind]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.errors import SpecError
+from tunebench.spec.deployments import placement_of
 from tunebench.spec.hub_model import hub_unreachable, model_problem
 from tunebench.spec.models import NON_ARG_KEYS
 from tunebench.spec.vllm_names import VllmArgNames, arg_names
@@ -115,12 +116,13 @@ def check_sweep(
     deployment = spec.deployment
     tune = getattr(spec, "tune", None)
     space = list(tune.space) if tune is not None else []
-    if deployment.kind == "local":
+    placement = placement_of(deployment)
+    if not placement.passes_engine_args:
+        return []  # an endpoint or a replay: no server of ours parses these args
+    if placement.on_this_host:  # its own Python's vLLM, and the models loaded here
         notes = check_arg_names(spec.server, spec_path, names(deployment.python), space)
         return notes + check_models(model_keys(spec), spec_path, unreachable, not dry_run)
-    if deployment.kind == "helm":
-        try:
-            return check_arg_names(spec.server, spec_path, names(None), space)
-        except SpecError as exc:  # the image's vLLM may know it: said, not refused
-            return [f"{exc} (checked against the vLLM installed here; the image may differ)"]
-    return []  # an endpoint or a replay: no server of ours parses these args
+    try:  # a server elsewhere (helm): its image's vLLM
+        return check_arg_names(spec.server, spec_path, names(None), space)
+    except SpecError as exc:  # the image's vLLM may know it: said, not refused
+        return [f"{exc} (checked against the vLLM installed here; the image may differ)"]

@@ -32,7 +32,7 @@ GPU_LOCAL_START_S = 180.0
 def start_seconds(spec: SweepSpec) -> float:
     """A typical server start of the spec's kind, on this machine."""
     kind = kinds.kind_of(spec)
-    if kind.name == "local":
+    if kind.on_this_host:  # a GPU here or not sets its start
         cpu = getattr(spec.deployment, "cpu", "auto")
         if cpu == "off" or (cpu == "auto" and gpu_visible()):
             return GPU_LOCAL_START_S
@@ -49,7 +49,7 @@ def estimate_range(spec: SweepSpec, plan: Plan) -> tuple[float, float]:
 def estimate_seconds(spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0) -> float:
     """Every configuration, every repeat: a server start, a load process, its points (a
     capacity search only in the first repeat, as sweep/run.py plans it)."""
-    if kinds.kind_of(spec).name == "replay":
+    if kinds.kind_of(spec).replays_recorded_run:
         # nothing starts and no window is waited for: the recording answers each point
         probes = sum(
             min(p.search.max_probes, TYPICAL_PROBES) if p.search else 1 for p in plan.points
@@ -126,7 +126,7 @@ def search_seconds(point: LoadPoint, quantile: float | None, capacity_factor: fl
 def quality_seconds(spec: SweepSpec) -> float:
     """The quality check of one configuration (once, not per repeat)."""
     quality = spec.quality
-    if quality is None or kinds.kind_of(spec).name == "replay":
+    if quality is None or kinds.kind_of(spec).replays_recorded_run:
         return 0.0
     prompts = 16  # the shipped set; a user's file is read at plan time, not here
     seconds = prompts * QUALITY_PROMPT_S * quality.max_tokens / 32

@@ -111,7 +111,7 @@ def preflight(spec: SweepSpec, spec_path: Path, store: RunStore, reporter: Repor
     from tunebench.processes import parse_cpus
 
     seconds = float(spec.machine.stability_s or 0)
-    cpus = getattr(spec.deployment, "cpus", None) if spec.deployment.kind == "local" else None
+    cpus = getattr(spec.deployment, "cpus", None) if kinds.kind_of(spec).on_this_host else None
     reporter.note(f"checking that the machine holds its speed ({seconds:g} s)")
     found = check_stability(seconds, parse_cpus(cpus) if cpus else None)
     store.record(machine_check={"line": found.line(), "steady": found.steady, "bins": found.bins})
