@@ -159,9 +159,11 @@ def build_runner(
     reporter: Reporter,
     keep: bool = False,
     slot: Slot | None = None,
+    quality_gates_load: bool = False,
 ) -> ConfigRunner:
     """The deployment, load-driver factory and runner a sweep (or a tune) uses; with `slot`,
-    those of one configuration measured beside others."""
+    those of one configuration measured beside others; with `quality_gates_load` (a tune),
+    a configuration that fails the quality gate measures no load."""
     kind = kind_of(spec)
     settings = resolve_settings(spec, spec_path, output_root, keep)
     if slot is not None:
@@ -187,7 +189,7 @@ def build_runner(
             client_tolerance=spec.client_tolerance,
             expected_output_tokens=fixed_output_tokens(spec),
         ),
-        before_load=_before_load(spec, spec_path, store, reporter),
+        before_load=_before_load(spec, spec_path, store, reporter, quality_gates_load),
         extras=PointExtras(
             cost=spec.cost.model_dump() if spec.cost else None,
             make_meter=lambda config: make_meter(
@@ -228,14 +230,14 @@ def build_runner(
 
 
 def _before_load(
-    spec: SweepSpec, spec_path: Path, store: RunStore, reporter: Reporter
+    spec: SweepSpec, spec_path: Path, store: RunStore, reporter: Reporter, gates_load: bool
 ) -> list[BeforeLoad]:
     """The steps on each ready server before its load: the quality check (a replay has no
     server to ask, its recorded quality stands)."""
     request = quality_request(spec, spec_path)
     if request is None or kind_of(spec).replays_recorded_run:
         return []
-    return [QualityCheck(store, reporter, request)]
+    return [QualityCheck(store, reporter, request, gates_load)]
 
 
 def quality_request(spec: SweepSpec, spec_path: Path) -> QualityRequest | None:

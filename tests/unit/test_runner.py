@@ -207,24 +207,31 @@ def test_steps_before_the_load_run_once_after_the_start_and_before_any_point(tmp
     assert step.calls == [("c1", 1, [])]  # once, before the first point was stored
 
 
-def test_a_tune_with_a_quality_check_skips_the_load_of_a_trial_that_fails_the_gate(tmp_path):
+def test_a_tune_with_a_quality_check_skips_the_load_of_a_trial_that_fails_the_gate(
+    tmp_path, monkeypatch
+):
+    from tunebench.quality import step as quality_step
     from tunebench.quality.collect import QualityRequest
     from tunebench.quality.step import QualityCheck
-    from tunebench.tune.evaluate import RunnerEvaluator
 
     store = RunStore.create(tmp_path, RunKind.TUNE, "t", versions={}, host={})
+    monkeypatch.setattr(quality_step, "gate_failure", lambda store, config_id: "agreement 0.1")
 
-    def evaluator(steps):
-        runner = ConfigRunner(
-            store, FakeDeployment(), lambda c: FakeLoadDriver(), Metrics(), SilentReporter(),
-            before_load=steps,
-        )  # fmt: skip
-        RunnerEvaluator(runner, POINTS, store, "capacity", SilentReporter(), 3)
-        return runner
+    def check(gates_load):
+        step = QualityCheck(store, SilentReporter(), QualityRequest(["a prompt"]), gates_load)
+        monkeypatch.setattr(step, "_collect", lambda config, handle, repeat: None)
+        return step
 
-    check = QualityCheck(store, SilentReporter(), QualityRequest(["a prompt"]))
-    assert evaluator([check]).skip_load_when is not None
-    assert evaluator([]).skip_load_when is None
+    assert check(True).run(CONFIG, None, 1) == "quality gate: agreement 0.1"
+    assert check(False).run(CONFIG, None, 1) is None  # a sweep measures the load either way
+    runner = ConfigRunner(
+        store, FakeDeployment(), lambda c: FakeLoadDriver(), Metrics(), SilentReporter(),
+        before_load=[check(True)],
+    )  # fmt: skip
+    assert runner.run(CONFIG, POINTS).status == "complete"
+    assert read_points(store.path) == []
+    manifest = json.loads((store.path / "manifest.json").read_text())
+    assert manifest["configs"][0]["load_skipped"] == "quality gate: agreement 0.1"
 
 
 def test_the_load_generator_and_the_server_are_stopped_together(tmp_path):

@@ -10,6 +10,7 @@ from typing import Any
 from tunebench.errors import LoadError
 from tunebench.quality.collect import QualityRequest, collect, write_completions
 from tunebench.quality.lmeval import run_lm_eval
+from tunebench.quality.verdicts import gate_failure
 from tunebench.redact import redact_text
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.progress import Reporter
@@ -18,12 +19,30 @@ from tunebench.store.run import RunStore
 
 
 class QualityCheck:
-    def __init__(self, store: RunStore, reporter: Reporter, request: QualityRequest):
+    def __init__(
+        self,
+        store: RunStore,
+        reporter: Reporter,
+        request: QualityRequest,
+        gates_load: bool = False,
+    ):
         self.store = store
         self.reporter = reporter
         self.request = request
+        # A tune: a trial that fails the gate is infeasible whatever its speed, so its load
+        # is not measured (it would cost time and tell nothing).
+        self.gates_load = gates_load
 
-    def run(self, config: ServerConfig, handle: ServerHandle, repeat: int) -> None:
+    def run(self, config: ServerConfig, handle: ServerHandle, repeat: int) -> str | None:
+        """The check, then (with `gates_load`) "quality gate: <why>" when the configuration
+        fails the gate: its load is then not measured."""
+        self._collect(config, handle, repeat)
+        if not self.gates_load:
+            return None
+        failed = gate_failure(self.store, config.config_id)
+        return f"quality gate: {failed}" if failed else None
+
+    def _collect(self, config: ServerConfig, handle: ServerHandle, repeat: int) -> None:
         """The quality check's completions, before any load point (its time is recorded and
         is in no point's window). A failure is recorded on the configuration and the load
         points still run: speed is measured either way, the gate judges later."""

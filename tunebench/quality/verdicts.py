@@ -211,6 +211,17 @@ def judge_run(store: RunStore) -> list[dict[str, Any]]:
     return judge_configs(configs, load_completions(store.layout, configs), quality)
 
 
+def gate_failure(store: RunStore, config_id: str) -> str | None:
+    """Why this configuration fails the quality gate against the baseline, or could not be
+    checked (None: it passes, is the reference, or the run has no quality check); the
+    quality table is written on the way."""
+    rows = judge_run(store)
+    if rows:
+        write_table(store)
+    mine = next((r for r in rows if r["config_id"] == config_id), None)
+    return blocking_reason(mine) if mine else None
+
+
 def write_table(store: RunStore) -> Path | None:
     """The run's quality table as `quality/summary.csv` (None without a check)."""
     rows = judge_run(store)

@@ -11,6 +11,7 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable, Sequence
 
 from tunebench.errors import DeploymentError, LoadError, tail
@@ -40,6 +41,15 @@ from tunebench.spec.models import Metrics
 from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.store.manifest import ConfigStatus
 from tunebench.store.run import RunStore
+
+
+class WarmStart(Enum):
+    """`ConfigRunner.run`'s default capacity hint: the last configuration's capacity."""
+
+    LAST_CAPACITY = "last capacity"
+
+
+WARM_START = WarmStart.LAST_CAPACITY
 
 
 @dataclass
@@ -147,9 +157,6 @@ class ConfigRunner:
         # per configuration, once its server is verified and before its first point
         self.before_load = tuple(before_load)
         self.extras = extras
-        # After the quality check: a reason to measure no load (a tune trial that answers
-        # wrong is infeasible whatever its speed: its load would cost time and tell nothing).
-        self.skip_load_when: Callable[[ServerConfig], str | None] | None = None
         # A capacity search starts from the last configuration's capacity (a warm start).
         self.capacity_hint: float | None = None
 
@@ -160,10 +167,13 @@ class ConfigRunner:
         attempt: int = 1,
         earlier_rows: list[dict[str, Any]] | None = None,
         repeat: int = 1,
+        capacity_hint: float | None | WarmStart = WARM_START,
     ) -> ConfigOutcome:
         """Deploy `config` and measure `points` (as repeat `repeat` of them); `earlier_rows`
         are this configuration's points of this repeat stored by an earlier attempt of a
-        resumed run (kept, and seeding a search)."""
+        resumed run (kept, and seeding a search). A capacity search starts at
+        `capacity_hint` (None: its own start rate; by default the last configuration's
+        capacity)."""
         store, layout = self.store, self.store.layout
         earlier_rows = earlier_rows or []
         store.update_config(
@@ -182,7 +192,13 @@ class ConfigRunner:
         searches = [p for p in points if p.search is not None]
         sentinel = sentinel_point(fixed, self.extras.sentinel_seconds)
         probing = (
-            CapacityProbing(searches[0], self.capacity_hint, self.rules.slo) if searches else None
+            CapacityProbing(
+                searches[0],
+                self.capacity_hint if capacity_hint is WARM_START else capacity_hint,
+                self.rules.slo,
+            )
+            if searches
+            else None
         )
         if probing is not None:
             probing.seed(earlier_rows)
@@ -205,9 +221,10 @@ class ConfigRunner:
                     config.config_id, "failed", 0, store.manifest.config(config.config_id).error
                 )
             self._verify(state, handle, driver)
+            skip = None
             for step in self.before_load:  # the quality check, lm-eval: outside every window
-                step.run(config, handle, repeat)
-            skip = self.skip_load_when(config) if self.skip_load_when is not None else None
+                reason = step.run(config, handle, repeat)
+                skip = skip or reason
             if skip:
                 store.update_config(
                     config.config_id, status=ConfigStatus.COMPLETE, load_skipped=skip

@@ -7,6 +7,9 @@ no point's window. The quality check and lm-eval are such steps (quality/step.py
 Contract:
 - `run` never raises for what the server answers: a step that fails records why on the
   configuration (the run store) and returns; the load points still run.
+- `run` returns a reason to measure no load on this configuration (e.g. "quality gate:
+  ..." in a tune, where a trial that answers wrong is infeasible whatever its speed), or None;
+  the runner records the first reason and measures no point.
 - A step does its work once per configuration: it does nothing for a repeat after the first,
   nor when an earlier attempt of a resumed run already did it.
 """
@@ -20,4 +23,4 @@ from tunebench.spec.plan import ServerConfig
 
 
 class BeforeLoad(Protocol):
-    def run(self, config: ServerConfig, handle: ServerHandle, repeat: int) -> None: ...
+    def run(self, config: ServerConfig, handle: ServerHandle, repeat: int) -> str | None: ...

@@ -5,9 +5,9 @@ from __future__ import annotations
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.cost import replica_price
-from tunebench.quality.step import QualityCheck
-from tunebench.quality.verdicts import blocking_reason, judge_run, write_table
+from tunebench.quality.verdicts import gate_failure
 from tunebench.runner import ConfigRunner
+from tunebench.runner.config_runner import WARM_START, WarmStart
 from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.store.run import RunStore
@@ -33,14 +33,18 @@ class RunnerEvaluator:
         self.total = total
         self.cost = cost  # spec cost: (objective capacity-per-cost)
         self.count = 0
-        if any(isinstance(step, QualityCheck) for step in runner.before_load):
-            # a trial that fails the gate is infeasible: its load is not measured
-            runner.skip_load_when = self._gate_failure_text
 
-    def evaluate(self, config: ServerConfig) -> TrialOutcome:
+    def evaluate(
+        self, config: ServerConfig, capacity_hint: float | None | WarmStart = WARM_START
+    ) -> TrialOutcome:
+        """One trial; a capacity search starts at `capacity_hint` (None: its own start
+        rate; by default the last trial's capacity)."""
         self.count += 1
         self.reporter.config_starting(config, self.count, self.total)
-        outcome = self.runner.run(config, self.points)
+        if capacity_hint is WARM_START:
+            outcome = self.runner.run(config, self.points)
+        else:
+            outcome = self.runner.run(config, self.points, capacity_hint=capacity_hint)
         effective = outcome.effective or {}
         if outcome.status != "complete":
             return TrialOutcome(None, outcome.error or "failed", effective=effective)
@@ -56,20 +60,12 @@ class RunnerEvaluator:
             return self._capacity(outcome.capacity, effective, config)
         return self._throughput(config, effective)
 
-    def _gate_failure_text(self, config: ServerConfig) -> str | None:
-        failed = self._quality_failure(config)
-        return f"quality gate: {failed}" if failed else None
-
     def _quality_failure(self, config: ServerConfig) -> str | None:
         """Why this trial fails the quality gate against the baseline, or could not be
         checked (None: it passes, is the reference, or the spec has no quality check)."""
         if self.store is None:
             return None
-        rows = judge_run(self.store)
-        if rows:
-            write_table(self.store)
-        mine = next((r for r in rows if r["config_id"] == config.config_id), None)
-        return blocking_reason(mine) if mine else None
+        return gate_failure(self.store, config.config_id)
 
     def _capacity(
         self, capacity: dict | None, effective: dict, config: ServerConfig

@@ -153,7 +153,10 @@ def run_tune(
     if on_store:
         on_store(store)
     with store.running(command):
-        runner = assemble.build_runner(spec, spec_path, store, output_root, reporter)
+        # a trial that fails the quality gate is infeasible: its load is not measured
+        runner = assemble.build_runner(
+            spec, spec_path, store, output_root, reporter, quality_gates_load=True
+        )
         try:
             evaluator = RunnerEvaluator(
                 runner,
@@ -201,8 +204,8 @@ def run_tune(
                 )
 
                 def measure(config: ServerConfig, entry: Contender) -> TrialOutcome:
-                    runner.capacity_hint = entry.tuned or None  # warm-start at its own value
-                    return evaluator.evaluate(config)
+                    # warm-start at its own value
+                    return evaluator.evaluate(config, capacity_hint=entry.tuned or None)
 
                 evaluator.total = evaluator.count + checks * len(entries)
                 run_revalidation(entries, checks, measure, base.model, base.tokenizer)
