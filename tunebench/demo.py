@@ -256,7 +256,6 @@ def _build_shipped_into(directory: Path, recipe: TinyModelRecipe) -> None:
     (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-
 def finish_tokenizer(tokenizer: Any, max_positions: int) -> Any:
     """A trained byte-level BPE `tokenizers.Tokenizer` as the builtin models ship it: `<s>`
     before every sequence (vLLM and the tests' greedy decoding both add it), the special
@@ -279,6 +278,7 @@ def finish_tokenizer(tokenizer: Any, max_positions: int) -> Any:
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
+
 
 def _build_into(directory: Path, recipe: TinyModelRecipe) -> None:
     if recipe.shipped:
