@@ -32,14 +32,18 @@ def load_run(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:
         return pd.DataFrame(columns=list(ID_COLUMNS))
     frame = pd.read_csv(points, dtype=str, keep_default_na=False)
     varied = set(Manifest.read(path).varied_args)
+    columns: dict[str, pd.Series] = {}
     for column in frame.columns:
         if column in TEXT_COLUMNS or column in varied:
-            continue
-        if column in BOOL_COLUMNS:
+            columns[column] = frame[column]
+        elif column in BOOL_COLUMNS:
             # empty (e.g. slo_met without an SLO) stays missing rather than False
-            frame[column] = frame[column].map({"True": True, "False": False}).astype(object)
-            continue
-        frame[column] = pd.to_numeric(frame[column].replace("", None), errors="coerce")
+            columns[column] = frame[column].map({"True": True, "False": False}).astype(object)
+        else:
+            columns[column] = pd.to_numeric(frame[column].replace("", None), errors="coerce")
+    # built in one go: a column replaced at a time left a frame of ~150 blocks, and every
+    # later `assign` on it printed pandas' PerformanceWarning at the end of a sweep
+    frame = pd.DataFrame(columns, index=frame.index)
     frame.attrs["run_path"] = str(path)
     return frame
 
