@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tunebench.errors import SpecError
+from tunebench.spec.load_kind import LoadKind
 
 SUMMARY_FILE = "profile_export_aiperf.json"
 RECORDS_FILE = "profile_export.jsonl"
@@ -49,7 +50,7 @@ def _strategy(data: dict) -> tuple[str, float | None]:
         return "unknown", None
     phase = phases[0]
     kind = _KINDS.get(str(phase.get("type")), str(phase.get("type")))
-    if kind == "concurrent":
+    if kind == LoadKind.CONCURRENT:
         return kind, float(phase["concurrency"]) if phase.get("concurrency") else None
     return kind, float(phase["rate"]) if phase.get("rate") else None
 

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from tunebench.errors import SpecError
+from tunebench.spec.load_kind import LoadKind
 
 STAGE_FILE = re.compile(r"^stage_(\d+)_lifecycle_metrics\.json$")
 PER_REQUEST_FILE = "per_request_lifecycle_metrics.json"
@@ -97,7 +98,7 @@ def stage_columns(data: dict, load_type: str) -> dict[str, Any]:
             row[f"{prefix}_{stat}_ms"] = _dist(latency, name, stat, 1000)
     for stat in ("mean", "p50", "p95", "p99"):
         row[f"e2e_{stat}_s"] = _dist(latency, "request_latency", stat, 1)
-    if kind != "concurrent":  # how late each request left against its schedule
+    if kind != LoadKind.CONCURRENT:  # how late each request left against its schedule
         delay = load.get("schedule_delay") or {}
         for stat, column in (("median", "dispatch_lag_p50_ms"), ("p95", "dispatch_lag_p95_ms")):
             if delay.get(stat) is not None:

@@ -60,7 +60,7 @@ _PROFILE_TARGET_FIELD = {
 
 
 def expected_benchmarks(point: LoadPoint) -> int:
-    return (point.sweep_points or DEFAULT_SWEEP_POINTS) if point.kind == "sweep" else 1
+    return (point.sweep_points or DEFAULT_SWEEP_POINTS) if point.kind == LoadKind.SWEEP else 1
 
 
 def build_groups(
@@ -89,7 +89,7 @@ def build_groups(
     for group in groups:
         args = _group_args(group["_points"])
         first = group["_points"][0]
-        if first.kind == "replay":
+        if first.kind == LoadKind.REPLAY:
             path = (datasets or {}).get(first.point_id)
             if path is None:
                 raise LoadError(f"{first.point_id}: its trace workload was not prepared")
@@ -100,7 +100,7 @@ def build_groups(
 
 def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
     first = points[0]
-    if first.kind == "replay":
+    if first.kind == LoadKind.REPLAY:
         # GuideLLM's replay sends each request at start + time_scale x its relative_timestamp
         # (schedule_turn timestamp: the trace's own times, not gaps after earlier answers)
         assert first.target is not None
@@ -114,7 +114,7 @@ def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
         profile["warmup"] = first.warmup
     if first.cooldown is not None:
         profile["cooldown"] = first.cooldown
-    if first.kind == "sweep" and first.sweep_points:
+    if first.kind == LoadKind.SWEEP and first.sweep_points:
         profile["sweep_size"] = first.sweep_points
     field = _PROFILE_TARGET_FIELD.get(first.kind)
     if field:
@@ -212,7 +212,9 @@ class GuideLLMDriver(WorkerDriver):
     def _prepare_traces(self, points: list[LoadPoint], work_dir: Path) -> None:
         """Each replay point's workload (load/trace.py) as a dataset file of its own, and
         its summary beside it (`trace/<point>.json`)."""
-        replays = [p for p in points if p.kind == "replay" and p.point_id not in self._workloads]
+        replays = [
+            p for p in points if p.kind == LoadKind.REPLAY and p.point_id not in self._workloads
+        ]
         if not replays:
             return
         builder = PromptBuilder(self.tokenizer)
@@ -401,11 +403,11 @@ class GuideLLMDriver(WorkerDriver):
             raise LoadError(f"{path}: unreadable GuideLLM report: {exc}") from None
         start, end = measured_window(benchmark)
         kind, target = strategy_of(benchmark)
-        point_id = f"sweep-{index}" if point.kind == "sweep" else point.point_id
+        point_id = f"sweep-{index}" if point.kind == LoadKind.SWEEP else point.point_id
         warnings = [w.get("message", "") for w in benchmark.get("warnings") or []]
         columns = client_columns(benchmark)
         columns.update(self._usage.window(start, end))
-        columns["target"] = target if point.kind == "sweep" else point.target
+        columns["target"] = target if point.kind == LoadKind.SWEEP else point.target
         columns["strategy"] = kind
         columns["load_driver"] = "guidellm"
         sessions = self.data if isinstance(self.data, SessionsData) else None

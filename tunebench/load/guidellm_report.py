@@ -46,9 +46,9 @@ def strategy_of(benchmark: dict[str, Any]) -> tuple[str, float | None]:
         or {}
     )
     kind = strategy.get("type_") or strategy.get("type") or "unknown"
-    if kind == "concurrent":
+    if kind == LoadKind.CONCURRENT:
         return kind, strategy.get("streams")
-    if kind == "throughput":
+    if kind == LoadKind.THROUGHPUT:
         return kind, strategy.get("max_concurrency")
     if kind in LoadKind.RATE or kind == "async":
         return kind, strategy.get("rate")

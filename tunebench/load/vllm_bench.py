@@ -80,7 +80,7 @@ def profile_problem(point: LoadPoint, data: SyntheticData | TraceData | None = N
         return f"kind {point.kind} (vllm bench serve has none)"
     if point.warmup or point.cooldown:
         return "warmup/cooldown windows (vllm bench serve measures every request)"
-    if point.kind == "replay":
+    if point.kind == LoadKind.REPLAY:
         return None if point.trace is not None else "kind replay without a trace to play"
     if point.kind in LoadKind.CLOSED_LOOP and not point.max_requests:
         return f"kind {point.kind} without max_requests (vllm bench serve counts requests)"
@@ -142,11 +142,11 @@ def point_argv(point: LoadPoint, data: SyntheticData) -> list[str]:
     groups = data.prefix.groups if data.prefix is not None else 1
     argv += ["--num-prompts", str(num_prompts(point, groups)), "--seed", str(data.seed)]
     argv += METRICS
-    if point.kind == "concurrent":
+    if point.kind == LoadKind.CONCURRENT:
         argv += ["--max-concurrency", str(int(point.target or 1))]
-    elif point.kind == "synchronous":
+    elif point.kind == LoadKind.SYNCHRONOUS:
         argv += ["--max-concurrency", "1"]
-    elif point.kind == "poisson":
+    elif point.kind == LoadKind.POISSON:
         argv += ["--request-rate", f"{point.target:g}", "--burstiness", "1"]
     return argv
 
@@ -224,7 +224,7 @@ class VllmBenchDriver(WorkerDriver):
         return [{"index": first + i, "argv": self._argv(p)} for i, p in enumerate(points)]
 
     def _argv(self, point: LoadPoint) -> list[str]:
-        if point.kind == "replay":
+        if point.kind == LoadKind.REPLAY:
             workload, dataset = self._replay(point)
             return replay_argv(workload, dataset, point.trace.seed)
         if not isinstance(self.data, SyntheticData):

@@ -96,20 +96,20 @@ class Profile(Strict):
     @model_validator(mode="after")
     def _fits_kind(self) -> "Profile":
         streams, rate, kind = self.streams, self.rate, self.kind
-        if kind == "replay":
+        if kind == LoadKind.REPLAY:
             return self._fits_replay()
-        if kind == "capacity" and self.arrival == "replay":
+        if kind == LoadKind.CAPACITY and self.arrival == LoadKind.REPLAY:
             return self._fits_replay_search()
         if self.speed is not None or self.data is not None:
             raise ValueError(
                 "speed and data only apply to kind replay (data: also to kind capacity with "
                 "arrival replay)"
             )
-        if kind == "concurrent" and streams is None:
+        if kind == LoadKind.CONCURRENT and streams is None:
             raise ValueError("kind concurrent needs streams: a number or a list, e.g. [1, 4, 8]")
         if kind in LoadKind.RATE and rate is None:
             raise ValueError(f"kind {kind} needs rate (requests/s): a number or a list")
-        if kind == "throughput" and streams is None:
+        if kind == LoadKind.THROUGHPUT and streams is None:
             raise ValueError("kind throughput needs streams (its maximum concurrency)")
         if kind in LoadKind.UNTARGETED and (streams is not None or rate is not None):
             raise ValueError(f"kind {kind} takes neither streams nor rate")
@@ -117,13 +117,13 @@ class Profile(Strict):
             raise ValueError(f"kind {kind} takes streams, not rate")
         if kind in LoadKind.RATE and streams is not None:
             raise ValueError(f"kind {kind} takes rate, not streams")
-        if kind != "capacity" and any(getattr(self, f) is not None for f in SEARCH_FIELDS):
+        if kind != LoadKind.CAPACITY and any(getattr(self, f) is not None for f in SEARCH_FIELDS):
             raise ValueError(f"{', '.join(SEARCH_FIELDS)} only apply to kind capacity")
-        if kind == "capacity" and (streams is not None or rate is not None):
+        if kind == LoadKind.CAPACITY and (streams is not None or rate is not None):
             raise ValueError("kind capacity chooses its own rates; use start_rate and max_rate")
-        if kind == "capacity" and self.max_seconds is None:
+        if kind == LoadKind.CAPACITY and self.max_seconds is None:
             raise ValueError("kind capacity needs max_seconds (the length of each probe)")
-        if self.sweep_points is not None and kind != "sweep":
+        if self.sweep_points is not None and kind != LoadKind.SWEEP:
             raise ValueError("sweep_points only applies to kind sweep")
         if self.max_seconds is None and self.max_requests is None:
             raise ValueError("set max_seconds or max_requests so that the point ends")
@@ -176,10 +176,12 @@ class Profile(Strict):
     @property
     def plays_trace(self) -> bool:
         """Does this profile replay a trace (kind replay, or a capacity search over speed)?"""
-        return self.kind == "replay" or (self.kind == "capacity" and self.arrival == "replay")
+        return self.kind == LoadKind.REPLAY or (
+            self.kind == LoadKind.CAPACITY and self.arrival == LoadKind.REPLAY
+        )
 
     def targets(self) -> list[float | None]:
-        if self.kind == "replay":
+        if self.kind == LoadKind.REPLAY:
             speed = self.speed if self.speed is not None else 1.0
             return list(speed) if isinstance(speed, list) else [speed]
         value = self.streams if self.streams is not None else self.rate
@@ -223,7 +225,9 @@ class Load(Strict):
                     "or synthetic data for this profile"
                 )
             if profile.plays_trace and not trace and profile.data is None:
-                player = "replay" if profile.kind == "replay" else "capacity with arrival replay"
+                player = (
+                    "replay" if profile.kind == LoadKind.REPLAY else "capacity with arrival replay"
+                )
                 raise ValueError(
                     f"{where}: kind {player} plays a trace: set load.data (or this "
                     "profile's data) to {kind: trace, path: ...}"
@@ -280,7 +284,7 @@ class Load(Strict):
                     f"load.data.prefix.groups {prefix.groups} (vLLM's prefix_repetition sends "
                     f"max_requests // groups per group); use e.g. {fits}"
                 )
-            if self.driver == "cross-check" and profile.kind == "capacity":
+            if self.driver == "cross-check" and profile.kind == LoadKind.CAPACITY:
                 raise ValueError(
                     f"{where}: load.driver cross-check measures fixed points, not a capacity "
                     "search; use concurrent or poisson profiles, or driver guidellm/vllm-bench"

@@ -23,6 +23,7 @@ from tunebench.spec.load_data import (
     SyntheticData,
     TraceData,
 )
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.load_profiles import SEARCH_FIELDS, Load, Profile
 from tunebench.spec.measure_settings import (
     Cost,
@@ -170,7 +171,7 @@ class SweepSpec(Strict):
             raise ValueError(
                 "repeats: not used when tuning (each trial is one deployment); drop repeats"
             )
-        searches = [p for p in self.load.profiles if p.kind == "capacity"]
+        searches = [p for p in self.load.profiles if p.kind == LoadKind.CAPACITY]
         searching = self.tune.objective in ("capacity", "capacity-per-cost")
         if searching and not searches:
             raise ValueError(
@@ -191,7 +192,7 @@ class SweepSpec(Strict):
 
     @model_validator(mode="after")
     def _capacity_needs_slo(self) -> "SweepSpec":
-        searches = [p for p in self.load.profiles if p.kind == "capacity"]
+        searches = [p for p in self.load.profiles if p.kind == LoadKind.CAPACITY]
         if len(searches) > 1:
             raise ValueError("load.profiles: list at most one profile of kind capacity")
         if searches and not (

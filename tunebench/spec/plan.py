@@ -14,6 +14,7 @@ from typing import Any
 
 from tunebench.errors import SpecError
 from tunebench.spec.engine_args import token_count
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.models import NON_ARG_KEYS, SEARCH_FIELDS, SweepSpec, TraceData
 
 BUILTIN_PREFIX = "builtin:"
@@ -77,7 +78,7 @@ class LoadPoint:
         the profile's max_seconds). A search over replay speed: a replay of the trace at
         speed `rate`, cut at max_seconds if the profile sets one."""
         assert self.search is not None, "only a capacity point is probed"
-        if self.search.arrival == "replay":
+        if self.search.arrival == LoadKind.REPLAY:
             assert self.trace is not None, "a search over replay speed carries its trace"
             return LoadPoint(
                 point_id=f"capacity-{number}",
@@ -247,7 +248,7 @@ def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> li
             trace = played
         for target in profile.targets():
             point_id = profile.kind if target is None else f"{profile.kind}-{_scalar(target)}"
-            if trace is not None and profile.kind == "replay":
+            if trace is not None and profile.kind == LoadKind.REPLAY:
                 point_id = f"replay-{trace.label}-{_scalar(target)}"
             if point_id in seen:
                 raise SpecError(
@@ -267,7 +268,7 @@ def _expand_points(spec: SweepSpec, spec_path: Path, default_noise: float) -> li
                     sweep_points=profile.sweep_points,
                     search=(
                         _search_settings(profile, default_noise)
-                        if profile.kind == "capacity"
+                        if profile.kind == LoadKind.CAPACITY
                         else None
                     ),
                     trace=trace,

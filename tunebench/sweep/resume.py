@@ -17,6 +17,7 @@ from tunebench.errors import StoreError
 from tunebench.load.guidellm import expected_benchmarks
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import Reporter
+from tunebench.spec.load_kind import LoadKind
 from tunebench.spec.loading import validate_spec
 from tunebench.spec.plan import LoadPoint
 from tunebench.store.manifest import ConfigStatus, RunKind, Status, spec_of
@@ -25,7 +26,7 @@ from tunebench.sweep.run import SweepResult, Work, WorkItem, plan_work, run_conf
 
 
 def _measured(point: LoadPoint, ids: set[str]) -> bool:
-    if point.kind == "sweep":
+    if point.kind == LoadKind.SWEEP:
         return all(f"sweep-{j}" in ids for j in range(expected_benchmarks(point)))
     return point.point_id in ids
 
