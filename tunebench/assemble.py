@@ -265,8 +265,8 @@ def quality_request(spec: SweepSpec, spec_path: Path) -> QualityRequest | None:
 
 
 def _tokenizer_of(spec: SweepSpec) -> Callable[[ServerConfig], str]:
-    """A local tokenizer for a configuration (helm: the model is a URI on the cluster)."""
-    if kind_of(spec).name == "helm":
+    """A local tokenizer for a configuration (the model may be a URI only the cluster reads)."""
+    if spec.deployment.model_is_cluster_uri:
         return lambda c: demo.resolve_builtin(tokenizer_for(c.model, c.tokenizer, c.label))
     return lambda c: demo.resolve_builtin(c.tokenizer or c.model)
 

@@ -35,11 +35,12 @@ def register(app: typer.Typer) -> None:
             -f /tmp/values/openshift-latency-c1.yaml
         """
         from tunebench import assemble
+        from tunebench.spec.deployments import HelmSettings
         from tunebench.spec.kserve_chart import chart_values, release_name, render_values_file
         from tunebench.spec.loading import load_spec
 
         spec = load_spec(spec_path)
-        if spec.deployment.kind != "helm":
+        if not isinstance(spec.deployment, HelmSettings):
             raise UsageError(
                 f"{spec_path}: deployment.kind is {spec.deployment.kind}; "
                 "helm-values needs deployment kind helm"

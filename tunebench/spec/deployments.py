@@ -45,6 +45,9 @@ class Placement(Strict):
     replays_recorded_run: ClassVar[bool] = False
     #: tunebench starts the server with the spec's engine args (which it then checks).
     passes_engine_args: ClassVar[bool] = False
+    #: The model is a URI the cluster pulls, not a path or hub id this host can read: a
+    #: tokenizer for this host's side of the work is named apart (spec/kserve_chart.py).
+    model_is_cluster_uri: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ class HelmSettings(Placement):
     """
 
     passes_engine_args: ClassVar[bool] = True
+    model_is_cluster_uri: ClassVar[bool] = True
 
     kind: Literal["helm"]
     chart: str = Field(
