@@ -161,6 +161,9 @@ def test_telemetry_counters_are_read_from_proc_and_cgroups(tmp_path: Path):
     assert telemetry.cpu_times(None, proc)[1] == 20 / tick
     (proc / "7/stat").write_text("7 (a b) S 1 7 7 0 -1 0 0 0 0 0 300 200 0 0 20 0 1 0\n")
     assert telemetry.process_cpu_s([7, 8], proc) == 500 / tick
+    # children that ended and were reaped (cutime 40, cstime 10) stay in the sum
+    (proc / "7/stat").write_text("7 (a b) S 1 7 7 0 -1 0 0 0 0 0 300 200 40 10 20 0 1 0\n")
+    assert telemetry.process_cpu_s([7, 8], proc) == 550 / tick
     (proc / "7/cgroup").write_text("3:cpuset:/\n2:cpu,cpuacct:/throttled\n1:name=x:/\n")
     assert telemetry.cgroup_of(7, proc) == "/throttled"
     root = tmp_path / "cg"
@@ -469,3 +472,17 @@ def test_a_sweep_preflight_on_a_moving_machine_stops_before_any_server(tmp_path,
         preflight(spec, spec_path, store, SilentReporter())
     assert asked == [(30.0, {0})]
     assert store.manifest.model_dump()["machine_check"]["steady"] is False
+
+
+def test_our_cpu_time_does_not_fall_when_one_of_our_processes_ends():
+    """A child of ours that burns CPU and ends: its seconds stay ours (the parent's cutime),
+    so the window's "processes not of this run" do not grow by them."""
+    import os
+    import subprocess
+    import sys
+
+    before = telemetry.process_cpu_s([os.getpid()])
+    burn = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)  # ran, ended, reaped by us
+    after = telemetry.process_cpu_s([os.getpid()])
+    assert after - before >= 0.35, (before, after)
