@@ -48,20 +48,27 @@ def short_value(value: Any) -> str:
     return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 1] + "…"
 
 
-def short_label(config_id: str, varied: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    """("c2 mns=2", {"mns": "max-num-seqs"}): the id, then each varied value."""
-    parts, legend = [], {}
-    for name, value in varied.items():
-        if name == "trial":
-            continue  # a tune trial's id already is t<trial>
-        if name == "variant":
+def _short_parts(pairs: list[tuple[str, Any]], legend: dict[str, str]) -> list[str]:
+    """Each (arg, value) as "mns=2" (a variant as its name), the short names it used added
+    to `legend`."""
+    parts = []
+    for name, value in pairs:
+        if name == "variant":  # a variant is its name
             parts.append(short_value(value))
             continue
         short = short_arg(name)
         if short != name:
             legend[short] = name
         parts.append(f"{short}={short_value(value)}")
-    return " ".join([config_id, ",".join(parts)]).strip(), legend
+    return parts
+
+
+def short_label(config_id: str, varied: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """("c2 mns=2", {"mns": "max-num-seqs"}): the id, then each varied value."""
+    legend: dict[str, str] = {}
+    # a tune trial's id already is t<trial>
+    pairs = [(name, value) for name, value in varied.items() if name != "trial"]
+    return " ".join([config_id, ",".join(_short_parts(pairs, legend))]).strip(), legend
 
 
 def short_label_text(text: str, legend: dict[str, str]) -> str:
@@ -71,17 +78,8 @@ def short_label_text(text: str, legend: dict[str, str]) -> str:
     parts = text.split(", ")
     if not all(re.fullmatch(r"[A-Za-z0-9_.-]+=.+", p) for p in parts):
         return short_value(text)
-    out = []
-    for part in parts:
-        name, value = part.split("=", 1)
-        if name == "variant":  # a variant is its name, as in show
-            out.append(short_value(value))
-            continue
-        short = short_arg(name)
-        if short != name:
-            legend[short] = name
-        out.append(f"{short}={short_value(value)}")
-    return ",".join(out)
+    pairs = [(name, value) for name, value in (part.split("=", 1) for part in parts)]
+    return ",".join(_short_parts(pairs, legend))
 
 
 def config_labels(varied: dict[str, dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
