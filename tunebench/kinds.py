@@ -30,9 +30,7 @@ from tunebench.replay.driver import ReplayDriver
 from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
 from tunebench.spec.deployments import (
-    EndpointSettings,
-    HelmSettings,
-    LocalSettings,
+    SETTINGS_BY_KIND,
     Placement,
     ReplaySettings,
     Whereabouts,
@@ -80,7 +78,6 @@ DriverFactory = Callable[[SweepSpec, Path, Deployment, ServerConfig], LoadDriver
 @dataclass(frozen=True)
 class Kind:
     name: str
-    settings: type[Placement]  # its settings model, which says where its server runs
     start_s: float  # a typical start-up on a 2-core CPU box (docs/benchmarks.md)
     deployment: DeploymentFactory
     driver: DriverFactory
@@ -91,6 +88,11 @@ class Kind:
     noisy: Callable[[Settings], bool] = lambda settings: True
     # The settings of one configuration measured beside others (deployment.parallel > 1).
     for_slot: Callable[[Settings, Slot], Settings] = lambda settings, slot: settings
+
+    @property
+    def settings(self) -> type[Placement]:
+        """Its settings model (the one its `kind` picks in a sweep file): where its server runs."""
+        return SETTINGS_BY_KIND[self.name]
 
     @property
     def on_this_host(self) -> bool:
@@ -204,13 +206,10 @@ def _helm_slot(settings: Settings, slot: Slot) -> Settings:
 
 
 KINDS: dict[str, Kind] = {
-    "local": Kind(
-        "local", LocalSettings, 60.0, LocalVllmServer, local_driver, for_slot=_local_slot
-    ),
-    "endpoint": Kind("endpoint", EndpointSettings, 2.0, EndpointServer, local_driver),
+    "local": Kind("local", 60.0, LocalVllmServer, local_driver, for_slot=_local_slot),
+    "endpoint": Kind("endpoint", 2.0, EndpointServer, local_driver),
     "replay": Kind(
         "replay",
-        ReplaySettings,
         0.0,
         lambda settings, layout, on_status, served: ReplayDeployment(settings),
         _replay_driver,
@@ -219,7 +218,6 @@ KINDS: dict[str, Kind] = {
     ),
     "helm": Kind(
         "helm",
-        HelmSettings,
         180.0,
         HelmDeployment,
         _helm_driver,
