@@ -13,6 +13,7 @@ from tunebench.quality.divergence import compare
 from tunebench.quality.gate import Thresholds, judge
 from tunebench.quality.prompts import DEFAULT_FILE, load_prompts, prompts_path
 from tunebench.quality.verdicts import judge_configs
+from tunebench.store.manifest import ConfigEntry
 
 
 def ranked(tops: list[dict[int, float]] | None) -> list:
@@ -146,8 +147,9 @@ def test_the_gate_holds_speculative_configs_to_exact_and_others_to_thresholds():
     assert reasons[1] == "mean total variation 0.4 > 0.1"
 
 
-def config(config_id: str, args: dict, label: str | None = None) -> dict:
-    return {"config_id": config_id, "label": label or config_id, "args": args, "status": "complete"}
+def config(config_id: str, args: dict, label: str | None = None, **fields) -> ConfigEntry:
+    fields = {"status": "complete", **fields}
+    return ConfigEntry(config_id=config_id, label=label or config_id, args=args, **fields)
 
 
 def test_a_speculative_config_is_held_to_its_twin_and_others_to_the_reference():
@@ -173,7 +175,7 @@ def test_a_speculative_config_is_held_to_its_twin_and_others_to_the_reference():
 
 
 def test_a_config_without_completions_is_not_checked_and_says_why():
-    configs = [config("c1", {}), config("c2", {"x": 1}) | {"status": "failed"}]
+    configs = [config("c1", {}), config("c2", {"x": 1}, status="failed")]
     rows = judge_configs(configs, {"c1": [answer(0, [1])]}, {})
     assert rows[1]["verdict"] == "not-checked"
     assert rows[1]["reasons"] == "the server did not start"
@@ -182,11 +184,11 @@ def test_a_config_without_completions_is_not_checked_and_says_why():
 def test_an_lm_eval_score_under_the_reference_by_more_than_max_drop_fails():
     ref = [answer(0, [1, 2], [FLAT])]
 
-    def scored(config_id: str, score: float | None, error: str | None = None) -> dict:
+    def scored(config_id: str, score: float | None, error: str | None = None) -> ConfigEntry:
         result = {"task": "t", "metric": "exact_match", "score": score}
         if error:
             result = {"task": "t", "error": error}
-        return config(config_id, {"n": config_id}) | {"quality": {"lm_eval": result}}
+        return config(config_id, {"n": config_id}, quality={"lm_eval": result})
 
     configs = [
         scored("c1", 0.80),
@@ -194,7 +196,7 @@ def test_an_lm_eval_score_under_the_reference_by_more_than_max_drop_fails():
         scored("c3", 0.70),
         scored("c4", None, error="lm-eval exited with 1: boom"),
     ]
-    completions = {c["config_id"]: ref for c in configs}
+    completions = {c.config_id: ref for c in configs}
     rows = {
         r["config_id"]: r
         for r in judge_configs(configs, completions, {"lm_eval": {"max_drop": 0.05}})
@@ -207,7 +209,7 @@ def test_an_lm_eval_score_under_the_reference_by_more_than_max_drop_fails():
 
 
 def test_without_the_reference_s_answers_nothing_is_judged():
-    configs = [config("c1", {}) | {"status": "failed"}, config("c2", {"x": 1})]
+    configs = [config("c1", {}, status="failed"), config("c2", {"x": 1})]
     rows = judge_configs(configs, {"c2": [answer(0, [1])]}, {"reference": "c1"})
     assert [r["verdict"] for r in rows] == ["not-checked", "not-checked"]
     assert rows[1]["reasons"] == "c1 has no answers"
@@ -285,7 +287,7 @@ def test_a_configuration_that_could_not_be_checked_is_never_a_candidate():
 
     configs = [
         config("c1", {"speculative-config": {"method": "ngram"}}),
-        config("c2", {"x": 1}) | {"quality": {"error": "HTTP 500 on the first prompt"}},
+        config("c2", {"x": 1}, quality={"error": "HTTP 500 on the first prompt"}),
         config("c3", {"x": 2}),
     ]
     completions = {"c1": [answer(0, [1, 2], [FLAT])], "c3": [answer(0, [1, 2], [FLAT])]}

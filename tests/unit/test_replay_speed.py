@@ -96,9 +96,7 @@ def test_a_capacity_search_over_speed_reads_as_a_speed(tmp_path):
     best = best_config(store.path)
     assert best["config_id"] == "c1" and best["arrival"] == "replay"
     assert "capacity at the SLO 13.1x trace" in headline(best)
-    summary = config_summary(
-        load_run(store.path), store.manifest.model_dump(mode="json"), [], [], best
-    )
+    summary = config_summary(load_run(store.path), store.manifest, [], [], best)
     assert [row["capacity"] for row in summary] == ["13.1x trace", ">= 4x trace (not reached)"]
     for command in ("show", "results"):
         result = invoke(command, str(store.path), env=NARROW)

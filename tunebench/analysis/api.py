@@ -19,15 +19,13 @@ from tunebench.analysis.compare import (
     compare_sides,
 )
 from tunebench.analysis.compare_metrics import resolve_metrics
-from tunebench.analysis.frames import load_manifest, load_requests, load_run
+from tunebench.analysis.frames import load_manifest, load_requests, load_run, read_manifest
 from tunebench.errors import TunebenchError, UsageError
+from tunebench.store.manifest import Manifest, RunKind
 
 
-def _config_args(manifest: dict) -> dict[str, dict]:
-    return {
-        c["label"]: {"model": c.get("model"), **(c.get("args") or {})}
-        for c in manifest.get("configs", [])
-    }
+def _config_args(manifest: Manifest) -> dict[str, dict]:
+    return {c.label: {"model": c.model, **c.args} for c in manifest.configs}
 
 
 def run_sides(
@@ -38,7 +36,7 @@ def run_sides(
     loaded = []
     for run in runs:
         points = load_run(run, root)
-        manifest = load_manifest(points.attrs["run_path"], root)
+        manifest = read_manifest(points.attrs["run_path"], root)
         loaded.append((manifest, points, load_requests(points.attrs["run_path"], root)))
     label_sets = [tuple(sorted(set(p["config_label"]))) for _, p, _ in loaded]
     notes: list[str] = []
@@ -57,11 +55,11 @@ def run_sides(
         key: tuple[str, ...] = LOAD_KEY
         sides = [
             Side(
-                m["run_id"],
+                m.run_id,
                 p,
                 r,
                 _config_args(m).get(labels[0], next(iter(_config_args(m).values()), {})),
-                m.get("host") or {},
+                m.host,
             )
             for (m, p, r), labels in zip(loaded, label_sets)
         ]
@@ -75,9 +73,7 @@ def run_sides(
                 if label in labels
                 for name, value in values.items()
             }
-            sides.append(
-                Side(manifest["run_id"], points, requests, args, manifest.get("host") or {})
-            )
+            sides.append(Side(manifest.run_id, points, requests, args, manifest.host))
     return sides, key, notes
 
 
@@ -90,7 +86,7 @@ def _different_configurations(
         own = [label for label in labels if label not in shared]
         if own:
             shown = ", ".join(own[:3]) + (f" (+{len(own) - 3} more)" if len(own) > 3 else "")
-            names.append(f"{manifest['run_id']} alone has {shown}")
+            names.append(f"{manifest.run_id} alone has {shown}")
     if shared and not common:
         how = f"compare the {len(shared)} they share with --common, or one run with --by ARG"
     else:
@@ -102,12 +98,12 @@ def by_sides(
     run: str, arg: str, root: str | Path = "reports", baseline: str | None = None
 ) -> tuple[list[Side], tuple[str, ...]]:
     points = load_run(run, root)
-    manifest = load_manifest(points.attrs["run_path"], root)
-    varied = manifest.get("varied_args", [])
+    manifest = read_manifest(points.attrs["run_path"], root)
+    varied = manifest.varied_args
     if arg not in points.columns:
         choices = ", ".join(varied) or "none (the run has one configuration)"
         raise UsageError(
-            f"--by {arg!r}: not a varied arg of {manifest['run_id']}; use one of {choices}"
+            f"--by {arg!r}: not a varied arg of {manifest.run_id}; use one of {choices}"
         )
     requests = load_requests(points.attrs["run_path"], root)
     others = tuple(c for c in varied if c != arg)
@@ -122,9 +118,7 @@ def by_sides(
         values.insert(0, baseline)
     for value in values:
         subset = points[points[arg] == value]
-        sides.append(
-            Side(f"{arg}={value}", subset, requests, {arg: value}, manifest.get("host") or {})
-        )
+        sides.append(Side(f"{arg}={value}", subset, requests, {arg: value}, manifest.host))
     return sides, (*LOAD_KEY, *others)
 
 
@@ -170,9 +164,9 @@ def compare(
 
 def _nothing_aligned(run: str, arg: str, key: tuple[str, ...], root: str | Path) -> str:
     """Why `--by ARG` found no point to compare, and where to look instead."""
-    manifest = load_manifest(run, root)
-    name = manifest["run_id"]
-    if manifest.get("kind") == "tune":
+    manifest = read_manifest(run, root)
+    name = manifest.run_id
+    if manifest.kind == RunKind.TUNE:
         return (
             f"--by {arg}: {name} is a tune run: each trial has its own args and its own "
             f"capacity probes, so no two values of {arg} share a point; its trials: "

@@ -50,7 +50,7 @@ from tunebench.analysis.compare import (
     compare_sides,
 )
 from tunebench.analysis.compare_metrics import METRICS
-from tunebench.analysis.frames import load_manifest, load_requests, load_run, run_path
+from tunebench.analysis.frames import load_requests, load_run, read_manifest, run_path
 from tunebench.analysis.quality import failing
 from tunebench.analysis.sides import Side
 from tunebench.analysis.standings import (
@@ -69,16 +69,20 @@ from tunebench.points import trust
 from tunebench.points.cost import at_rate, replica_price
 from tunebench.points.offered import REPLAY, is_replay, replay_key, speed_text
 from tunebench.spec.load_kind import LoadKind
+from tunebench.store.manifest import ConfigEntry, Manifest
 
 # Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
 MAX_BEST_CONFIG_BYTES = 1500
 
 
-def _config(manifest: dict, config_id: str) -> dict:
-    return next((c for c in manifest.get("configs", []) if c.get("config_id") == config_id), {})
+def _config(manifest: Manifest, config_id: str, label: str | None = None) -> ConfigEntry:
+    """The configuration's entry; one with only its id and `label` when the manifest has
+    none (a point whose configuration entry was lost)."""
+    entry = manifest.config(config_id)
+    return entry if entry is not None else ConfigEntry(config_id=config_id, label=label or "")
 
 
-def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
+def _from_tune(path: Path, manifest: Manifest) -> dict[str, Any] | None:
     result_file = path / "tune-result.json"
     if not result_file.is_file():
         return None
@@ -88,12 +92,12 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
         return None
     names = result.get("objective_names") or [result.get("objective")]
     values = best.get("values") or []
-    config = _config(manifest, best.get("config_id") or "")
+    config = manifest.config(best.get("config_id") or "")
     out = {
         "config_id": best.get("config_id"),
-        "label": config.get("label", f"t{best.get('trial')}"),
-        "model": config.get("model"),
-        "args": best.get("args") or config.get("args") or {},
+        "label": config.label if config is not None else f"t{best.get('trial')}",
+        "model": config.model if config is not None else None,
+        "args": best.get("args") or (config.args if config is not None else {}),
         "rule": "tune",
         "metric": names[0] if names else None,
         "value": _round(values[0]) if values else None,
@@ -117,11 +121,11 @@ def _from_tune(path: Path, manifest: dict) -> dict[str, Any] | None:
 
 
 # Why a capacity is only a lower bound (`lower_bound`).
-def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
+def _from_capacity(manifest: Manifest, excluded: set[str]) -> dict[str, Any] | None:
     standings = []
-    for config in manifest.get("configs", []):
-        capacity = config.get("capacity") or {}
-        if capacity.get("rate") is None or config["config_id"] in excluded:
+    for config in manifest.configs:
+        capacity = config.capacity or {}
+        if capacity.get("rate") is None or config.config_id in excluded:
             continue
         rate = float(capacity["rate"])
         interval = capacity.get("interval") or [rate, capacity.get("upper")]
@@ -129,31 +133,32 @@ def _from_capacity(manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
         why = capacity_bound(capacity)
         high = None if why else to_float(interval[1] if len(interval) > 1 else None)
         standings.append(
-            Standing(config["config_id"], rate, min(low, rate), high, why, capacity.get("arrival"))
+            Standing(config.config_id, rate, min(low, rate), high, why, capacity.get("arrival"))
         )
     if not standings:
         return None
     ranked = sorted(standings, key=lambda s: -s.value)
-    best = next(c for c in manifest["configs"] if c["config_id"] == ranked[0].config_id)
-    out = _describe(best, "capacity", "capacity_rps", best["capacity"]["rate"])
-    if is_replay(best["capacity"].get("arrival")):
+    best = _config(manifest, ranked[0].config_id)
+    capacity = best.capacity or {}
+    out = _describe(best, "capacity", "capacity_rps", capacity["rate"])
+    if is_replay(capacity.get("arrival")):
         out["arrival"] = REPLAY  # the value is a speed of the trace, not req/s
-    if best["capacity"].get("client_bound"):
+    if capacity.get("client_bound"):
         out["client_bound"] = True
-    if unconverged(best["capacity"]):
+    if unconverged(capacity):
         out["converged"] = False
-    if best["capacity"].get("drift"):
-        out["drift"] = best["capacity"]["drift"]
+    if capacity.get("drift"):
+        out["drift"] = capacity["drift"]
     return standing_out(out, ranked, "capacity search", manifest)
 
 
-def _from_rates(points: pd.DataFrame, manifest: dict) -> dict[str, Any] | None:
+def _from_rates(points: pd.DataFrame, manifest: Manifest) -> dict[str, Any] | None:
     """Rule 3: the highest sustained rate within the SLO (median over repeats)."""
     standings = rate_standings(points)
     if not standings or max(s.value for s in standings) <= 0:
         return None
     ranked = sorted(standings, key=lambda s: -s.value)
-    config = _config(manifest, ranked[0].config_id) or {"config_id": ranked[0].config_id}
+    config = _config(manifest, ranked[0].config_id)
     out = _describe(config, "slo-capacity", "capacity_rps", ranked[0].value)
     return standing_out(out, ranked, "fixed rates", manifest)
 
@@ -176,13 +181,13 @@ def _below_first_miss(points: pd.DataFrame) -> pd.DataFrame:
     return points.loc[keep]
 
 
-def _from_points(path: Path, manifest: dict, excluded: set[str]) -> dict[str, Any] | None:
+def _from_points(path: Path, manifest: Manifest, excluded: set[str]) -> dict[str, Any] | None:
     points = load_run(path)
     if excluded and not points.empty:
         points = points[~points["config_id"].isin(excluded)]
     if points.empty or "valid" not in points or "output_tok_s" not in points:
         return None
-    has_slo = bool((manifest.get("spec") or {}).get("slo")) and "slo_met" in points
+    has_slo = bool((manifest.spec or {}).get("slo")) and "slo_met" in points
     # Object columns of True/False/None: compare with == True, not truthiness.
     valid = points[points["valid"] == True]  # noqa: E712
     if has_slo:
@@ -202,10 +207,7 @@ def _from_points(path: Path, manifest: dict, excluded: set[str]) -> dict[str, An
     if pool.empty:
         return None
     row = pool.loc[pool[metric].idxmax()]
-    config = _config(manifest, row["config_id"]) or {
-        "config_id": row["config_id"],
-        "label": row["config_label"],
-    }
+    config = _config(manifest, str(row["config_id"]), str(row["config_label"]))
     out = {**_describe(config, rule, metric, row[metric]), "point": row["point_id"]}
     if met.empty:
         out["slo_met"] = False
@@ -262,12 +264,12 @@ def _throughput_tie(
     }
 
 
-def _describe(config: dict, rule: str, metric: str, value: Any) -> dict[str, Any]:
+def _describe(config: ConfigEntry, rule: str, metric: str, value: Any) -> dict[str, Any]:
     return {
-        "config_id": config.get("config_id"),
-        "label": config.get("label"),
-        "model": config.get("model"),
-        "args": config.get("args") or {},
+        "config_id": config.config_id,
+        "label": config.label,
+        "model": config.model,
+        "args": config.args,
         "rule": rule,
         "metric": metric,
         "value": _round(value),
@@ -282,7 +284,7 @@ def _round(value: Any) -> Any:
 def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any] | None:
     """The best configuration of a run by the rule in this module's docstring; None if no point."""
     path = run_path(run, root)
-    manifest = load_manifest(path)
+    manifest = read_manifest(path)
     excluded = failing(path)
     best = (
         _from_tune(path, manifest)
@@ -349,7 +351,7 @@ def _factor(a: float, b: float, higher_is_better: bool) -> str:
     return f"{100 * change:.0f}% {word}"
 
 
-def _decide(path: Path, manifest: dict, best: dict[str, Any]) -> dict[str, Any]:
+def _decide(path: Path, manifest: Manifest, best: dict[str, Any]) -> dict[str, Any]:
     """Name the next figure that separates the tied configurations: the largest difference
     that `compare` finds significant between the rule's best and each tied one, over all
     the points they share (without per-request samples: the largest measured difference,
@@ -396,14 +398,15 @@ def _decide(path: Path, manifest: dict, best: dict[str, Any]) -> dict[str, Any]:
     winner = ids.get(winner_name, best["config_id"])
     if confirmed and winner != best["config_id"] and winner in standings:
         standing = standings[winner]
-        config = _config(manifest, winner) or {"config_id": winner, "label": winner_name}
-        keep = {k: best[k] for k in ("tie", "slo_met", "client_limited", "arrival") if k in best}
+        config = _config(manifest, winner, winner_name)
+        kept = ("tie", "slo_met", "client_limited", "arrival")
+        keep: dict[str, Any] = {k: best[k] for k in kept if k in best}
         best = {**_describe(config, best["rule"], best["metric"], standing.value), **keep}
         if standing.lower_bound:
             best["lower_bound"] = standing.lower_bound
         if winner in points_of:
             best["point"] = points_of[winner]
-        capacity = config.get("capacity") or {}
+        capacity = config.capacity or {}
         if best["rule"] == "capacity" and capacity.get("client_bound"):
             best["client_bound"] = True
     return best
@@ -461,24 +464,24 @@ def _unverified_of(path: Path, config_id: str) -> list[str]:
     return found
 
 
-def _cost_of(best: dict[str, Any], manifest: dict, path: Path) -> dict[str, Any] | None:
+def _cost_of(best: dict[str, Any], manifest: Manifest, path: Path) -> dict[str, Any] | None:
     """With `cost:` in the spec: the best configuration's price per replica-hour and, at its
     capacity@SLO (when the rule measured one), requests per cost unit and cost per million
     output tokens; otherwise the cheapest output tokens among its valid points."""
-    cost = (manifest.get("spec") or {}).get("cost")
+    cost = (manifest.spec or {}).get("cost")
     if not cost:
         return None
     config = _config(manifest, str(best.get("config_id")))
-    price = replica_price(cost, config.get("args") or best.get("args") or {})
+    price = replica_price(cost, config.args or best.get("args") or {})
     points = load_run(path)
     mine = points[(points["config_id"] == best.get("config_id")) & (points["valid"] == True)]  # noqa: E712
     tokens = pd.to_numeric(mine.get("output_tokens_mean"), errors="coerce").mean()
     rate = (
         best.get("value")
         if best.get("metric") == "capacity_rps"
-        else (config.get("capacity") or {}).get("rate")
+        else (config.capacity or {}).get("rate")
     )
-    if is_replay((config.get("capacity") or {}).get("arrival")):
+    if is_replay((config.capacity or {}).get("arrival")):
         rate = None  # a capacity over replay speed is no request rate to price
     if rate:
         out = at_rate(price, float(rate), None if pd.isna(tokens) else float(tokens))
@@ -518,7 +521,7 @@ def compact(best: dict[str, Any] | None, limit: int = MAX_BEST_CONFIG_BYTES) -> 
 
 def run_verdict(run: str | Path, root: str | Path = "reports") -> str:
     """A sweep or tune run's verdict: its status (complete, failed, interrupted, running)."""
-    return str(load_manifest(run, root).get("status") or "unknown")
+    return read_manifest(run, root).status.value
 
 
 def compare_verdict(comparison: dict[str, Any]) -> str:

@@ -20,8 +20,14 @@ def run_path(run: str | Path, root: str | Path = "reports") -> Path:
 
 
 def load_manifest(run: str | Path, root: str | Path = "reports") -> dict:
-    """The manifest as plain JSON data (kind filled in for runs of schema version 1)."""
-    return Manifest.read(run_path(run, root)).model_dump(mode="json")
+    """The manifest as plain JSON data (kind filled in for runs of schema version 1): the
+    public face for notebooks; tunebench's own readers take `read_manifest`."""
+    return read_manifest(run, root).model_dump(mode="json")
+
+
+def read_manifest(run: str | Path, root: str | Path = "reports") -> Manifest:
+    """The manifest as its typed model (kind filled in for runs of schema version 1)."""
+    return Manifest.read(run_path(run, root))
 
 
 def load_run(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunebench.analysis.frames import load_manifest, run_path
+from tunebench.analysis.frames import read_manifest, run_path
 from tunebench.quality.divergence import compare
 from tunebench.quality.verdicts import (
     COLUMNS,
@@ -18,16 +18,17 @@ from tunebench.quality.verdicts import (
     load_completions,
 )
 from tunebench.store.layout import RunLayout
+from tunebench.store.manifest import ConfigEntry
 
 
 def quality_table(run: str | Path, root: str | Path = "reports") -> pd.DataFrame:
     """One row per configuration of a run with a quality check (an empty frame otherwise)."""
     path = run_path(run, root)
-    manifest = load_manifest(path)
-    quality = (manifest.get("spec") or {}).get("quality")
+    manifest = read_manifest(path)
+    quality = (manifest.spec or {}).get("quality")
     if quality is None:  # `quality: {}` is a check with every default, not none
         return pd.DataFrame(columns=COLUMNS)
-    configs = manifest.get("configs", [])
+    configs = manifest.configs
     rows = judge_configs(configs, load_completions(RunLayout(path), configs), quality)
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -48,30 +49,29 @@ def quality_between(runs: list[str], root: str | Path = "reports") -> list[dict]
     position): how far their answers moved, and the lm-eval score change. Empty when the
     first run has no quality check."""
     base_path = run_path(runs[0], root)
-    base_manifest = load_manifest(base_path)
-    base_configs = base_manifest.get("configs", [])
+    base_configs = read_manifest(base_path).configs
     base = load_completions(RunLayout(base_path), base_configs)
     if not base:
         return []
     out = []
     for run in runs[1:]:
         path = run_path(run, root)
-        configs = load_manifest(path).get("configs", [])
+        configs = read_manifest(path).configs
         mine = load_completions(RunLayout(path), configs)
         for position, config in enumerate(configs):
             partner = _partner(base_configs, config, position)
-            if partner is None or partner["config_id"] not in base:
+            if partner is None or partner.config_id not in base:
                 continue
-            if config["config_id"] not in mine:
+            if config.config_id not in mine:
                 continue
-            found = compare(base[partner["config_id"]], mine[config["config_id"]])
+            found = compare(base[partner.config_id], mine[config.config_id])
             before, after = lm_eval_score(partner), lm_eval_score(config)
             out.append(
                 {
                     "run": path.name,
-                    "config_id": config["config_id"],
-                    "label": config.get("label"),
-                    "baseline_config": partner["config_id"],
+                    "config_id": config.config_id,
+                    "label": config.label,
+                    "baseline_config": partner.config_id,
                     **figures(found),
                     "lm_eval_baseline": before,
                     "lm_eval": after,
@@ -83,9 +83,11 @@ def quality_between(runs: list[str], root: str | Path = "reports") -> list[dict]
     return out
 
 
-def _partner(base_configs: list[dict], config: dict, position: int) -> dict | None:
-    label = config.get("label")
-    same = [c for c in base_configs if label and c.get("label") == label]
+def _partner(
+    base_configs: list[ConfigEntry], config: ConfigEntry, position: int
+) -> ConfigEntry | None:
+    label = config.label
+    same = [c for c in base_configs if label and c.label == label]
     if same:
         return same[0]
     return base_configs[position] if position < len(base_configs) else None

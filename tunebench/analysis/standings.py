@@ -16,6 +16,7 @@ from tunebench.numbers import to_float
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.offered import rate_text
 from tunebench.spec.load_kind import LoadKind
+from tunebench.store.manifest import Manifest
 
 HIGHEST_RATE = "the SLO held at the highest rate tested"
 CLIENT_BOUND = "the client could not drive more"
@@ -91,21 +92,21 @@ def rate_standings(points: pd.DataFrame) -> list[Standing]:
     return standings
 
 
-def capacities(points: pd.DataFrame, manifest: dict) -> dict[str, Standing]:
+def capacities(points: pd.DataFrame, manifest: Manifest) -> dict[str, Standing]:
     """config_id -> its capacity at the SLO as the best's rules see it: a capacity search's
     answer, else the sustained rate of its fixed-rate points (valid ones); absent when the
     run has no SLO or the configuration neither (for the report's summary)."""
-    if not (manifest.get("spec") or {}).get("slo") or points.empty or "slo_met" not in points:
+    if not (manifest.spec or {}).get("slo") or points.empty or "slo_met" not in points:
         return {}
     valid = points[points["valid"] == True]  # noqa: E712
     found = {s.config_id: s for s in rate_standings(valid)}
-    for config in manifest.get("configs", []):
-        capacity = config.get("capacity") or {}
+    for config in manifest.configs:
+        capacity = config.capacity or {}
         if capacity.get("rate") is not None:
             rate = float(capacity["rate"])
             why = capacity_bound(capacity)
-            found[config["config_id"]] = Standing(
-                config["config_id"],
+            found[config.config_id] = Standing(
+                config.config_id,
                 rate,
                 rate,
                 None if why else capacity.get("upper"),
@@ -131,7 +132,7 @@ def _bracket(counted: list[RatePoint], capacity: Any) -> tuple[float, float | No
 
 
 def standing_out(
-    out: dict[str, Any], ranked: list[Standing], how: str, manifest: dict
+    out: dict[str, Any], ranked: list[Standing], how: str, manifest: Manifest
 ) -> dict[str, Any]:
     """The best's lower bound and, when the runner-ups cannot be told apart from it by the
     rule's own evidence, the tie (the caller's `_decide` names the next figure)."""
@@ -190,11 +191,8 @@ def _tie_hint(best: Standing, others: list[Standing], how: str) -> str:
     return "probe rates inside the bracket or add a capacity profile to decide"
 
 
-def config_names(manifest: dict) -> dict[str, str]:
-    return {
-        c["config_id"]: f"{c['config_id']} {c.get('label') or ''}".strip()
-        for c in manifest.get("configs", [])
-    }
+def config_names(manifest: Manifest) -> dict[str, str]:
+    return {c.config_id: f"{c.config_id} {c.label}".strip() for c in manifest.configs}
 
 
 def capacity_text(value: Any, lower_bound: str | None = None, arrival: Any = None) -> str:

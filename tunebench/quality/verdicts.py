@@ -20,6 +20,7 @@ from tunebench.quality.divergence import Divergence, compare
 from tunebench.quality.gate import Thresholds, judge
 from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout
+from tunebench.store.manifest import ConfigEntry, ConfigStatus
 from tunebench.store.run import RunStore
 
 SPECULATIVE_KEYS = ("speculative-config", "speculative_config")
@@ -58,36 +59,36 @@ def thresholds_of(quality: dict[str, Any]) -> Thresholds:
     )
 
 
-def load_completions(layout: RunLayout, configs: list[dict]) -> dict[str, list[Completion]]:
+def load_completions(layout: RunLayout, configs: list[ConfigEntry]) -> dict[str, list[Completion]]:
     found = {}
     for config in configs:
-        path = layout.quality(config["config_id"])
+        path = layout.quality(config.config_id)
         if path.is_file():
-            found[config["config_id"]] = read_completions(path)
+            found[config.config_id] = read_completions(path)
     return found
 
 
 def judge_configs(
-    configs: list[dict],
+    configs: list[ConfigEntry],
     completions: dict[str, list[Completion]],
     quality: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """One row per configuration (manifest entries as dicts): compared_with, the figures
+    """One row per configuration of the manifest: compared_with, the figures
     of divergence.py, `verdict` (pass | fail | reference | not-checked) and `reasons`."""
     reference = _reference(configs, quality.get("reference"), completions)
     thresholds = thresholds_of(quality)
     rows = []
     for config in configs:
-        config_id, args = config["config_id"], config.get("args") or {}
-        info = config.get("quality") or {}
+        config_id, args = config.config_id, config.args
+        info = config.quality or {}
         row: dict[str, Any] = {
             "config_id": config_id,
-            "label": config.get("label") or config_id,
+            "label": config.label or config_id,
             "seconds": info.get("seconds"),
         }
         if config_id not in completions:
             why = info.get("error") or (
-                "the server did not start" if config.get("status") == "failed" else "not run"
+                "the server did not start" if config.status == ConfigStatus.FAILED else "not run"
             )
             rows.append(row | {"verdict": "not-checked", "reasons": why})
             continue
@@ -129,21 +130,25 @@ def blocking_reason(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _entry(configs: list[dict], config_id: str) -> dict:
-    return next((c for c in configs if c["config_id"] == config_id), {})
+def _entry(configs: list[ConfigEntry], config_id: str) -> ConfigEntry | None:
+    return next((c for c in configs if c.config_id == config_id), None)
 
 
-def lm_eval_score(config: dict) -> float | None:
-    found = ((config.get("quality") or {}).get("lm_eval") or {}).get("score")
+def lm_eval_score(config: ConfigEntry | None) -> float | None:
+    if config is None:
+        return None
+    found = ((config.quality or {}).get("lm_eval") or {}).get("score")
     return float(found) if isinstance(found, (int, float)) else None
 
 
-def lm_eval_reasons(config: dict, reference: dict, settings: dict | None) -> list[str]:
+def lm_eval_reasons(
+    config: ConfigEntry, reference: ConfigEntry | None, settings: dict | None
+) -> list[str]:
     """Why the configuration's lm-eval score fails: it did not run, it is under
     `min_score`, or it is more than `max_drop` under the reference's."""
     if not settings:
         return []
-    result = (config.get("quality") or {}).get("lm_eval") or {}
+    result = (config.quality or {}).get("lm_eval") or {}
     if result.get("error"):
         return [f"lm-eval failed: {result['error']}"]
     score, reference_score = lm_eval_score(config), lm_eval_score(reference)
@@ -180,24 +185,24 @@ def figures(found: Divergence) -> dict[str, Any]:
 
 
 def _reference(
-    configs: list[dict], named: str | None, completions: dict[str, list[Completion]]
+    configs: list[ConfigEntry], named: str | None, completions: dict[str, list[Completion]]
 ) -> str | None:
     if named is not None:
         for config in configs:
-            if named in (config["config_id"], config.get("label")):
-                return config["config_id"] if config["config_id"] in completions else None
+            if named in (config.config_id, config.label):
+                return config.config_id if config.config_id in completions else None
         return None
-    return next((c["config_id"] for c in configs if c["config_id"] in completions), None)
+    return next((c.config_id for c in configs if c.config_id in completions), None)
 
 
 def _twin(
-    configs: list[dict], args: dict[str, Any], completions: dict[str, list[Completion]]
+    configs: list[ConfigEntry], args: dict[str, Any], completions: dict[str, list[Completion]]
 ) -> str | None:
     plain = {k: v for k, v in args.items() if k not in SPECULATIVE_KEYS}
     for config in configs:
-        other = config.get("args") or {}
-        if not is_speculative(other) and other == plain and config["config_id"] in completions:
-            return config["config_id"]
+        other = config.args
+        if not is_speculative(other) and other == plain and config.config_id in completions:
+            return config.config_id
     return None
 
 
@@ -207,7 +212,7 @@ def judge_run(store: RunStore) -> list[dict[str, Any]]:
     quality = (manifest.spec or {}).get("quality")
     if quality is None:  # `quality: {}` is a check with every default, not none
         return []
-    configs = [c.model_dump(mode="json") for c in manifest.configs]
+    configs = manifest.configs
     return judge_configs(configs, load_completions(store.layout, configs), quality)
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from tunebench.analysis.best import best_config, headline
 from tunebench.analysis.cross_check import run_cross_check
 from tunebench.analysis.crossovers import crossovers_between
-from tunebench.analysis.frames import load_manifest, load_run
+from tunebench.analysis.frames import load_run, read_manifest
 from tunebench.analysis.plots import run_figures
 from tunebench.analysis.quality import quality_table
 from tunebench.analysis.sides import LOAD_KEY, Side
@@ -33,6 +33,7 @@ from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.spec.load_kind import LoadKind
 from tunebench.store.files import write_atomic
 from tunebench.store.layout import RunLayout
+from tunebench.store.manifest import ConfigEntry, ConfigStatus, Manifest, RunKind
 
 SUMMARY = [
     ("config", "config_label", None),
@@ -163,32 +164,33 @@ def _tune_section(run_path: Path) -> dict | None:
     return result
 
 
-def summary_notes(raw: pd.DataFrame, manifest: dict) -> list[str]:
+def summary_notes(raw: pd.DataFrame, manifest: Manifest) -> list[str]:
     """Configurations measured side by side, why the energy column is absent, and what each
     configuration's roofline rests on."""
     notes = []
-    parallel = manifest.get("parallel") or {}
+    parallel = manifest.parallel or {}
     if parallel.get("note"):
         notes.append(f"fair comparison: {parallel['note']}")
     if "joules_per_output_token" not in raw or raw["joules_per_output_token"].isna().all():
         if "energy_note" in raw:
             notes += [f"J/out tok not shown: {n}" for n in raw["energy_note"].dropna().unique()[:2]]
-    for config in manifest.get("configs", []):
-        roofline = config.get("roofline") or {}
+    for config in manifest.configs:
+        roofline = config.roofline or {}
         if roofline.get("bandwidth_gbs"):
             notes.append(
-                f"roofline of {config.get('config_id')}: "
+                f"roofline of {config.config_id}: "
                 f"{roofline['weight_bytes'] / 1e6:.1f} MB of weights per decode step, "
                 f"{roofline['bandwidth_gbs']:g} GB/s per device ({roofline.get('note', '')})"
             )
         elif roofline.get("note"):
-            notes.append(f"no roofline for {config.get('config_id')}: {roofline['note']}")
+            notes.append(f"no roofline for {config.config_id}: {roofline['note']}")
     return notes
 
 
 def report_context(run_path: Path) -> dict:
     raw = load_run(run_path)
-    manifest = load_manifest(run_path)
+    manifest = read_manifest(run_path)
+    batch_run = manifest.kind == RunKind.BATCH
     points = raw  # display units below; plots use the raw frame
     if "kv_usage_max" in points:
         points = points.assign(kv_usage_max=points["kv_usage_max"] * 100)
@@ -210,13 +212,15 @@ def report_context(run_path: Path) -> dict:
         }
         for r in points.to_dict(orient="records")
     ]
+    # the page's view of each configuration: its manifest entry as data, with the command
+    # line joined and the effective config's unknowns left out
     configs = [
         {
-            **c,
-            "command": " ".join(c.get("command_args") or []),
-            "effective": {k: v for k, v in (c.get("effective") or {}).items() if v is not None},
+            **c.model_dump(mode="json"),
+            "command": " ".join(c.command_args),
+            "effective": {k: v for k, v in (c.effective or {}).items() if v is not None},
         }
-        for c in manifest.get("configs", [])
+        for c in manifest.configs
     ]
     sides = (
         [
@@ -230,7 +234,7 @@ def report_context(run_path: Path) -> dict:
     figures = run_figures(raw, run_path) if not raw.empty else []
     tune = _tune_section(run_path)
     batch = None
-    if manifest.get("kind") == "batch":
+    if batch_run:
         columns = [
             ("load s", "load_s", 1),
             ("init s", "init_s", 1),
@@ -244,8 +248,8 @@ def report_context(run_path: Path) -> dict:
         ]
         batch = {
             "headers": [c[0] for c in columns],
-            "records": manifest.get("records"),
-            "shards": manifest.get("shards"),
+            "records": manifest.records,
+            "shards": manifest.shards,
             "rows": [
                 {
                     "label": r.get("config_label"),
@@ -254,16 +258,16 @@ def report_context(run_path: Path) -> dict:
                 for r in raw.to_dict(orient="records")
             ],
         }
-    best = best_config(run_path) if manifest.get("kind") != "batch" and not raw.empty else None
+    best = best_config(run_path) if not batch_run and not raw.empty else None
     quality = _quality_rows(run_path)
     diagnosis = (
-        _diagnosis_rows(raw, configs, client_cores(manifest.get("spec")))
-        if manifest.get("kind") != "batch" and not raw.empty
+        _diagnosis_rows(raw, configs, client_cores(manifest.spec))
+        if not batch_run and not raw.empty
         else []
     )
     return {
         "overview": config_summary(raw, manifest, diagnosis, quality, best)
-        if manifest.get("kind") != "batch"
+        if not batch_run
         else [],
         "batch": batch,
         "best": best,
@@ -273,11 +277,7 @@ def report_context(run_path: Path) -> dict:
         "diagnosis": diagnosis,
         "cross_check": _cross_check_section(run_path),
         "tune": tune,
-        "m": {
-            **manifest,
-            "versions": manifest.get("versions", {}),
-            "host": manifest.get("host", {}),
-        },
+        "m": manifest.model_dump(mode="json"),
         "headers": [h for h, _, _ in summary],
         "rows": rows,
         "summary_notes": summary_notes(raw, manifest),
@@ -290,13 +290,16 @@ def report_context(run_path: Path) -> dict:
 
 
 def _capacity_cell(
-    standing: Standing | None, config: dict, has_slo: bool, rows: pd.DataFrame | None = None
+    standing: Standing | None,
+    config: ConfigEntry,
+    has_slo: bool,
+    rows: pd.DataFrame | None = None,
 ) -> str:
     """The configuration's capacity at the SLO, or why there is none; when it rests on
     fixed-rate points, the concurrent point that held more within the SLO (`rows`)."""
     if not has_slo:
         return "no SLO set"
-    capacity = config.get("capacity") or {}
+    capacity = config.capacity or {}
     if capacity and capacity.get("rate") is None:
         return "not reached: no rate tried met the SLO"
     if standing is None:
@@ -388,14 +391,14 @@ def _untrusted_cell(rows: pd.DataFrame) -> str:
 
 def config_summary(
     raw: pd.DataFrame,
-    manifest: dict,
+    manifest: Manifest,
     diagnosis: list[dict[str, Any]],
     quality: list[dict[str, Any]],
     best: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
     """The table a user reads first: per configuration its capacity at the SLO, its best
     point, what limits it, its quality verdict and the points not to take at their word."""
-    has_slo = bool((manifest.get("spec") or {}).get("slo"))
+    has_slo = bool((manifest.spec or {}).get("slo"))
     standings = capacities(raw, manifest)
     verdicts = {str(q["config_id"]): q["verdict"] for q in quality}
     limits: dict[str, str] = {}
@@ -403,13 +406,13 @@ def config_summary(
         limits.setdefault(str(finding["config_id"]), str(finding["rule"]))
     tied = set((best or {}).get("tie", {}).get("configs", []))
     out = []
-    for config in manifest.get("configs", []):
-        config_id = config["config_id"]
+    for config in manifest.configs:
+        config_id = config.config_id
         rows = raw[raw["config_id"] == config_id] if not raw.empty else raw
-        failed = config.get("status") == "failed" or bool(config.get("error"))
+        failed = config.status == ConfigStatus.FAILED or bool(config.error)
         out.append(
             {
-                "config": f"{config_id} {config.get('label') or ''}".strip(),
+                "config": f"{config_id} {config.label}".strip(),
                 "best": best is not None and best.get("config_id") == config_id,
                 "tied": config_id in tied,
                 "capacity": "failed: no point measured"

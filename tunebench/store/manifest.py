@@ -103,6 +103,9 @@ class ConfigEntry(_Open):
     # (the last repeat's), and every repeat's in `sentinels` (each with its "repeat")
     sentinel: dict[str, Any] | None = None
     sentinels: list[dict[str, Any]] | None = None
+    # the roofline the configuration's points are read against (tunebench/roofline): its
+    # weight bytes per decode step and bandwidth, or a note on why there is none
+    roofline: dict[str, Any] | None = None
 
 
 KIND_FIELDS = (
