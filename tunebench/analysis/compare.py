@@ -131,7 +131,7 @@ def _repeat_of(row: pd.Series) -> int:
 
 
 def verdict(metric: CompareMetric, change: stats.Change, min_change_pct: float) -> str:
-    if not change.available:
+    if change.low is None or change.high is None or change.change is None:  # not available
         return f"{NOT_AVAILABLE} ({change.note})" if change.note else NOT_AVAILABLE
     scale = 100.0
     low, high = change.low * scale, change.high * scale

@@ -108,20 +108,20 @@ def _layout(fig, renderer) -> dict[str, Any]:
         for collection in ax.collections:
             if not isinstance(collection, PathCollection) or not collection.get_visible():
                 continue
-            if collection.get_label().startswith("_"):
+            if str(collection.get_label()).startswith("_"):
                 continue
             xy = np.asarray(collection.get_offsets(), dtype=float)
             xy = xy[np.isfinite(xy).all(axis=1)]
             paths = collection.get_paths()
-            shape = paths[0].vertices.round(3).tobytes() if paths else b""
-            faces = collection.get_facecolor()
+            shape = np.asarray(paths[0].vertices).round(3).tobytes() if paths else b""
+            faces = np.asarray(collection.get_facecolor(), dtype=float)
             sizes = collection.get_sizes()
             size = float(np.sqrt(sizes[0])) if len(sizes) else 0.0  # s is the area in pt²
             series.append(
                 {
                     "axes": index,
                     "label": collection.get_label(),
-                    "colour": to_hex(faces[0]) if len(faces) else "none",
+                    "colour": to_hex(tuple(faces[0])) if len(faces) else "none",
                     # a scatter's marker is a path: its vertices tell two shapes apart
                     "marker": hashlib.sha1(shape).hexdigest()[:8],
                     "filled": bool(len(faces)),

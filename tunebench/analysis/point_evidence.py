@@ -90,7 +90,7 @@ def point_value(metric: CompareMetric, side: Evidence) -> float | None:
     values = values[np.isfinite(values) & (values > 0)]
     if len(values) > 1:
         return float(np.exp(np.log(values).mean()))  # geometric mean of the repeats
-    if metric.kind == "quantile":
+    if metric.kind == "quantile" and metric.quantile is not None:
         sample = side.sample(metric.sample or "")
         if len(sample):
             return float(np.quantile(sample, metric.quantile))

@@ -36,18 +36,16 @@ def serving_overhead(batch_path: Path, sweep_path: Path) -> list[dict[str, Any]]
             and Path(str(c.model)).name == Path(str(config.model)).name
         ]
         for twin in twins:
-            points = [
-                r
+            measured = [
+                (tok_s, r)
                 for r in sweep.rows
-                if r["config_id"] == twin.config_id and to_float(r.get("output_tok_s")) is not None
+                if r["config_id"] == twin.config_id
+                and (tok_s := to_float(r.get("output_tok_s"))) is not None
             ]
-            if not points:
+            if not measured:
                 continue
-            best = max(points, key=lambda r: to_float(r["output_tok_s"]))
-            offline_tok_s, online_tok_s = (
-                to_float(offline["output_tok_s"]),
-                to_float(best["output_tok_s"]),
-            )
+            online_tok_s, best = max(measured, key=lambda pair: pair[0])
+            offline_tok_s = to_float(offline["output_tok_s"])
             rows.append(
                 {
                     "config": config.label,

@@ -101,7 +101,7 @@ class CrossCheckDriver:
         self._current: str | None = None
 
     @property
-    def retried(self) -> list[dict[str, str]]:  # type: ignore[override]
+    def retried(self) -> list[dict[str, str]]:
         return [entry for driver in self.drivers.values() for entry in driver.retried]
 
     @property

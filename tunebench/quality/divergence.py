@@ -164,7 +164,8 @@ def _chose_its_favourite(cand: Completion, at: int) -> bool:
 def compare(reference: list[Completion], candidate: list[Completion]) -> Divergence:
     """The candidate's completions against the reference's, prompt by prompt (by index)."""
     by_index = {c.index: c for c in candidate}
-    exact, agreement, kls, tvs, top1, diverged, per_prompt = [], [], [], [], [], [], []
+    exact, agreement, kls, top1, diverged, per_prompt = [], [], [], [], [], []
+    tvs: list[float] = []
     gap_changes: list[float] = []
     # per compared prompt: (its agreement's index, the reference, where they part, the
     # candidate's token there, whether that token was the candidate's own favourite)
@@ -185,7 +186,10 @@ def compare(reference: list[Completion], candidate: list[Completion]) -> Diverge
             if value is not None:
                 kls.append(value)
                 top1.append(int(mine[0][0]) == int(theirs[0][0]))
-                tvs.append(_total_variation(mine, theirs))
+                # both lists are non-empty here (`_kl` read them), so the bound exists
+                tv = _total_variation(mine, theirs)
+                if tv is not None:
+                    tvs.append(tv)
                 gap_changes += _gap_changes(mine, theirs)
         if at is not None:
             diverged.append(at)

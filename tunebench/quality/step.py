@@ -50,7 +50,8 @@ class QualityCheck:
         if repeat > 1:
             return
         path = self.store.layout.quality(config_id)
-        if (self.store.manifest.config(config_id).quality or {}).get("prompts"):
+        entry = self.store.manifest.config(config_id)  # the runner recorded it as it started
+        if entry is not None and (entry.quality or {}).get("prompts"):
             return  # an earlier attempt of a resumed run collected them
         self.reporter.note(
             f"  quality check: {len(request.prompts)} prompts x {request.max_tokens} greedy tokens"

@@ -177,8 +177,9 @@ def side_names(result: Any, legend: dict[str, str]) -> dict[str, str]:
     name ("cpu-demo@162305"); a --by side is its value with short arg names."""
     candidates = result.rows["candidate"] if "candidate" in result.rows else []
     names = list(dict.fromkeys([result.baseline, *candidates]))
-    matches = {n: RUN_ID.match(n) for n in names}
-    if all(matches.values()):
+    found = {n: RUN_ID.match(n) for n in names}
+    matches = {n: m for n, m in found.items() if m is not None}
+    if len(matches) == len(names):
         plain = {n: m["name"] for n, m in matches.items()}
         if len(set(plain.values())) < len(names):
             plain = {n: f"{m['name']}@{m['time']}" for n, m in matches.items()}

@@ -147,10 +147,12 @@ def quality_change_table(rows: list[dict]) -> Group:
     legend: dict[str, str] = {}
     configs = _config_names([(r["config_id"], r.get("label") or "") for r in rows], legend)
     for name in ("run", "config", "vs", "exact", "agree", "top-1", "mean KL", "lm-eval change"):
+        is_config = name == "config"
         table.add_column(
             name,
             justify="left" if name in ("run", "config", "vs") else "right",
-            **({"no_wrap": True, "min_width": max(map(len, configs))} if name == "config" else {}),
+            no_wrap=is_config,
+            min_width=max(map(len, configs)) if is_config else None,
         )
 
     def share(value: Any) -> str:

@@ -126,7 +126,7 @@ def sweep_plan(spec: Any, plan: Any, seconds: float | tuple[float, float]) -> Gr
         crop = " / ".join(sig(x) if x is not None else "-" for x in (point.warmup, point.cooldown))
         target = speed_text(point.target) if is_replay(point.kind) else sig(point.target)
         points.add_row(point.point_id, point.kind, target, limit, crop)
-    lines = [configs, points]
+    lines: list[Table | Text] = [configs, points]
     quality = getattr(spec, "quality", None)
     if quality is not None:
         lines.append(Text(_quality_plan(quality, plan.configs)))
