@@ -4,6 +4,7 @@ window (machine/watch.py), and the compare gate on points the machine moved unde
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,39 @@ def test_the_watch_turns_counters_around_a_window_into_shares():
     assert reading.foreign_share == pytest.approx(0.1)
     assert reading.cpus == "CPU 0" and reading.probe_ms is None
     assert watch.window(50.0, 60.0) == "no telemetry around the window"
+
+
+class _CountingProbe:
+    """A probe whose readings say which call they were (1.0, 2.0, ...)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def measure_median(self, repeats: int) -> float:
+        self.calls += 1
+        return float(self.calls)
+
+
+def test_the_probe_a_window_end_asks_for_is_on_record_when_the_window_is_read():
+    """The runner reads a window right after its end: the probe that end asked for must be
+    on record by then (its `probe_after_ms`), though the watch's own tick is far away."""
+    probe = _CountingProbe()
+    watch = MachineWatch(_FakeTelemetry(), probe, interval_s=60, probe_interval_s=600)  # type: ignore[arg-type]
+    watch.start()
+    try:
+        assert watch.wait_for_probe(5)  # the watch's first probe, at its start
+        start = time.time()
+        watch.mark()  # the window starts
+        assert watch.wait_for_probe(5)
+        end = time.time()
+        watch.mark()  # ... and ends: the loop ticks once a minute, only the mark wakes it
+        assert watch.wait_for_probe(5)
+        probes = watch.probes()
+        assert [ms for t, ms in probes if t < start] == [1.0]  # probe_before_ms
+        assert [ms for t, ms in probes if t > end] == [3.0]  # probe_after_ms
+    finally:
+        watch.stop()
+    assert not watch.wait_for_probe(0.1)  # no loop: nothing to wait for
 
 
 def _drifted(name: str, seed: int, slowdown: float = 0.0):

@@ -40,6 +40,8 @@ class MachineWatch:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._probe_now = threading.Event()
+        self._wake = threading.Event()  # a mark, or the stop: the loop does not wait its tick
+        self._probed = threading.Event()  # set after each probe ends (ran or failed)
         self._thread: threading.Thread | None = None
         self.failures = 0
         self.last_error = ""
@@ -78,9 +80,10 @@ class MachineWatch:
         except Exception as exc:
             self.failures += 1
             self.last_error = f"probe: {type(exc).__name__}: {exc}"
-            return
-        with self._lock:
-            self._probes.append((self._clock(), ms))
+        else:
+            with self._lock:
+                self._probes.append((self._clock(), ms))
+        self._probed.set()  # after the probe is on record: a waiter reads it next
 
     def _loop(self) -> None:
         # its own schedule, whatever the marks ask besides: a load generator that runs its
@@ -95,7 +98,8 @@ class MachineWatch:
             if time.monotonic() >= next_probe:
                 self._run_probe()
                 next_probe += self.probe_interval_s
-            self._stop.wait(self.interval_s)
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
 
     def start(self) -> None:
         if self._thread is None:
@@ -103,13 +107,23 @@ class MachineWatch:
             self._thread.start()
 
     def mark(self) -> None:
-        """A point starts or ends: a telemetry sample now, and a probe soon, on the watch's
-        own thread (the point's next steps do not wait for it)."""
+        """A point starts or ends: a telemetry sample now, and a probe right away, on the
+        watch's own thread (the point's next steps do not wait for it)."""
         self._sample()
+        self._probed.clear()
         self._probe_now.set()
+        self._wake.set()
+
+    def wait_for_probe(self, timeout: float = 2.0) -> bool:
+        """Wait until the probe a mark asked for has run (a window's reading then holds
+        the probe after it); False at `timeout`, or when the watch has no probe or no loop."""
+        if self.probe is None or self._thread is None or not self._thread.is_alive():
+            return False
+        return self._probed.wait(timeout)
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=10)
 

@@ -366,6 +366,9 @@ class ConfigRunner:
                 state.meter.mark()  # a reading after the window: its end is bracketed
             if isinstance(state.machine, MachineWatch):
                 state.machine.mark()
+                # the probe after the window (tens of ms, in the load generator's pause
+                # between points) is read into the row below
+                state.machine.wait_for_probe()
             state.in_flight = None
             if state.sentinel is not None and result.point_id == state.sentinel.point_id:
                 judge_sentinel(
