@@ -608,3 +608,40 @@ def test_a_tune_under_a_relative_root_writes_every_file_into_its_run(tmp_path, m
     from tunebench.analysis.best import best_config
 
     assert best_config(run.name, "runs")["rule"] == "tune"
+
+
+def test_a_hint_queued_for_a_trial_that_never_ran_is_no_row_of_the_trials_table():
+    """The study queues the next hint before the trial limit stops it: that WAITING trial
+    ran nothing, so the table lists only trials that ran and says what was left queued."""
+    from rich.console import Console
+
+    from tunebench.report.tables import tune_summary
+
+    def row(trial: int, state: str, note: str = "", values: list | None = None) -> dict:
+        return {
+            "trial": trial,
+            "state": state,
+            "baseline": trial == 0,
+            "params": {} if trial == 0 else {"max-num-seqs": 5},
+            "values": values,
+            "note": note,
+        }
+
+    summary = {
+        "objective_names": ["capacity_rps"],
+        "deployments": 2,
+        "failed": 0,
+        "pruned": 0,
+        "trials": [
+            row(0, "COMPLETE", values=[2.9]),
+            row(1, "COMPLETE", values=[1.7]),
+            row(2, "WAITING", "hint from trial 1 (prefill-limited): mnbt 64 -> 128"),
+        ],
+        "best": None,
+    }
+    console = Console(width=200, record=True)
+    console.print(tune_summary(summary, {}))
+    text = console.export_text()
+    assert "WAITING" not in text
+    assert "│ 2 " not in text  # no row for trial 2
+    assert "queued, not run (the trial limit came first): hint from trial 1" in text

@@ -165,8 +165,10 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
     for column in ("trial", "state", "params", *names, "note"):
         table.add_column(column)
     repeats = [r for r in summary["trials"] if r["note"].startswith("same args as trial")]
+    # a hint the study queued for a trial the trial limit left out: not a trial that ran
+    queued = [r for r in summary["trials"] if r["state"] == "WAITING"]
     for row in summary["trials"]:
-        if row in repeats:
+        if row in repeats or row in queued:
             continue
         params = ", ".join(f"{k}={format_value(v)}" for k, v in row["params"].items())
         values = row["values"] or [None] * len(names)
@@ -178,6 +180,9 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
             row["note"][:70],
         )
     parts: list[Any] = [table]
+    for row in queued:
+        what = f": {row['note']}" if row["note"] else ""
+        parts.append(Text(f"queued, not run (the trial limit came first){what}", style="dim"))
     if repeats:
         parts.append(
             Text(
