@@ -38,7 +38,6 @@ sys.path.insert(0, str(REPO))
 
 from tunebench.processes import run_in_own_session  # noqa: E402
 
-TUNEBENCH = REPO / ".venv/bin/tunebench"
 OFF = {"watch": False, "sentinel": False}
 
 
@@ -55,7 +54,8 @@ def _run(spec: Path, output: Path) -> tuple[float, Path]:
     started = time.monotonic()
     # its own session, stopped with everything it started on a Ctrl-C here or at the limit
     done = run_in_own_session(
-        [str(TUNEBENCH), "sweep", str(spec), "-o", str(output), "--no-report"],
+        [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec), "-o", str(output)]
+        + ["--no-report"],
         REPO,
         dict(os.environ),
         timeout=3600,
