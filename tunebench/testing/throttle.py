@@ -36,14 +36,27 @@ def cgroup_writable(root: Path = CPU_ROOT) -> bool:
 class Throttle:
     """`with Throttle(pgid, 0.3, cpus=1):` slows the group by 30% for the block."""
 
-    def __init__(self, pgid: int, slowdown: float, cpus: float = 1.0, root: Path = CPU_ROOT):
+    def __init__(
+        self,
+        pgid: int,
+        slowdown: float,
+        cpus: float = 1.0,
+        root: Path = CPU_ROOT,
+        method: str | None = None,
+    ):
+        """`method` None: the cgroup where writable, else the duty cycle; "sigstop" forces
+        the duty cycle (a slowdown no cgroup counter shows, as a machine's own would be)."""
         if not 0 < slowdown < 1:
             raise ValueError(f"slowdown {slowdown} must lie between 0 and 1")
+        if method not in (None, "cgroup", "sigstop"):
+            raise ValueError(f"method {method!r}: use 'cgroup' or 'sigstop'")
+        if method == "cgroup" and not cgroup_writable(root):
+            raise ValueError(f"method 'cgroup': {root} is not writable here")
         self.pgid = pgid
         self.slowdown = slowdown
         self.cpus = cpus
         self.root = root
-        self.method = "cgroup" if cgroup_writable(root) else "sigstop"
+        self.method = method or ("cgroup" if cgroup_writable(root) else "sigstop")
         self._group = root / f"tunebench-throttle-{pgid}"
         self._home: dict[int, str] = {}
         self._stop = threading.Event()
