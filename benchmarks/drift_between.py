@@ -153,7 +153,11 @@ def verdicts(run: Path) -> dict[str, set[str]]:
 
 def summarise(slowdown: float, run: Path, planted: dict, tally: dict) -> None:
     nominal = 1 / (1 - slowdown) - 1
-    print(f"slowdown {slowdown:.0%} (time per token x{1 + nominal:.2f}): {run}")
+    # the sentinel against a first point throttled throughout: (1 - slowdown) - 1
+    print(
+        f"slowdown {slowdown:.0%} (time per token x{1 + nominal:.2f}; a sentinel after a first "
+        f"point slowed throughout reads {-slowdown:.0%}): {run}"
+    )
     found = verdicts(run)
     sentinels = {c["config_id"]: c.get("sentinel") or {} for c in _manifest(run)["configs"]}
     for config_id, evidence in sorted(found.items()):
