@@ -16,6 +16,10 @@ from tunebench.roofline.model_bytes import model_bytes
 from tunebench.spec.deployments import Whereabouts
 
 
+def _gpu_names() -> list[str]:
+    return [gpu["name"] for gpu in gpus()]
+
+
 class RooflinePlanner:
     """Builds each configuration's Roofline; measures the CPU once per size and CPU set."""
 
@@ -26,7 +30,7 @@ class RooflinePlanner:
         server_cpus: str | None,
         log_dir: Path,
         measure: Callable[[int, set[int] | None, Path], Bandwidth | str] = measure_cpu,
-        gpu_names: Callable[[], list[str]] = lambda: [g["name"] for g in gpus()],
+        gpu_names: Callable[[], list[str]] = _gpu_names,
     ):
         self.settings = settings
         self.server = server

@@ -1,5 +1,6 @@
 """Sequencing one server configuration: deploy, verify, every load point, teardown."""
 
-from tunebench.runner.config_runner import ConfigOutcome, ConfigRunner, PointExtras, PointRules
+from tunebench.runner.config_runner import ConfigOutcome, ConfigRunner
+from tunebench.runner.measuring import PointExtras, PointRules
 
 __all__ = ["ConfigOutcome", "ConfigRunner", "PointExtras", "PointRules"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Sequence
 
@@ -18,23 +18,17 @@ from tunebench.errors import DeploymentError, LoadError, tail
 from tunebench.machine.watch import MachineWatch
 from tunebench.metrics.effective import read_effective
 from tunebench.metrics.scraper import MetricsScraper
-from tunebench.metrics.series import rows_of, series_csv
-from tunebench.metrics.summary import summarize_window
+from tunebench.metrics.series import rows_of
 from tunebench.points.checkpoint import check_checkpoint, declared_for_model
-from tunebench.points.client_limit import DEFAULT_TOLERANCE
-from tunebench.points.cost import replica_price
-from tunebench.points.roofline import Roofline
-from tunebench.points.row import PointId, build_row
 from tunebench.points.sentinel import SENTINEL_SUFFIX, sentinel_point
 from tunebench.points.validity import verify_args
 from tunebench.redact import redact_text, secret_values
-from tunebench.roofline.plan import RooflinePlanner
+from tunebench.runner.measuring import Measuring, PointExtras, PointRules
 from tunebench.runner.probing import CapacityProbing
 from tunebench.runner.sentinel import judge_sentinel
 from tunebench.runner.watch import ServerWatch
 from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.deployment import Deployment, ServerHandle
-from tunebench.seams.energy import EnergyMeter, EnergyReading
 from tunebench.seams.load import ClientResult, LoadDriver
 from tunebench.seams.progress import Reporter
 from tunebench.spec.models import Metrics
@@ -61,50 +55,6 @@ class ConfigOutcome:
     capacity: dict[str, Any] | None = None  # CapacityProbing.summary() when searched
     effective: dict[str, Any] | None = None
     invalid_reasons: list[str] | None = None
-
-
-@dataclass
-class _Measuring:
-    """State of one configuration's load: what is stored, what is in flight."""
-
-    config: ServerConfig
-    reasons: list[str]
-    probing: CapacityProbing | None
-    scraper: MetricsScraper | None = None
-    meter: EnergyMeter | str | None = None  # or why this configuration has none
-    machine: MachineWatch | str | None = None  # the machine under the server, or why not
-    roofline: Roofline | None = None
-    earlier_series: str = ""
-    done: int = 0
-    repeat: int = 1
-    in_flight: str | None = None
-    effective: dict[str, Any] = field(default_factory=dict)
-    unverified: list[str] = field(default_factory=list)  # args the server gave no read-back of
-    sentinel: LoadPoint | None = None  # the first point again, after the last (points/sentinel)
-    first_samples: list[dict[str, Any]] | None = None  # the first point's, for the sentinel
-
-
-@dataclass(frozen=True)
-class PointRules:
-    """How each point is judged: the SLO, the client-limit tolerance, and the fixed output
-    length the data asks for (None: lengths vary), checked per point."""
-
-    slo: dict | None = None
-    client_tolerance: float = DEFAULT_TOLERANCE
-    expected_output_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class PointExtras:
-    """What the spec adds to every point: cost (`cost:`), energy (`energy:`, a meter per
-    configuration, or why it has none) and the roofline's decode bound (`roofline:`)."""
-
-    cost: dict[str, Any] | None = None
-    make_meter: Callable[[ServerConfig], EnergyMeter | str] | None = None
-    roofline: RooflinePlanner | None = None
-    make_machine_watch: Callable[[ServerConfig], MachineWatch | str] | None = None
-    # the A...A sentinel's window (spec `machine.sentinel_seconds`); None: no sentinel
-    sentinel_seconds: float | None = None
 
 
 def _repeat_suffix(repeat: int) -> str:
@@ -202,7 +152,7 @@ class ConfigRunner:
         )
         if probing is not None:
             probing.seed(earlier_rows)
-        state = _Measuring(config, [], probing, done=len(earlier_rows), repeat=repeat)
+        state = Measuring(config, [], probing, done=len(earlier_rows), repeat=repeat)
         state.sentinel = sentinel
         if attempt > 1 or repeat > 1:  # the series and the log of the earlier go are kept
             series = layout.series(config.config_id)
@@ -217,9 +167,8 @@ class ConfigRunner:
             )
             handle = self._start(config, driver)
             if handle is None:
-                return ConfigOutcome(
-                    config.config_id, "failed", 0, store.manifest.config(config.config_id).error
-                )
+                entry = store.manifest.config(config.config_id)
+                return ConfigOutcome(config.config_id, "failed", 0, entry.error if entry else None)
             self._verify(state, handle, driver)
             skip = None
             for step in self.before_load:  # the quality check, lm-eval: outside every window
@@ -301,7 +250,7 @@ class ConfigRunner:
         )
         return handle
 
-    def _verify(self, state: _Measuring, handle: ServerHandle, driver: LoadDriver) -> None:
+    def _verify(self, state: Measuring, handle: ServerHandle, driver: LoadDriver) -> None:
         """Read what the server runs with; args that did not take effect make it invalid."""
         effective = (
             handle.effective
@@ -339,9 +288,7 @@ class ConfigRunner:
             # never silently "ok": the server offers no way to read these back
             self.reporter.note(f"  unverified (no read-back here): {', '.join(unverified)}")
 
-    def _measure(
-        self, state: _Measuring, handle: ServerHandle, driver: LoadDriver
-    ) -> ConfigOutcome:
+    def _measure(self, state: Measuring, handle: ServerHandle, driver: LoadDriver) -> ConfigOutcome:
         config, store, probing = state.config, self.store, state.probing
 
         def on_start(point: LoadPoint) -> None:
@@ -383,7 +330,16 @@ class ConfigRunner:
                 return
             if state.first_samples is None:
                 state.first_samples = result.samples
-            row = self._row(state, result)
+            row = state.row(
+                result,
+                self.store.run_id,
+                self.rules,
+                self.extras,
+                metrics_enabled=self.metrics.enabled,
+                raw_report=(
+                    self.store.layout.relative(result.raw_report) if result.raw_report else None
+                ),
+            )
             store.add_requests(config.config_id, result.point_id, result.samples, state.repeat)
             store.add_point(row)
             if probing is not None:
@@ -433,62 +389,6 @@ class ConfigRunner:
             config.config_id, "complete", state.done, None, capacity, state.effective, state.reasons
         )
 
-    def _row(self, state: _Measuring, result: ClientResult) -> dict[str, Any]:
-        config, scraper = state.config, state.scraper
-        server = summarize_window(
-            scraper.snapshots() if scraper else [], result.start_time, result.end_time
-        )
-        note = (
-            scraper.last_error
-            if scraper and scraper.last_error
-            else "metrics disabled"
-            if not self.metrics.enabled
-            else ""
-        )
-        raw = self.store.layout.relative(result.raw_report) if result.raw_report else None
-        return build_row(
-            PointId(
-                self.store.run_id,
-                config.config_id,
-                config.label,
-                result.point_id,
-                result.point.kind,
-                state.repeat,
-            ),
-            config.varied,
-            {**result.columns},
-            result.samples,
-            server,
-            server_note=note,
-            slo_spec=self.rules.slo,
-            client_tolerance=self.rules.client_tolerance,
-            config_problems=state.reasons,
-            config_unverified=[f"{arg} not read back from the server" for arg in state.unverified],
-            expected_output_tokens=self.rules.expected_output_tokens,
-            raw_report=raw,
-            window=(result.start_time, result.end_time),
-            price_per_hour=(
-                replica_price(self.extras.cost, config.args) if self.extras.cost else None
-            ),
-            energy=self._energy(state.meter, result),
-            roofline=state.roofline,
-            # a replayed trace's predicted prefix hits come in the server's cache blocks
-            block_size=state.effective.get("block_size"),
-            machine=(
-                state.machine.window(result.start_time, result.end_time)
-                if isinstance(state.machine, MachineWatch)
-                else state.machine
-            ),
-        )
-
-    @staticmethod
-    def _energy(
-        meter: EnergyMeter | str | None, result: ClientResult
-    ) -> EnergyReading | str | None:
-        if meter is None or isinstance(meter, str):
-            return meter
-        return meter.window(result.start_time, result.end_time)
-
     def _record_capacity(
         self, config: ServerConfig, probing: CapacityProbing | None
     ) -> dict[str, Any] | None:
@@ -501,9 +401,5 @@ class ConfigRunner:
             self.capacity_hint = summary["rate"]
         return summary
 
-    def _write_series(self, state: _Measuring) -> None:
-        assert state.scraper is not None
-        self.store.write_text(
-            self.store.layout.series(state.config.config_id),
-            series_csv(state.scraper.snapshots(), state.earlier_series),
-        )
+    def _write_series(self, state: Measuring) -> None:
+        self.store.write_text(self.store.layout.series(state.config.config_id), state.series_text())
