@@ -13,17 +13,16 @@ the pod itself through a port-forward (the cluster's ServiceMonitor samples ever
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+from tunebench.deploy.kserve_status import CONTAINER, condition, pod_state
 from tunebench.deploy.kube import KubeCli, first_line
-from tunebench.deploy.local import free_port, server_error_line
+from tunebench.deploy.local import server_error_line
+from tunebench.deploy.port_forward import PortForwards
 from tunebench.deploy.ready import wait_for_models
 from tunebench.errors import DeploymentError, SpecError, tail
-from tunebench.processes import ManagedProcess
 from tunebench.redact import remember
 from tunebench.seams.deployment import ServerHandle, StatusCallback, tls_verify
 from tunebench.spec.deployments import HelmSettings
@@ -31,18 +30,7 @@ from tunebench.spec.kserve_chart import chart_values, render_values_file, tokeni
 from tunebench.spec.plan import ServerConfig
 from tunebench.store.layout import RunLayout
 
-VLLM_PORT = 8080  # the chart's ServingRuntime runs vLLM with --port=8080
-CONTAINER = "kserve-container"
 POLL_S = 5.0
-# Pod states that do not recover by waiting: fail the configuration at once.
-FATAL_WAITING = {
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-}
-CRASH_RESTARTS = 2
 
 
 class HelmDeployment:
@@ -70,11 +58,10 @@ class HelmDeployment:
             settings.kube_context,
             layout.helm_commands,
         )
-        self._forwards: list[ManagedProcess] = []
+        self._forwards = PortForwards(self.kube, layout.logs)
         self._log_path: Path | None = None
         self._config: ServerConfig | None = None
         self._pod: str | None = None
-        self._last_pgid: int | None = None
 
     # -- the Deployment contract -------------------------------------------------------
     @property
@@ -84,22 +71,15 @@ class HelmDeployment:
     @property
     def pgid(self) -> int | None:
         """The first port-forward's group: the processes tunebench started for this release."""
-        return self._forwards[0].pgid if self._forwards else None
+        return self._forwards.pgid
 
     @property
     def last_pgid(self) -> int | None:
-        return self._last_pgid
+        return self._forwards.last_pgid
 
     def failure(self) -> str | None:
         """Why vLLM became unreachable during the load (a port-forward ended), or None."""
-        for forward in self._forwards:
-            code = forward.poll()
-            if code is not None:
-                return (
-                    f"oc port-forward to pod/{self._pod} exited (code {code}) while load was "
-                    f"running: {first_line(_read(forward.log_path))}"
-                )
-        return None
+        return self._forwards.failure()
 
     def log_text(self) -> str:
         if self._log_path and self._log_path.exists():
@@ -147,9 +127,7 @@ class HelmDeployment:
         )
 
     def stop(self) -> None:
-        for forward in self._forwards:
-            forward.stop()
-        self._forwards.clear()
+        self._forwards.close()
         if self._config is None:
             return
         self._config = None
@@ -242,12 +220,11 @@ class HelmDeployment:
                 check=False,
             )
         except DeploymentError as exc:
-            result = None
             problem = str(exc)
         else:
+            if result.returncode == 0 or "not found" in result.stderr:
+                return
             problem = first_line(result.stderr)
-        if result is not None and (result.returncode == 0 or "not found" in result.stderr):
-            return
         # Teardown must not hide the configuration's own outcome; say what is left behind.
         print(
             f"warning: helm uninstall {self.release} failed ({problem}); remove it with: "
@@ -261,14 +238,14 @@ class HelmDeployment:
         reason = "no status yet"
         while True:
             isvc = self.kube.oc_json("inferenceservice", self.release) or {}
-            ready, reason = _condition(isvc, "Ready", reason)
+            ready, reason = condition(isvc, "Ready", reason)
             pods = (
                 self.kube.oc_json(
                     "pods", "-l", f"serving.kserve.io/inferenceservice={self.release}"
                 )
                 or {}
             )
-            pod, state, fatal = _pod_state(pods.get("items") or [])
+            pod, state, fatal = pod_state(pods.get("items") or [])
             if fatal:
                 self._fail(f"InferenceService {self.release}: pod {pod} {fatal}", pod)
             if ready and pod and state == "ready":
@@ -348,82 +325,7 @@ class HelmDeployment:
         return f"https://{host}", not self.settings.insecure_skip_tls_verify
 
     def _port_forward(self, pod: str | None) -> str:
-        port = free_port()
-        argv = self.kube.executable_argv(
-            "port-forward", f"pod/{pod}", f"{port}:{VLLM_PORT}", "--address", "127.0.0.1"
-        )
-        config_id = self._config.config_id if self._config else "release"
-        log_path = self.layout.logs / f"port-forward-{config_id}.log"  # one per configuration
-        forward = ManagedProcess(argv, log_path=log_path)
-        self._forwards.append(forward)
-        if len(self._forwards) == 1:
-            self._last_pgid = forward.pgid
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if forward.poll() is not None:
-                raise DeploymentError(
-                    f"oc port-forward to pod/{pod} exited: {first_line(_read(forward.log_path))}"
-                )
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return f"http://127.0.0.1:{port}"
-            except OSError:
-                time.sleep(0.2)
-        raise DeploymentError(f"oc port-forward to pod/{pod} did not listen within 30 s")
-
-
-def _read(path: Path | None) -> str:
-    return path.read_text(errors="replace") if path and path.exists() else ""
-
-
-def _condition(obj: dict[str, Any], kind: str, previous: str) -> tuple[bool, str]:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            text = condition.get("message") or condition.get("reason") or previous
-            return condition.get("status") == "True", text
-    return False, previous
-
-
-def _pod_state(pods: list[dict[str, Any]]) -> tuple[str | None, str, str | None]:
-    """(pod name, a short state, a fatal reason or None) of the newest predictor pod."""
-    if not pods:
-        return None, "no pod yet", None
-    pod = max(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
-    name = (pod.get("metadata") or {}).get("name")
-    status = pod.get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            return (
-                name,
-                f"Pending ({condition.get('reason')}: {condition.get('message', '')})",
-                None,
-            )
-    for container in status.get("containerStatuses") or []:
-        if container.get("name") != CONTAINER:
-            continue
-        state = container.get("state") or {}
-        waiting = state.get("waiting") or {}
-        restarts = int(container.get("restartCount") or 0)
-        if waiting.get("reason") in FATAL_WAITING:
-            return name, waiting["reason"], f"{waiting['reason']}: {waiting.get('message', '')}"
-        if waiting.get("reason") == "CrashLoopBackOff" and restarts >= CRASH_RESTARTS:
-            last = (container.get("lastState") or {}).get("terminated") or {}
-            why = last.get("reason") or "Error"
-            return (
-                name,
-                "CrashLoopBackOff",
-                (
-                    f"CrashLoopBackOff after {restarts} restarts "
-                    f"(last exit: {why}, code {last.get('exitCode')})"
-                ),
-            )
-        if container.get("ready"):
-            return name, "ready", None
-        if state.get("running"):
-            return name, "Running, not ready (loading the model)", None
-        if waiting:
-            return name, waiting.get("reason") or "Waiting", None
-    return name, status.get("phase") or "Pending", None
+        return self._forwards.open(pod, self._config.config_id if self._config else "release")
 
 
 LOG_GAP = "[tunebench] ... pod log lines between the saved start-up and the last {tail} not kept"

@@ -161,7 +161,7 @@ def with_builtin_drafts(config: ServerConfig) -> ServerConfig:
     """`config` with a `builtin:` speculative draft resolved to its built path."""
     speculative = _speculative(config)
     draft = speculative.get("model") if speculative else None
-    if not (isinstance(draft, str) and draft.startswith("builtin:")):
+    if not speculative or not (isinstance(draft, str) and draft.startswith("builtin:")):
         return config
     resolved = {**speculative, "model": demo.resolve_builtin(draft)}
     return dataclasses.replace(config, args={**config.args, "speculative-config": resolved})
