@@ -21,6 +21,7 @@ from tunebench.store.manifest import Manifest, RunKind
 from tunebench.store.run import RunStore
 from tunebench.testing import make_rate_grid_run
 from tunebench.tune import results, space
+from tunebench.tune.claims import StudyClaims
 from tunebench.tune.evaluate import RunnerEvaluator
 from tunebench.tune.storage import open_study
 from tunebench.tune.study import TrialOutcome, Tuner
@@ -179,7 +180,7 @@ def test_workers_that_claim_the_baseline_together_measure_it_exactly_once(monkey
     evaluator = FakeEvaluator()
     tie = threading.Barrier(2, timeout=10)
     first_reads: set[str] = set()
-    claimers = Tuner._baseline_claimers
+    claimers = StudyClaims.baseline_claimers
 
     def claimers_after_the_other_claimed(self, own):
         if self.worker in first_reads:
@@ -190,7 +191,7 @@ def test_workers_that_claim_the_baseline_together_measure_it_exactly_once(monkey
         tie.wait()
         return seen
 
-    monkeypatch.setattr(Tuner, "_baseline_claimers", claimers_after_the_other_claimed)
+    monkeypatch.setattr(StudyClaims, "baseline_claimers", claimers_after_the_other_claimed)
     workers = [
         Tuner(study, tune, {"max-model-len": 512}, "m", None, evaluator, worker=name)
         for name in ("w1", "w2")

@@ -16,8 +16,8 @@ from tunebench.spec.kserve_chart import chart_args
 from tunebench.spec.plan import engine_arg_list
 from tunebench.store.files import write_atomic
 from tunebench.store.run import RunStore
+from tunebench.tune.claims import BASELINE_ATTR
 from tunebench.tune.storage import objective_names
-from tunebench.tune.study import BASELINE_ATTR
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
 

@@ -23,7 +23,8 @@ import optuna
 
 from tunebench.spec.plan import ServerConfig
 from tunebench.tune import space as search_space
-from tunebench.tune.study import BASELINE_ATTR, TrialOutcome
+from tunebench.tune.claims import BASELINE_ATTR
+from tunebench.tune.study import TrialOutcome
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
 

@@ -30,6 +30,7 @@ from tunebench.redact import redact, redact_text
 from tunebench.spec.models import Tune
 from tunebench.spec.plan import ServerConfig, args_key
 from tunebench.tune import space as search_space
+from tunebench.tune.claims import BASELINE_ATTR, StudyClaims, deployments
 from tunebench.tune.hints import next_trial
 from tunebench.tune.pruning import kv_budget_key, kv_capacity_for, prune_reason
 from tunebench.tune.storage import fail_stale, heartbeat
@@ -37,7 +38,6 @@ from tunebench.tune.storage import fail_stale, heartbeat
 MAX_IDLE_PROPOSALS = 25
 # After this many proposals in a row that deployed nothing, propose at random until one does.
 RANDOM_AFTER_IDLE = 5
-BASELINE_ATTR = "baseline"
 # Rounds of claiming the baseline in a shared study before leaving it to the other workers.
 BASELINE_CLAIM_ROUNDS = 20
 
@@ -85,16 +85,12 @@ class Tuner:
         # a shared study (several workers): claims, a study-wide budget, heartbeats
         self.worker = worker
         self.shared = worker is not None
+        self.claims = StudyClaims(study, worker)
 
     # -- state kept in the study, so that a resumed study knows it -----------------------
     def deployments(self) -> int:
-        """Deployments of the study (all workers'), running ones included; a retry waiting to
-        run carries its failed original's attributes and is not one yet."""
-        return sum(
-            1
-            for t in self.study.get_trials(deepcopy=False)
-            if t.user_attrs.get("deployed") and t.state != optuna.trial.TrialState.WAITING
-        )
+        """Deployments of the study (all workers'), running ones included."""
+        return deployments(self.study)
 
     def _measured(self) -> dict[str, optuna.trial.FrozenTrial]:
         done = {}
@@ -203,44 +199,17 @@ class Tuner:
             trial.set_user_attr(BASELINE_ATTR, True)
             if not self.shared:
                 break
-            others = self._baseline_claimers(trial.number)
+            others = self.claims.baseline_claimers(trial.number)
             if not others:
                 break
             trial.set_user_attr(BASELINE_ATTR, False)
             self._yield(trial, f"the baseline is trial {min(others)} (another worker)")
-            if self._baseline_taken(trial.number):
+            if self.claims.baseline_taken(trial.number):
                 return
             time.sleep(random.uniform(0.05, 0.5))
         else:
             return  # every round tied (the others keep claiming): they will measure it
         self._deploy(trial, {}, note="baseline: vLLM defaults")
-
-    def _baseline_claimers(self, own: int) -> list[int]:
-        """Numbers of the other trials that claim the baseline now."""
-        return [
-            t.number
-            for t in self.study.get_trials(deepcopy=False)
-            if t.user_attrs.get(BASELINE_ATTR)
-            and t.number != own
-            and t.state != optuna.trial.TrialState.WAITING
-        ]
-
-    def _baseline_taken(self, own: int, timeout_s: float = 60.0) -> bool:
-        """Whether another worker measures (or measured) the baseline, once every claimer
-        has decided: a claimer that went on to deploy has its worker recorded or has
-        ended; one that yielded no longer claims it."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            undecided = False
-            for t in self.study.get_trials(deepcopy=False):
-                if t.number == own or not t.user_attrs.get(BASELINE_ATTR):
-                    continue
-                if t.state != optuna.trial.TrialState.RUNNING or t.user_attrs.get("worker"):
-                    return True
-                undecided = True
-            if not undecided or time.monotonic() > deadline:
-                return undecided  # an undecided claimer past the deadline: leave it to it
-            time.sleep(0.1)
 
     def _yield(self, trial: optuna.Trial, reason: str) -> None:
         """A shared study's trial left to another worker: PRUNED, not a deployment."""
@@ -249,30 +218,6 @@ class Tuner:
         trial.set_user_attr("pruned_reason", reason)
         self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         self.on_trial(self.study.trials[trial.number], reason)
-
-    def _claim(self, trial: optuna.Trial, key: str) -> str | None:
-        """Why a shared study's trial must not deploy `key` (None: it may).
-
-        The claim (args_key and deployed) is written before the check, and a trial yields to
-        any other that claimed the same: two that claim together may both yield, never both
-        deploy. The budget counts claims the same way."""
-        trial.set_user_attr("args_key", key)
-        trial.set_user_attr("deployed", True)
-        live = [
-            t
-            for t in self.study.get_trials(deepcopy=False)
-            if t.number != trial.number and t.state != optuna.trial.TrialState.WAITING
-        ]
-        for other in live:
-            if (
-                other.state == optuna.trial.TrialState.RUNNING
-                and other.user_attrs.get("args_key") == key
-                and other.user_attrs.get("deployed")
-            ):
-                return f"the same args are being measured by trial {other.number} (another worker)"
-        if self.deployments() > self.tune.trials:
-            return f"the study's {self.tune.trials} deployments are spent (by all workers)"
-        return None
 
     def _one_trial(self, explore: bool = False) -> None:
         """One proposal; with `explore`, drawn at random: TPE that has converged proposes
@@ -340,7 +285,7 @@ class Tuner:
         args = search_space.engine_args(self.base_args, params)
         key = args_key(args)
         if self.shared:  # the claim writes args_key and deployed
-            refused = self._claim(trial, key)
+            refused = self.claims.claim(trial, key, self.tune.trials)
             if refused:
                 self._yield(trial, refused)
                 return
