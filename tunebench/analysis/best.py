@@ -36,7 +36,6 @@ comparison's is `regression` or `no-regression` (see `compare_verdict`).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +44,11 @@ import pandas as pd
 from tunebench.analysis.compare import (
     ALL_POINTS,
     NO_CHANGE,
-    SIGNIFICANT_BETTER,
-    SIGNIFICANT_WORSE,
     compare_sides,
 )
 from tunebench.analysis.compare_metrics import METRICS
-from tunebench.analysis.frames import load_requests, load_run, read_manifest, run_path
+from tunebench.analysis.frames import load_run, read_manifest, run_path
 from tunebench.analysis.quality import failing
-from tunebench.analysis.sides import Side
 from tunebench.analysis.standings import (
     Standing,
     capacity_bound,
@@ -63,12 +59,12 @@ from tunebench.analysis.standings import (
     standing_out,
     unconverged,
 )
+from tunebench.analysis.tie_break import config_sides, load_text, separating_figure
 from tunebench.errors import TunebenchError
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.cost import at_rate, replica_price
-from tunebench.points.offered import REPLAY, is_replay, replay_key, speed_text
-from tunebench.spec.load_kind import LoadKind
+from tunebench.points.offered import REPLAY, is_replay
 from tunebench.store.manifest import ConfigEntry, Manifest
 
 # Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
@@ -234,7 +230,7 @@ def _throughput_tie(
     `compare` does; a tie when its interval includes no change."""
     if pd.isna(row.get("target")):
         return None
-    sides = _config_sides(path, [str(row["config_id"]), str(runner["config_id"])])
+    sides = config_sides(path, [str(row["config_id"]), str(runner["config_id"])])
     for side in sides:
         side.points = side.points[
             (side.points["load_kind"] == row["load_kind"])
@@ -250,7 +246,7 @@ def _throughput_tie(
     if found.empty or found.iloc[0]["verdict"] != NO_CHANGE:
         return None
     first = found.iloc[0]
-    where = _where(row["load_kind"], row["target"], str(row["point_id"]))
+    where = load_text(row["load_kind"], row["target"], str(row["point_id"]))
     between = joined_names(
         [names.get(str(r["config_id"]), str(r["config_id"])) for r in (row, runner)]
     )
@@ -306,99 +302,26 @@ def best_config(run: str | Path, root: str | Path = "reports") -> dict[str, Any]
     return best
 
 
-# The figures that may decide a tie, latency first: a configuration that sustains the same
-# load with a fraction of the wait is the one a user wants.
-DECIDING_METRICS = ("ttft_p95", "ttft_p50", "itl_p95", "e2e_p95", "output_tok_s")
-
-
-def _config_sides(path: Path, config_ids: list[str]) -> list[Side]:
-    """One compare side per configuration: its valid points and its requests."""
-    points = load_run(path)
-    try:
-        requests = load_requests(path)
-    except TunebenchError:  # raw reports not kept: the figures go without intervals
-        requests = pd.DataFrame(columns=["config_id", "point_id"])
-    sides = []
-    for config_id in config_ids:
-        mine = points[(points["config_id"] == config_id) & (points["valid"] == True)]  # noqa: E712
-        label = str(mine["config_label"].iloc[0]) if not mine.empty else config_id
-        sides.append(Side(label, mine, requests[requests["config_id"] == config_id]))
-    return sides
-
-
-def _where(kind: Any, target: Any, point: str) -> str:
-    number = to_float(target)
-    if number is None:
-        return str(point)
-    if kind in LoadKind.STREAM:
-        return f"{number:g} stream{'' if number == 1 else 's'}"
-    if kind in LoadKind.RATE:
-        return f"{number:g} req/s"
-    if is_replay(kind):
-        # compare's aligned point already names trace and speed; a point id does not
-        return point if point.endswith(speed_text(number)) else replay_key(point, number)
-    return str(point)
-
-
-def _factor(a: float, b: float, higher_is_better: bool) -> str:
-    """How much better the better of a and b is: "5.4x lower", "23% higher"."""
-    small, large = sorted((a, b))
-    ratio = large / small
-    word = "higher" if higher_is_better else "lower"
-    if ratio >= 2:
-        return f"{ratio:.2g}x {word}" if ratio < 10 else f"{ratio:.0f}x {word}"
-    change = (1 - small / large) if not higher_is_better else (ratio - 1)
-    return f"{100 * change:.0f}% {word}"
-
-
 def _decide(path: Path, manifest: Manifest, best: dict[str, Any]) -> dict[str, Any]:
-    """Name the next figure that separates the tied configurations: the largest difference
-    that `compare` finds significant between the rule's best and each tied one, over all
-    the points they share (without per-request samples: the largest measured difference,
-    unconfirmed). Its winner is named best; the tie stays on record."""
+    """Name the next figure that separates the tied configurations (analysis/tie_break.py).
+    Its winner is named best when compare confirmed it; the tie stays on record."""
     tie = best["tie"]
     standings: dict[str, Standing] = best.pop("_standings", {})
     points_of: dict[str, str] = best.pop("_points", {})
-    sides = _config_sides(path, tie["configs"])
-    ids = {side.name: config_id for side, config_id in zip(sides, tie["configs"])}
-    try:
-        result = compare_sides(sides, [METRICS[m] for m in DECIDING_METRICS])
-    except TunebenchError:  # no point in common
-        result = None
-    rows = result.rows[result.rows["point"] != ALL_POINTS] if result is not None else pd.DataFrame()
-    chosen, confirmed = None, True
-    if not rows.empty:
-        numbers = rows.assign(
-            a=pd.to_numeric(rows["a"], errors="coerce"), b=pd.to_numeric(rows["b"], errors="coerce")
-        )
-        numbers = numbers[(numbers["a"] > 0) & (numbers["b"] > 0)]
-        numbers = numbers.assign(size=(numbers["b"] / numbers["a"]).map(lambda r: abs(math.log(r))))
-        significant = numbers[numbers["verdict"].isin((SIGNIFICANT_BETTER, SIGNIFICANT_WORSE))]
-        if not significant.empty:
-            chosen = significant.loc[significant["size"].idxmax()]
-        elif not numbers.empty and not numbers["verdict"].eq(NO_CHANGE).any():
-            # nothing could be judged (no per-request samples): the largest difference
-            chosen, confirmed = numbers.loc[numbers["size"].idxmax()], False
-    if chosen is None:
+    figure = separating_figure(path, tie["configs"])
+    if figure is None:
         tie["decider"] = "no measured figure separates them"
         return best
-    metric = METRICS[str(chosen["metric"])]
-    b_better = (chosen["b"] > chosen["a"]) == metric.higher_is_better
-    winner_name = str(chosen["candidate"] if b_better else chosen["baseline"])
-    where = _where(chosen["load_kind"], chosen["target"], str(chosen["point"]))
-    label = metric.label.removesuffix(" ms").removesuffix(" s")
-    text = (
-        f"at {where} {winner_name} has "
-        f"{_factor(float(chosen['a']), float(chosen['b']), metric.higher_is_better)} {label}"
-    )
     tie["decider"] = (
-        text if confirmed else f"{text} (unconfirmed: no per-request samples for an interval)"
+        figure.text
+        if figure.confirmed
+        else f"{figure.text} (unconfirmed: no per-request samples for an interval)"
     )
-    tie["decided"] = confirmed
-    winner = ids.get(winner_name, best["config_id"])
-    if confirmed and winner != best["config_id"] and winner in standings:
+    tie["decided"] = figure.confirmed
+    winner = figure.winner_id or best["config_id"]
+    if figure.confirmed and winner != best["config_id"] and winner in standings:
         standing = standings[winner]
-        config = _config(manifest, winner, winner_name)
+        config = _config(manifest, winner, figure.winner_label)
         kept = ("tie", "slo_met", "client_limited", "arrival")
         keep: dict[str, Any] = {k: best[k] for k in kept if k in best}
         best = {**_describe(config, best["rule"], best["metric"], standing.value), **keep}

@@ -17,7 +17,7 @@ against A gets an interval from the method that fits the evidence (analysis/stat
 Where the intervals measure all their variability (repeats, or no assumed run-to-run
 spread), each metric also gets a row over all aligned points (point "all points", the
 geometric mean of the points' ratios), which sees a change common to every point with about
-sqrt(points) times the precision of one.
+sqrt(points) times the precision of one (analysis/pooled.py).
 
 A verdict is "better" or "worse" when the two-sided interval excludes no change (and the
 change is at least `min_change_pct`); "n/a" with the reason when the evidence is too thin
@@ -27,7 +27,6 @@ client held back are compared but marked (`client_limited`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -47,9 +46,9 @@ from tunebench.analysis.point_evidence import (
     DEFAULT_RUN_CV,
     Evidence,
     measure_change,
-    paired_rounds,
     point_value,
 )
+from tunebench.analysis.pooled import Compared, pooled_change, repeat_of
 from tunebench.analysis.sides import LOAD_KEY, Side, args_differ, hardware_warnings
 from tunebench.errors import TunebenchError
 from tunebench.points import trust
@@ -120,14 +119,6 @@ def _samples_index(side: Side) -> dict[tuple[str, str, int], pd.DataFrame]:
         (str(c), str(p), int(r)): group
         for (c, p, r), group in frame.groupby(["config_id", "point_id", "_repeat"], sort=False)
     }
-
-
-def _repeat_of(row: pd.Series) -> int:
-    value = row.get("repeat")
-    try:
-        return int(float(value)) if value not in (None, "") and not pd.isna(value) else 1
-    except (TypeError, ValueError):
-        return 1
 
 
 def verdict(metric: CompareMetric, change: stats.Change, min_change_pct: float) -> str:
@@ -219,7 +210,7 @@ def compare_sides(
             if point_key not in cand_keys
         ]
         # per (extra key, metric): the points pooled into one row over all points
-        compared: dict[tuple[Any, ...], list[_Compared]] = {}
+        compared: dict[tuple[Any, ...], list[Compared]] = {}
         pairs: list[tuple[Any, pd.DataFrame, pd.DataFrame, Evidence, Evidence]] = []
         for point_key, cand_rows in cand_points.groupby(group_key, sort=False, dropna=False):
             base_rows = base_groups.get(point_key)
@@ -268,7 +259,7 @@ def compare_sides(
                     change = measure_change(metric, a, b, confidence, run_cv)
                     text = verdict(metric, change, min_change_pct)
                     pool = (*(where[k] for k in extra), metric.name)
-                    compared.setdefault(pool, []).append(_Compared(a, b, change, limited))
+                    compared.setdefault(pool, []).append(Compared(a, b, change, limited))
                 value_a, value_b = point_value(metric, a), point_value(metric, b)
                 records.append(
                     _record(baseline, candidate, where, metric, value_a, value_b, change, text)
@@ -285,7 +276,7 @@ def compare_sides(
         assumed_spread = any(c.change.shared_var > 0 for e in compared.values() for c in e)
         for pool, evidence in compared.items() if not assumed_spread else ():
             metric = METRICS[pool[-1]]
-            pooled = _pooled(metric, evidence, confidence)
+            pooled = pooled_change(metric, evidence, confidence)
             if pooled is None:
                 continue
             change, value_a, value_b, limited, repeats = pooled
@@ -353,16 +344,6 @@ def _missing_point(
 ALL_POINTS = "all points"  # the point of the rows that pool every aligned point of a metric
 
 
-@dataclass
-class _Compared:
-    """One aligned point's evidence for one metric, kept for the row over all points."""
-
-    a: Evidence
-    b: Evidence
-    change: stats.Change
-    limited: str
-
-
 def _draw_bootstraps(evidence: list[Evidence], metrics: list[CompareMetric]) -> None:
     """Draw every request sample's bootstrap the quantile metrics will read, on all cores.
     The heavy part is numpy (noise, gathers, sorts), which runs outside the GIL; each draw
@@ -423,92 +404,6 @@ def _record(
     }
 
 
-def _pooled(
-    metric: CompareMetric, compared: list[_Compared], confidence: float
-) -> tuple[stats.Change, float | None, float | None, str, tuple[int, int]] | None:
-    """The metric's change over all aligned points that have a verdict (the geometric mean of
-    the points' ratios; for the error rate, the mean difference), or None when fewer than two
-    points have one. A regression that is moderate at every point is clearer here than at
-    any single point."""
-    usable = [c for c in compared if c.change.available]
-    if len(usable) < 2:
-        return None
-    limited = ",".join(s for s in ("A", "B") if any(s in c.limited.split(",") for c in usable))
-    repeats = (min(len(c.a.rows) for c in usable), min(len(c.b.rows) for c in usable))
-    values_a = [point_value(metric, c.a) for c in usable]
-    values_b = [point_value(metric, c.b) for c in usable]
-    value_a, value_b = _mean_value(metric, values_a), _mean_value(metric, values_b)
-    repeated = (stats.REPEATS_METHOD, stats.PAIRED_METHOD)
-    if metric.kind == "proportion" or all(c.change.method not in repeated for c in usable):
-        change = stats.pooled_change([c.change for c in usable], confidence)
-    elif all(c.change.method == stats.PAIRED_METHOD for c in usable):
-        change = _pooled_rounds(metric, usable, confidence)
-    elif all(c.change.method == stats.REPEATS_METHOD for c in usable):
-        change = _pooled_repeats(metric, usable, confidence)
-    else:
-        change = stats.not_available(
-            "", repeats[0], repeats[1], "some points were measured with repeats, some without"
-        )
-    return change, value_a, value_b, limited, repeats
-
-
-def _mean_value(metric: CompareMetric, values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None and math.isfinite(v)]
-    if len(known) != len(values) or not known:
-        return None
-    if metric.kind == "proportion":
-        return float(np.mean(known))
-    if min(known) <= 0:
-        return None
-    return float(np.exp(np.log(known).mean()))
-
-
-def _pooled_repeats(
-    metric: CompareMetric, usable: list[_Compared], confidence: float
-) -> stats.Change:
-    """Repeats on both sides: each repeat's geometric mean over the points, then Welch's t
-    over the repeats, so the run-to-run spread the points share stays in the interval."""
-
-    def per_repeat(evidence: list[Evidence]) -> np.ndarray:
-        by_repeat: list[dict[int, float]] = []
-        for side in evidence:
-            values: dict[int, float] = {}
-            for _, row in side.rows.iterrows():
-                value = pd.to_numeric(pd.Series([row.get(metric.column)]), errors="coerce").iloc[0]
-                if np.isfinite(value) and value > 0:
-                    values[_repeat_of(row)] = float(value)
-            by_repeat.append(values)
-        common = set.intersection(*(set(v) for v in by_repeat))
-        return np.array(
-            [np.exp(np.mean([np.log(v[r]) for v in by_repeat])) for r in sorted(common)]
-        )
-
-    found = stats.repeats_change(
-        per_repeat([c.a for c in usable]), per_repeat([c.b for c in usable]), confidence
-    )
-    if not found.available:
-        return dataclasses.replace(found, note="fewer than 2 repeats common to every point")
-    return dataclasses.replace(found, note=f"geometric mean over {len(usable)} points per repeat")
-
-
-def _pooled_rounds(
-    metric: CompareMetric, usable: list[_Compared], confidence: float
-) -> stats.Change:
-    """Paired rounds on every point: each round's geometric mean over the points on each
-    side, then the paired t over the rounds (a round's drift is shared by all its points)."""
-    per_point = [paired_rounds(metric.column, c.a, c.b) or [] for c in usable]
-    rounds = min(len(p) for p in per_point)
-    pairs = [
-        (
-            float(np.exp(np.mean([np.log(p[r][0]) for p in per_point]))),
-            float(np.exp(np.mean([np.log(p[r][1]) for p in per_point]))),
-        )
-        for r in range(rounds)
-    ]
-    found = stats.paired_rounds_change(pairs, confidence)
-    return dataclasses.replace(found, note=f"geometric mean over {len(usable)} points per round")
-
-
 _SAMPLE_KEY_COLUMNS = ("config_id", "point_id", "repeat")
 
 
@@ -517,6 +412,6 @@ def _samples_of(
 ) -> list[pd.DataFrame]:
     out = []
     for row in (fields[label] for label in rows.index):
-        found = index.get((str(row.get("config_id")), str(row.get("point_id")), _repeat_of(row)))
+        found = index.get((str(row.get("config_id")), str(row.get("point_id")), repeat_of(row)))
         out.append(found if found is not None else pd.DataFrame())
     return out
