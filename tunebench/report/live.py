@@ -70,11 +70,20 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+def progress_console() -> Console:
+    """Standard error as a terminal shows it; into a file or a CI log, one event a line
+    however long (rich would cut lines at 80 columns, mid-field)."""
+    console = Console(stderr=True, highlight=False)
+    if console.is_terminal:
+        return console
+    return Console(stderr=True, highlight=False, soft_wrap=True, width=200)
+
+
 class ConsoleReporter:
     """One line per event, a live spinner while a server starts or a point runs."""
 
     def __init__(self, console: Console | None = None):
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or progress_console()
         self._status: Status | None = None
         self._point_started = 0.0
         self._first: tuple[float, int] | None = None  # when the first configuration started
