@@ -123,3 +123,22 @@ def test_the_store_itself_names_a_root_it_cannot_make(tmp_path):
     with pytest.raises(PathError, match="a-file: cannot make a run here") as caught:
         RunStore.create(existing, RunKind.SWEEP, "x")
     assert caught.value.exit_code == 2
+
+
+def test_scripts_models_and_values_written_to_a_place_that_takes_none_are_one_line(
+    cli, nothing_runs, tmp_path
+):
+    """--slurm (a file), demo-model --output and helm-values --to (directories): an internal
+    error with a crash log before; a deep path that is not there is a typo, not made."""
+    helm_spec = REPO / "sweeps/openshift-latency.yaml"
+    for command, says in (
+        (["sweep", str(REPLAY_SPEC), "--slurm", "/proc/nope/job.sbatch"], "--slurm /proc/nope"),
+        (["batch", str(BATCH_SPEC), "--slurm", "/proc/nope/job.sbatch"], "--slurm /proc/nope"),
+        (["sweep", str(REPLAY_SPEC), "--slurm", "/proc/job.sbatch"], "cannot write it"),
+        (["demo-model", "--output", "/proc/nope/x"], "--output /proc/nope/x:"),
+        (["helm-values", str(helm_spec), "--to", "/proc/nope"], "--to /proc/nope: cannot make"),
+    ):
+        _one_line(cli(*command), 2, says)
+    deep = tmp_path / "not" / "there"
+    _one_line(cli("helm-values", str(helm_spec), "--to", str(deep)), 2, "only the last level")
+    assert not (tmp_path / "not").exists()

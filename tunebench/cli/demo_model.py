@@ -38,6 +38,10 @@ def register(app: typer.Typer) -> None:
             raise UsageError(
                 f"--name {name}: not a builtin model; use one of {', '.join(demo.BUILTIN_MODELS)}"
             )
+        if output is not None:
+            from tunebench.cli.common import writable_dir
+
+            writable_dir(output, "--output")  # a typo is one line, not a crash mid-build
         target = output or demo.default_model_path(name)
         existed = demo.is_built(target)
         path = demo.build_demo_model(target, name)

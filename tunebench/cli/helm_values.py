@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
             -f /tmp/values/openshift-latency-c1.yaml
         """
         from tunebench import assemble
+        from tunebench.cli.common import writable_dir
         from tunebench.spec.deployments import HelmSettings
         from tunebench.spec.kserve_chart import chart_values, release_name, render_values_file
         from tunebench.spec.loading import load_spec
@@ -46,7 +47,7 @@ def register(app: typer.Typer) -> None:
                 "helm-values needs deployment kind helm"
             )
         plan = assemble.plan(spec, spec_path)
-        output.mkdir(parents=True, exist_ok=True)
+        writable_dir(output, "--to")  # its last level only: a deep path is a typo
         settings = spec.deployment
         release = release_name(settings, spec.name)
         repo = (
