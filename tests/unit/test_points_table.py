@@ -83,3 +83,26 @@ def test_show_names_every_arg_the_server_could_not_read_back():
         "c1 args: 1 verified, 1 not in effect, 1 unverified: max-num-seqs requested 64: not "
         "verified, this server shows it in none of: non-default args log line"
     )
+
+
+def test_why_energy_is_not_shown_is_one_line_at_100_columns():
+    """A CPU box's reason runs to ~200 characters; under every `show` it took 3 lines."""
+    reason = (
+        "no energy: no GPU power: NVML did not start: NVML Shared Library Not Found (no NVIDIA "
+        "driver: no GPU here); no CPU energy: /sys/class/powercap is absent: no RAPL (virtual "
+        "machines rarely expose it)"
+    )
+    rows = [
+        {
+            "config_id": "c1",
+            "point_id": "concurrent-1",
+            "load_kind": "concurrent",
+            "target": 1,
+            "valid": "True",
+            "energy_note": reason,
+        }
+    ]
+    lines = render(rows, {"c1": {"max-num-seqs": 2}}, 100).splitlines()
+    about = [line for line in lines if "J/out tok" in line or "RAPL" in line or "NVML" in line]
+    assert len(about) == 1 and len(about[0]) <= 100, about
+    assert about[0].startswith("J/out tok not shown (why: energy_note in points.csv): no energy")

@@ -136,7 +136,15 @@ def points_table(
         # the energy column is absent: say why once (points.csv energy_note per point)
         reasons = sorted({str(r["energy_note"]) for r in rows if r.get("energy_note")})
         for reason in reasons[:2]:
-            parts.append(Text(f"J/out tok not shown: {reason}", style="dim"))
+            # one line: on every CPU box the reason runs to ~200 characters (NVML, RAPL)
+            parts.append(
+                Text(
+                    f"J/out tok not shown (why: energy_note in points.csv): {reason}",
+                    style="dim",
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
     parts.extend(hidden_line([c.header for c in columns if c not in shown], COLUMN_HINT))
     notes = _notes(rows, config_cell)
     for line in notes[:notes_limit]:
