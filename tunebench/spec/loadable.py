@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tunebench.environment import gpu_visible
 from tunebench.errors import SpecError
 from tunebench.spec.deployments import placement_of
 from tunebench.spec.hub_model import hub_unreachable, model_problem
@@ -23,6 +24,9 @@ from tunebench.spec.models import NON_ARG_KEYS
 from tunebench.spec.vllm_names import VllmArgNames, arg_names
 
 NamesReader = Callable[[str | None], "VllmArgNames | str"]
+#: Engine args that only mean something on a GPU: a local spec that sets one was written for
+#: a GPU box (the CPU build of vLLM accepts them and serves on CPU).
+GPU_ARGS = ("gpu-memory-utilization", "cuda-graph-sizes", "max-seq-len-to-capture")
 
 
 def arg_keys(server: Any, where: str = "server") -> Iterator[tuple[str, str]]:
@@ -70,6 +74,19 @@ def check_arg_names(
     return []
 
 
+def gpu_notes(server: Any, spec_path: Path, has_gpu: Callable[[], bool]) -> list[str]:
+    """A note when a local server's args are for a GPU and this machine has none: the plan
+    and its time estimate describe a GPU box, not what would run here."""
+    keys = [key for key, name in arg_keys(server) if name in GPU_ARGS]
+    if not keys or has_gpu():
+        return []
+    return [
+        f"{spec_path}: {keys[0]} is a GPU setting and this machine has no GPU (no /dev/nvidia*, "
+        "no /dev/kfd): the plan and its time estimate are for a GPU box; run it there (here "
+        "vLLM would serve the model on CPU)"
+    ]
+
+
 def check_models(
     keyed: Iterator[tuple[str, str]],
     spec_path: Path,
@@ -106,13 +123,16 @@ def check_sweep(
     dry_run: bool = False,
     names: NamesReader | None = None,
     unreachable: Callable[[], str | None] | None = None,
+    has_gpu: Callable[[], bool] | None = None,
 ) -> list[str]:
     """The checks of this module for a sweep or tune spec; returns the notes. A dry-run
     notes a model that cannot be loaded here (the run may be meant for another machine);
     the run itself stops on it. `names`, `unreachable`: default `arg_names` and
-    `hub_unreachable` (read when called, so a test can replace them)."""
+    `hub_unreachable`; `has_gpu`: whether this machine has a GPU (`gpu_visible`) (read when
+    called, so a test can replace them)."""
     names = names or arg_names
     unreachable = unreachable or hub_unreachable
+    has_gpu = has_gpu or gpu_visible
     deployment = spec.deployment
     tune = getattr(spec, "tune", None)
     space = list(tune.space) if tune is not None else []
@@ -121,6 +141,7 @@ def check_sweep(
         return []  # an endpoint or a replay: no server of ours parses these args
     if placement.on_this_host:  # its own Python's vLLM, and the models loaded here
         notes = check_arg_names(spec.server, spec_path, names(deployment.python), space)
+        notes += gpu_notes(spec.server, spec_path, has_gpu)
         return notes + check_models(model_keys(spec), spec_path, unreachable, not dry_run)
     try:  # a server elsewhere (helm): its image's vLLM
         return check_arg_names(spec.server, spec_path, names(None), space)
