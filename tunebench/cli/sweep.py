@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -117,7 +117,11 @@ def register(app: typer.Typer) -> None:
         notes = check_sweep(spec, spec_path, dry_run=dry_run) if slurm is None else []
         if dry_run:
             new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
-            out.print(sweep_plan(spec, plan, estimate_range(spec, plan)))
+            out.print(
+                sweep_plan(
+                    spec, plan, estimate_range(spec, plan), chart_args(spec, spec_path, plan)
+                )
+            )
             for note in notes:
                 out.print(f"note: {note}", highlight=False, soft_wrap=True)
             return
@@ -233,3 +237,28 @@ def _finish(out, result, report: bool) -> None:
     out.print(sweep_next_step(store.path, manifest.varied_args, len(failed)), highlight=False)
     if result.failed:
         raise typer.Exit(1)
+
+
+def chart_args(spec: Any, spec_path: Path, plan: Plan) -> dict[str, list[str]] | None:
+    """A helm sweep's configurations run the chart's args (its values files' and the
+    spec's, merged as the release will have them), not the spec's alone: a variant that
+    drops a values file's arg (`speculative-config: null`) showed an empty cell."""
+    from tunebench.spec.deployments import HelmSettings
+    from tunebench.spec.kserve_chart import chart_values
+
+    if not isinstance(spec.deployment, HelmSettings):
+        return None
+    return {
+        config.config_id: list(
+            chart_values(
+                spec.deployment,
+                config,
+                spec.name,
+                spec.served_model_name,
+                spec_path.parent,
+                spec_path,
+            )["model"].get("args")
+            or []
+        )
+        for config in plan.configs
+    }

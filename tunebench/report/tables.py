@@ -91,17 +91,27 @@ def arg_check_lines(configs: list[Any]) -> list[Text]:
     return lines
 
 
-def sweep_plan(spec: Any, plan: Any, seconds: float | tuple[float, float]) -> Group:
+def sweep_plan(
+    spec: Any,
+    plan: Any,
+    seconds: float | tuple[float, float],
+    server_args: dict[str, list[str]] | None = None,
+) -> Group:
+    """The plan a dry-run prints. `server_args`: per configuration, the args its server will
+    run with where they are not the spec's alone (a helm chart's values files add theirs)."""
     configs = Table(
         title=f"plan for {spec.name}: {plural(len(plan.configs), 'configuration')} x "
         f"{plural(len(plan.points), 'point')}"
         + (f" x {plan.repeats} repeats" if plan.repeats > 1 else "")
     )
-    for header in ("config", "model", "engine args"):
-        configs.add_column(header)
+    configs.add_column("config")
+    for header in ("model", "engine args"):  # whole, over lines: two models may differ at the end
+        configs.add_column(header, overflow="fold")
     for config in plan.configs:
         configs.add_row(
-            f"{config.config_id}: {config.label}", config.model, " ".join(config.command_args())
+            f"{config.config_id}: {config.label}",
+            config.model,
+            " ".join((server_args or {}).get(config.config_id, config.command_args())),
         )
     points = Table(title="load points (each configuration)")
     replays = any(is_replay(point.kind) for point in plan.points)
