@@ -55,3 +55,12 @@ def test_a_phase_nobody_reported_is_named_not_a_column_of_dashes():
     assert "compile s" not in header
     assert "no configuration reported: compile s" in text
     assert "1 shard" in text and "1 shard(s)" not in text
+
+
+def test_a_write_of_a_millisecond_reads_as_one():
+    """`write s` printed 0.00 for every configuration's 1-ms write."""
+    lines = _printed(100).splitlines()
+    header = next(line for line in lines if "┃ config" in line)  # the headers' last line
+    column = [c.strip() for c in header.split("┃")].index("write ms")
+    rows = [line for line in lines if line.startswith("│ c")]
+    assert [r.split("│")[column].strip() for r in rows] == ["1.0", "1.0"]

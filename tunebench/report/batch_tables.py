@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tunebench.report.formats import MISSING, cell, plural
+from tunebench.report.formats import MISSING, as_number, cell, plural
 from tunebench.report.table_kit import Column, config_labels, fit_widths, hidden_line, legend_line
 
 
@@ -45,7 +45,7 @@ BATCH_COLUMNS = (
     ("init s", "init_s", 1, 1),
     ("compile s", "compile_s", 1, 2),
     ("generate s", "generate_s", 1, 0),
-    ("write s", "write_s", 2, 2),
+    ("write ms", "write_s", 1, 2),  # milliseconds: a write takes 1 ms, "0.00 s" said nothing
     ("req/s", "achieved_rps", 2, 0),
     ("in tok/s", "input_tok_s", 0, 1),
     ("out tok/s", "output_tok_s", 0, 0),
@@ -71,8 +71,14 @@ def batch_summary(
             part for part in (config_id, str(row.get("config_label") or "")) if part
         )
 
+    def value(row: dict, header: str, key: str) -> Any:
+        found = as_number(row.get(key))
+        return found * 1000 if header.endswith(" ms") and found is not None else row.get(key)
+
     cells = {
-        header: [config_cell(r) if digits is None else cell(r.get(key), digits) for r in rows]
+        header: [
+            config_cell(r) if digits is None else cell(value(r, header, key), digits) for r in rows
+        ]
         for header, key, digits, _ in BATCH_COLUMNS
     }
     unreported = [h for h, *_ in BATCH_COLUMNS[1:] if rows and all(c == MISSING for c in cells[h])]
