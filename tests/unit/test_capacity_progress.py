@@ -47,6 +47,23 @@ def test_a_probe_line_names_its_target_and_whether_it_met_the_slo():
     assert "(invalid); no server capacity proven at this rate" in invalid
 
 
+def test_a_probe_read_from_too_few_requests_says_so():
+    """At a low rate a probe's window (capped at 10x max_seconds) holds fewer requests than
+    its p90 needs; the verdict counts all the same, so the line says what it rests on."""
+    thin = printed(
+        {
+            **PROBE,
+            "requests_ok": 6,
+            "slo_met": "True",
+            "thin_percentiles": "p90: 6 requests, need 36",
+        }
+    )
+    assert thin.endswith(
+        "6 ok / 0 failed; SLO met; read from few requests (p90: 6 requests, need 36)"
+    )
+    assert "few requests" not in printed({**PROBE, "slo_met": "True", "thin_percentiles": ""})
+
+
 def test_a_fixed_point_line_is_as_before():
     line = printed({**PROBE, "point_id": "poisson-4", "slo_met": "True"})
     assert line.startswith("poisson-4        achieved 3.41 req/s") and "SLO" not in line

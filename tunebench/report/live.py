@@ -47,6 +47,9 @@ def probe_verdict(row) -> str:
         verdict += f" ({violations.split('; ')[0]})"
     if trust.flag(row.get("client_limited")):
         verdict += "; client-limited: no server capacity proven here"
+    thin = str(row.get("thin_percentiles") or "")
+    if thin and thin != "nan":  # a slow probe's window held fewer requests than its p90 needs
+        verdict += f"; read from few requests ({thin})"
     return verdict
 
 
