@@ -140,3 +140,47 @@ def test_a_gpu_sweep_on_a_machine_without_a_gpu_is_noted_by_its_dry_run(cli, fak
     monkeypatch.setattr(loadable, "gpu_visible", lambda: True)
     assert "GPU setting" not in cli("sweep", str(spec), "--dry-run").stdout
     assert "GPU setting" not in cli("sweep", str(write_spec(fakes)), "--dry-run").stdout
+
+
+def test_a_model_the_reachable_hub_does_not_have_is_an_error_before_any_start(fakes, monkeypatch):
+    """With the hub reachable, a misspelt id passed the dry-run and failed the server 17-45 s
+    into its start with a raw ConnectError that never named the model."""
+    import httpx
+    import huggingface_hub
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    from tunebench.spec import hub_model
+
+    asked: list[str] = []
+
+    def answer(status: int) -> httpx.Response:
+        return httpx.Response(status, request=httpx.Request("GET", "https://huggingface.co/api"))
+
+    def model_info(model, timeout=None):
+        asked.append(model)
+        if model == "org/misspelt-model":
+            raise RepositoryNotFoundError("404 Repository Not Found", response=answer(404))
+        if model == "org/gated-model":
+            raise GatedRepoError("403 Cannot access gated repo", response=answer(403))
+        return object()
+
+    monkeypatch.setattr(huggingface_hub, "model_info", model_info)
+    reachable = lambda: None  # noqa: E731
+    error, note = hub_model.model_problem("org/misspelt-model", reachable)
+    assert note is None and error.startswith("no such model on the hub (a typo?")
+    error, _ = hub_model.model_problem("org/gated-model", reachable)
+    assert error.startswith("gated on the hub")
+    assert hub_model.model_problem("org/real-model", reachable) == (
+        None,
+        "not in the local cache; the server downloads it at start",
+    )
+    assert asked == ["org/misspelt-model", "org/gated-model", "org/real-model"]
+
+    def hiccup(model, timeout=None):
+        raise TimeoutError("read timed out")
+
+    monkeypatch.setattr(huggingface_hub, "model_info", hiccup)  # no verdict on the model
+    assert hub_model.model_problem("org/real-model", reachable)[0] is None
+    monkeypatch.setattr(huggingface_hub, "model_info", model_info)
+    with pytest.raises(loadable.SpecError, match="model org/misspelt-model: no such model on"):
+        loadable.check_models(iter([("model", "org/misspelt-model")]), fakes / "s.yaml", reachable)

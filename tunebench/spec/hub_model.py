@@ -1,8 +1,9 @@
 """Whether a local server can load a hub model id: in this machine's Hugging Face cache, or
 downloadable (the hub reachable) — known before a server start, not 20-40 s into it.
 
-Reads the cache with huggingface_hub's `try_to_load_from_cache` (no network); asks the hub
-only whether it answers a TCP connection, and only for a model that is not cached.
+Reads the cache with huggingface_hub's `try_to_load_from_cache` (no network); for a model
+that is not cached, asks whether the hub answers a TCP connection and, when it does, whether
+it has the model (`model_info`: a misspelt id fails the check, not the server 30 s later).
 """
 
 from __future__ import annotations
@@ -65,12 +66,40 @@ def hub_unreachable(timeout: float = 3.0) -> str | None:
     return None if answered else f"no connection to {host}:{port}"
 
 
+def hub_says_missing(model: str, timeout: float = 10.0) -> str | None:
+    """Why the hub will not serve `model` (no such repository, or gated without access), or
+    None when it will or cannot tell (a network hiccup is not a verdict on the model)."""
+    try:
+        from huggingface_hub import model_info
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+    except ImportError:
+        return None
+    try:
+        model_info(model, timeout=timeout)  # HF_TOKEN from the environment, as vLLM's
+    except GatedRepoError:
+        return (
+            "gated on the hub and this token has no access; accept its licence on "
+            "huggingface.co and set HF_TOKEN"
+        )
+    except RepositoryNotFoundError:
+        return (
+            "no such model on the hub (a typo? a private model needs HF_TOKEN with access); "
+            "check the id on huggingface.co or give a local path"
+        )
+    except Exception:  # timeouts, 5xx: vLLM's download will say
+        return None
+    return None
+
+
 def model_problem(
-    model: str, unreachable: Callable[[], str | None] = hub_unreachable
+    model: str,
+    unreachable: Callable[[], str | None] = hub_unreachable,
+    missing: Callable[[str], str | None] = hub_says_missing,
 ) -> tuple[str | None, str | None]:
     """(error, note) about one model a local server loads: the error when it cannot be loaded
-    (not cached and the hub unreachable, or not a hub id at all), else a note when it will
-    be downloaded at start; (None, None) for a builtin, a local path or a cached id."""
+    (not cached and the hub unreachable or without it, or not a hub id at all), else a note
+    when it will be downloaded at start; (None, None) for a builtin, a local path or a
+    cached id."""
     if not is_hub_id(model):
         return None, None
     cached = in_local_cache(model)
@@ -89,4 +118,7 @@ def model_problem(
             f"the hub is reachable (huggingface-cli download {model}) or give a local path",
             None,
         )
+    gone = missing(model)
+    if gone is not None:
+        return gone, None
     return None, "not in the local cache; the server downloads it at start"
