@@ -57,12 +57,15 @@ def register(app: typer.Typer) -> None:
         out = wide_console()
         spec, data = load_batch_spec(spec_path)
         if dry_run:
-            new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
+            from tunebench.batch.estimate import estimate_batch
+
+            runs_root = new_run_root(root, spec.output, spec_path, make=False)
             prompts = render_prompts(spec, spec_path)
             json_schema_of(spec, spec_path)
-            out.print(
-                batch_plan(spec, plan_configs(spec, spec_path), prompts, shards or spec.shards)
-            )
+            configs = plan_configs(spec, spec_path)
+            out.print(batch_plan(spec, configs, prompts, shards or spec.shards))
+            labels = [config.label for config in configs]
+            out.print(estimate_batch(runs_root, spec.name, labels, len(prompts)).text)
             return
         if slurm is not None:
             from tunebench.batch.slurm import write_sbatch
