@@ -43,6 +43,9 @@ EVIDENCE = {
     "telemetry": "throttled by its CPU quota",
     "sentinel": "the sentinel",
     "requests": "its requests ran",
+    # not planted here: another process on the server's cores, or the hypervisor
+    "foreign CPU": "processes not of this run",
+    "steal": "the hypervisor took",
 }
 
 
