@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from tunebench.batch.estimate import estimate_batch
+from tunebench.report.batch_tables import estimate_line
 from tunebench.store.manifest import RunKind
 from tunebench.store.run import RunStore
 
@@ -36,8 +37,9 @@ def _row(label, wall, generate, records=100):
 
 def test_no_earlier_run_is_no_estimate_with_the_reason(tmp_path):
     found = estimate_batch(tmp_path, "recipes", ["mns=8"], 200)
-    assert found.seconds is None
-    assert "none (no earlier complete run of batch 'recipes'" in found.text
+    assert found.seconds is None and found.run_id is None
+    text = estimate_line(found, tmp_path, "recipes").plain
+    assert "none (no earlier complete run of batch 'recipes'" in text
 
 
 def test_generation_scales_with_records_and_the_rest_is_kept(tmp_path):
@@ -45,10 +47,17 @@ def test_generation_scales_with_records_and_the_rest_is_kept(tmp_path):
     # twice the records: 20 s fixed + 80 s, and 30 s fixed + 40 s
     found = estimate_batch(tmp_path, "recipes", ["mns=8", "mns=32"], 200)
     assert found.seconds == 170.0
-    assert found.text.startswith("estimated time: about 2 min 50 s (each configuration's")
+    text = estimate_line(found, tmp_path, "recipes").plain
+    assert text.startswith("estimated time: about 3 min (170 s) (each configuration's phases")
     one = estimate_batch(tmp_path, "recipes", ["mns=8", "mns=64"], 100)
-    assert one.seconds == 60.0 and "for 1 of 2 configurations" in one.text
+    assert one.seconds == 60.0
+    assert "for 1 of 2 configurations" in estimate_line(one, tmp_path, "recipes").plain
     assert estimate_batch(tmp_path, "other-file", ["mns=8"], 100).seconds is None
+    none = estimate_batch(tmp_path, "recipes", ["mns=64"], 100)
+    assert (
+        none.seconds is None
+        and "measured none of these" in estimate_line(none, tmp_path, "recipes").plain
+    )
 
 
 def test_the_latest_complete_run_is_read_and_a_failed_one_is_not(tmp_path):

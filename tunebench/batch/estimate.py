@@ -1,8 +1,8 @@
 """How long a batch will take, for --dry-run: read from the last complete run of the same
-batch file (by its name) under the run root. Each configuration's engine phases are taken as
-they were; its generation is scaled by the records asked for now. Without such a run there
-is no estimate: a batch's throughput is what it measures, and a guess from another model or
-machine would be off by more than the answer is worth.
+batch file (by its name) under the run root. Each configuration's wall time is taken as it
+was, its generation scaled by the records asked for now. Without such a run there is no
+estimate: a batch's throughput is what it measures, and a guess from another model or
+machine would be off by more than the answer is worth. report/batch_tables.py words it.
 """
 
 from __future__ import annotations
@@ -10,19 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tunebench.batch.run import PHASES
 from tunebench.errors import TunebenchError
 from tunebench.numbers import to_float
 from tunebench.store.manifest import RunKind, Status
 from tunebench.store.run import RunStore, list_runs
 
-#: The phases a configuration pays whatever its records (batch/run.py PHASES but generate).
-FIXED_PHASES = ("import_s", "load_s", "init_s", "compile_s", "write_s")
+#: The phases a configuration pays whatever its records.
+FIXED_PHASES = tuple(phase for phase in PHASES if phase != "generate_s")
 
 
 @dataclass(frozen=True)
 class BatchEstimate:
+    """`seconds` for the `known` of `configs` configurations that run `run_id` measured
+    (None: no such run, or it measured none of them)."""
+
     seconds: float | None
-    text: str
+    run_id: str | None
+    known: int
+    configs: int
+    records: int
 
 
 def estimate_batch(root: Path, name: str, labels: list[str], records: int) -> BatchEstimate:
@@ -30,30 +37,12 @@ def estimate_batch(root: Path, name: str, labels: list[str], records: int) -> Ba
     batch run named `name` under `root`."""
     earlier = _last_complete(root, name)
     if earlier is None:
-        return BatchEstimate(
-            None,
-            f"estimated time: none (no earlier complete run of batch {name!r} under {root}: "
-            "the first run records each phase, and the next dry-run estimates from it)",
-        )
+        return BatchEstimate(None, None, 0, len(labels), records)
     rows = {str(row.get("config_label")): row for row in earlier.rows}
-    total, known = 0.0, 0
-    for label in labels:
-        row = rows.get(label)
-        seconds = _seconds(row, records) if row else None
-        if seconds is not None:
-            total += seconds
-            known += 1
-    if not known:
-        return BatchEstimate(
-            None,
-            f"estimated time: none (run {earlier.run_id} of this batch measured none of these "
-            "configurations)",
-        )
-    share = "" if known == len(labels) else f" for {known} of {len(labels)} configurations"
+    found = [_seconds(rows[label], records) for label in labels if label in rows]
+    known = [seconds for seconds in found if seconds is not None]
     return BatchEstimate(
-        total,
-        f"estimated time: about {_clock(total)}{share} (each configuration's phases as run "
-        f"{earlier.run_id} measured them, its generation scaled to {records} records)",
+        sum(known) if known else None, earlier.run_id, len(known), len(labels), records
     )
 
 
@@ -87,10 +76,3 @@ def _seconds(row: dict, records: int) -> float | None:
         else sum(to_float(row.get(phase)) or 0.0 for phase in FIXED_PHASES)
     )
     return fixed + generate * records / measured
-
-
-def _clock(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    return f"{seconds // 60} min {seconds % 60:02d} s"

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         """
         from tunebench.batch.run import json_schema_of, plan_configs, render_prompts, run_batch
         from tunebench.batch.spec import load_batch_spec
-        from tunebench.report.batch_tables import batch_plan, batch_summary
+        from tunebench.report.batch_tables import batch_plan, batch_summary, estimate_line
         from tunebench.report.tables import wide_console
 
         out = wide_console()
@@ -65,7 +65,8 @@ def register(app: typer.Typer) -> None:
             configs = plan_configs(spec, spec_path)
             out.print(batch_plan(spec, configs, prompts, shards or spec.shards))
             labels = [config.label for config in configs]
-            out.print(estimate_batch(runs_root, spec.name, labels, len(prompts)).text)
+            estimate = estimate_batch(runs_root, spec.name, labels, len(prompts))
+            out.print(estimate_line(estimate, runs_root, spec.name))
             return
         if slurm is not None:
             from tunebench.batch.slurm import write_sbatch

@@ -7,6 +7,7 @@ dashes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group
@@ -15,6 +16,7 @@ from rich.text import Text
 
 from tunebench.report.formats import MISSING, as_number, cell, plural
 from tunebench.report.table_kit import Column, config_labels, fit_widths, hidden_line, legend_line
+from tunebench.report.tables import duration_text
 
 
 def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) -> Group:
@@ -35,6 +37,30 @@ def batch_plan(spec: Any, configs: list[Any], prompts: list[dict], shards: int) 
             f"prompts: {len(prompts)} rendered (longest {longest} characters);"
             f" max_tokens {spec.sampling.max_tokens}; dry run: nothing started"
         ),
+    )
+
+
+def estimate_line(estimate: Any, root: Path, name: str) -> Text:
+    """The batch's estimated time (batch/estimate.py), or why there is none."""
+    if estimate.run_id is None:
+        return Text(
+            f"estimated time: none (no earlier complete run of batch {name!r} under {root}: the "
+            "first run records each phase, and the next dry-run estimates from it)"
+        )
+    if estimate.seconds is None:
+        return Text(
+            f"estimated time: none (run {estimate.run_id} of this batch measured none of these "
+            "configurations)"
+        )
+    share = (
+        ""
+        if estimate.known == estimate.configs
+        else f" for {estimate.known} of {estimate.configs} configurations"
+    )
+    return Text(
+        f"estimated time: {duration_text(estimate.seconds)}{share} (each configuration's "
+        f"phases as run {estimate.run_id} measured them, its generation scaled to "
+        f"{estimate.records} records)"
     )
 
 

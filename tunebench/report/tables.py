@@ -15,7 +15,7 @@ from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.spec.cores import cores_line
 
 
-def _duration(seconds: float | tuple[float, float]) -> str:
+def duration_text(seconds: float | tuple[float, float]) -> str:
     """An estimate as a person reads it: seconds under two minutes, minutes above; a range
     (low, high) adds its high end when it is 5% or more above the low."""
     low, high = seconds if isinstance(seconds, tuple) else (seconds, seconds)
@@ -143,7 +143,9 @@ def sweep_plan(
     cores = cores_line(spec)
     if cores is not None:
         lines.append(Text(cores))
-    lines.append(Text(f"deployment: {spec.deployment.kind}; estimated time: {_duration(seconds)}"))
+    lines.append(
+        Text(f"deployment: {spec.deployment.kind}; estimated time: {duration_text(seconds)}")
+    )
     return Group(*lines)
 
 
@@ -273,7 +275,7 @@ def tune_space(spec: Any, plan: Any, trials: int, seconds: float | tuple[float, 
         table,
         Text(
             f"deployment: {spec.deployment.kind}; estimated time for {trials} "
-            f"deployment{'s' if trials != 1 else ''}: {_duration(seconds)}"
+            f"deployment{'s' if trials != 1 else ''}: {duration_text(seconds)}"
         ),
     )
 
