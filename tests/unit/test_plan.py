@@ -226,7 +226,7 @@ def test_a_capacity_search_is_estimated_with_the_windows_it_sizes():
 
 
 def test_a_plan_with_a_search_gives_its_estimate_as_a_range():
-    from tunebench.report.tables import _duration
+    from tunebench.report.tables import duration_text
     from tunebench.sweep.estimate import estimate_range
 
     profile = {"kind": "capacity", "max_seconds": 10, "start_rate": 2, "max_probes": 6}
@@ -237,5 +237,5 @@ def test_a_plan_with_a_search_gives_its_estimate_as_a_range():
     low, high = estimate_range(spec, build_plan(spec, Path("x.yaml")))
     # a capacity under half the start rate: the search halves its rate, its windows stretch
     assert high > 1.1 * low, (low, high)
-    assert _duration((low, high)).endswith("if capacities lie below half their start rates")
+    assert duration_text((low, high)).endswith("if capacities lie below half their start rates")
     assert _duration((300.0, 300.0)) == "about 5 min (300 s)"
