@@ -238,4 +238,4 @@ def test_a_plan_with_a_search_gives_its_estimate_as_a_range():
     # a capacity under half the start rate: the search halves its rate, its windows stretch
     assert high > 1.1 * low, (low, high)
     assert duration_text((low, high)).endswith("if capacities lie below half their start rates")
-    assert _duration((300.0, 300.0)) == "about 5 min (300 s)"
+    assert duration_text((300.0, 300.0)) == "about 5 min (300 s)"
