@@ -15,6 +15,7 @@ from tunebench.points import trust
 from tunebench.points.offered import is_replay, rate_text, speed_text
 from tunebench.redact import redact_text
 from tunebench.report.formats import number
+from tunebench.report.tables import wide_console
 from tunebench.report.text import describe_capacity
 
 
@@ -73,20 +74,12 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-def progress_console() -> Console:
-    """Standard error as a terminal shows it; into a file or a CI log, one event a line
-    however long (rich would cut lines at 80 columns, mid-field)."""
-    console = Console(stderr=True, highlight=False)
-    if console.is_terminal:
-        return console
-    return Console(stderr=True, highlight=False, soft_wrap=True, width=200)
-
-
 class ConsoleReporter:
     """One line per event, a live spinner while a server starts or a point runs."""
 
     def __init__(self, console: Console | None = None):
-        self.console = console or progress_console()
+        # piped into a file or a CI log: one event a line (rich cut them at 80, mid-field)
+        self.console = console or wide_console(stderr=True, soft_wrap=True)
         self._status: Status | None = None
         self._point_started = 0.0
         self._first: tuple[float, int] | None = None  # when the first configuration started

@@ -27,13 +27,15 @@ def duration_text(seconds: float | tuple[float, float]) -> str:
     return text
 
 
-def wide_console(stderr: bool = False) -> Console:
+def wide_console(stderr: bool = False, soft_wrap: bool = False) -> Console:
     """The terminal's width; when output is piped, COLUMNS if set, else 200 columns (so a
-    file or a CI log gets every column instead of rich's 80)."""
+    file or a CI log gets every column instead of rich's 80). With `soft_wrap`, piped text
+    is never cut into lines (progress: one event a line however long)."""
     console = Console(highlight=False, stderr=stderr)
-    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+    if console.is_terminal:
         return console
-    return Console(highlight=False, stderr=stderr, width=200)
+    width = None if os.environ.get("COLUMNS", "").isdigit() else 200
+    return Console(highlight=False, stderr=stderr, width=width, soft_wrap=soft_wrap)
 
 
 def runs_table(entries: list[tuple[str, Any]]) -> Table:
