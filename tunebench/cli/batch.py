@@ -11,10 +11,9 @@ from tunebench.cli.common import (
     live_progress,
     new_run_root,
     root_option,
-    writable_file,
     write_report_keeping_the_run,
+    writing,
 )
-from tunebench.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -71,13 +70,8 @@ def register(app: typer.Typer) -> None:
         if slurm is not None:
             from tunebench.batch.slurm import write_sbatch
 
-            writable_file(slurm, "--slurm")
-            try:
+            with writing(slurm, "--slurm"):
                 script = write_sbatch(spec, spec_path, slurm, shards or spec.shards)
-            except OSError as exc:  # a place that takes no files (/proc), a full disk
-                raise UsageError(
-                    f"--slurm {slurm}: cannot write it ({exc.strerror or exc}); pick another place"
-                ) from None
             out.print(f"sbatch script: {script}")
             return
         output = new_run_root(root, spec.output, spec_path)

@@ -59,6 +59,22 @@ def writable_file(path: Path, option: str) -> Path:
     return path
 
 
+@contextmanager
+def writing(path: Path, option: str) -> Iterator[None]:
+    """Write `path` (a file an option names) inside the block: checked first
+    (`writable_file`), and a write the system still refuses (a place that takes no files,
+    a full disk) is the same one-line error, never an internal one."""
+    from tunebench.errors import UsageError
+
+    writable_file(path, option)
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {path}: cannot write it ({exc.strerror or exc}); pick another place"
+        ) from None
+
+
 def writable_dir(path: Path, option: str) -> Path:
     """A directory a command writes into, made now if missing: not an existing file, and
     its parent there (only the last level is made: a deep path that is not there is a typo

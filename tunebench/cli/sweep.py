@@ -13,8 +13,8 @@ from tunebench.cli.common import (
     new_run_root,
     root_of,
     root_option,
-    writable_file,
     write_report_keeping_the_run,
+    writing,
 )
 from tunebench.errors import UsageError
 from tunebench.report.next_steps import resume_hint
@@ -130,8 +130,7 @@ def register(app: typer.Typer) -> None:
         if slurm is not None:
             from tunebench.sweep.slurm import write_sweep_array
 
-            writable_file(slurm, "--slurm")
-            try:
+            with writing(slurm, "--slurm"):
                 scripts = write_sweep_array(
                     spec,
                     spec_path,
@@ -139,10 +138,6 @@ def register(app: typer.Typer) -> None:
                     slurm,
                     root_of(root, spec.output),
                 )
-            except OSError as exc:  # a place that takes no files (/proc), a full disk
-                raise UsageError(
-                    f"--slurm {slurm}: cannot write it ({exc.strerror or exc}); pick another place"
-                ) from None
             typer.echo(f"sbatch array: {scripts.array} ({len(plan.configs)} configurations)")
             typer.echo(f"merge job:    {scripts.merge}")
             typer.echo(f"submit with:  bash {scripts.submit}   (--wait: until the merge ends)")
