@@ -23,7 +23,6 @@ and flagged without the telemetry. Exits 1 when a sweep fails, 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import subprocess
 import sys
@@ -39,6 +38,10 @@ from tunebench.environment import host_info  # noqa: E402
 from tunebench.processes import stop_session  # noqa: E402
 from tunebench.testing.throttle import Throttle  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+from drift_detection import point_rows  # noqa: E402
+from drift_detection import spec as detection_spec  # noqa: E402
+
 EVIDENCE = {
     "telemetry": "throttled by its CPU quota",
     "sentinel": "the sentinel",
@@ -50,29 +53,14 @@ EVIDENCE = {
 
 
 def spec(configs: int, window: int) -> dict:
-    # max-num-seqs values above the load's 3 streams: the configurations run alike, so a
-    # difference between them is the plant's
-    return {
-        "name": "drift-between",
-        "model": "builtin:tiny-llama",
-        "deployment": {
-            "kind": "local",
-            "start_timeout_s": 300,
-            "kv_cache_space_gib": 1,
-            "cpus": "0",
-        },
-        "server": {
-            "args": {"max-model-len": 512, "enforce-eager": True},
-            "matrix": {"max-num-seqs": [8 + i for i in range(configs)]},
-        },
-        "load": {
-            "client_cpus": "1",
-            "data": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 32},
-            "profiles": [{"kind": "concurrent", "streams": [2, 3], "max_seconds": window}],
-        },
-        "metrics": {"interval_s": 1},
-        "output": "reports",
-    }
+    """drift_detection.py's sweep (the same server, load and machine), as `configs`
+    configurations with two points each: max-num-seqs values above the load's 3 streams run
+    alike, so a difference between them is the plant's."""
+    out = detection_spec(2, window)
+    out["name"] = "drift-between"
+    del out["server"]["args"]["max-num-seqs"]
+    out["server"]["matrix"] = {"max-num-seqs": [8 + i for i in range(configs)]}
+    return out
 
 
 def _manifest(run: Path) -> dict:
@@ -80,14 +68,6 @@ def _manifest(run: Path) -> dict:
         return json.loads((run / "manifest.json").read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _rows(run: Path) -> list[dict]:
-    path = run / "points.csv"
-    if not path.exists():
-        return []
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
 
 
 def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, tuple[float, float, str]]]:
@@ -145,7 +125,7 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, tuple[f
 def verdicts(run: Path) -> dict[str, set[str]]:
     """Per configuration: the evidence its points were flagged by (empty: not flagged)."""
     out: dict[str, set[str]] = {}
-    for row in _rows(run):
+    for row in point_rows(run):
         reason = row.get("unverified_reason") or ""
         found = out.setdefault(row["config_id"], set())
         if "machine speed changed" in reason:

@@ -62,7 +62,7 @@ def spec(points: int, window: int) -> dict:
     }
 
 
-def _rows(run: Path) -> list[dict]:
+def point_rows(run: Path) -> list[dict]:
     path = run / "points.csv"
     if not path.exists():
         return []
@@ -105,7 +105,7 @@ def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
                 time.sleep(1)
                 continue
             pgid = _server_pgid(run)
-            done = len(_rows(run))
+            done = len(point_rows(run))
             index = done  # the point now running, from 0
             if pgid and index % 2 == 1 and index < args.points and str(index) not in planted:
                 # the point starts as the last one's row lands; plant inside its window
@@ -126,7 +126,7 @@ def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
     if sweep.returncode != 0:
         print(output[-3000:])
         raise SystemExit(1)
-    rows = _rows(run) if run else []
+    rows = point_rows(run) if run else []
     for index, row in enumerate(rows):
         row["planted"] = planted.get(str(index))
     return rows
