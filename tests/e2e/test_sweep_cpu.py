@@ -20,7 +20,10 @@ def test_bad_config_fails_fast_with_the_servers_own_error(e2e_sweep):
     bad = e2e_sweep.config("bad-arg")
     assert bad["status"] == "failed"
     assert "argument --kv-cache-dtype: invalid choice: 'not-a-dtype'" in bad["error"]
-    assert bad["start_s"] < 30, bad["start_s"]
+    # fast: noticed when the process exited, not after the spec's start_timeout_s (300 s) of
+    # waiting for a health check that could never come. vLLM's imports alone, before its
+    # argparse speaks, took 43 s on a busy machine, so the bound is the timeout's half
+    assert bad["start_s"] < 150, bad["start_s"]
     assert e2e_sweep.rows_of("bad-arg") == []
     assert "invalid choice: 'not-a-dtype'" in e2e_sweep.stderr  # shown while it runs
 
