@@ -139,7 +139,7 @@ def run_vllm_bench(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="builtin:tiny-llama")
+    parser.add_argument("--model", default="builtin:tiny-llama-random")
     parser.add_argument("--records", type=int, default=200)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--max-num-seqs", type=int, default=32)

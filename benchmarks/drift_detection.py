@@ -38,7 +38,7 @@ from tunebench.testing.throttle import Throttle  # noqa: E402
 def spec(points: int, window: int) -> dict:
     return {
         "name": "drift-detection",
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "deployment": {
             "kind": "local",
             "start_timeout_s": 300,

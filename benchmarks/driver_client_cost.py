@@ -91,8 +91,8 @@ def main() -> int:
     host = host_info()
     print(f"machine: {host.get('cpu_model')}, flags {host.get('cpu_flags')}")
     server = LocalVllmServer(LocalSettings(kind="local", cpus="0"), RunLayout(root / "server"))
-    config = ServerConfig("s1", "server", "builtin:tiny-llama", None, {"max-model-len": 512})
-    tokenizer = demo.resolve_builtin("builtin:tiny-llama")
+    config = ServerConfig("s1", "server", "builtin:tiny-llama-random", None, {"max-model-len": 512})
+    tokenizer = demo.resolve_builtin("builtin:tiny-llama-random")
     results: dict[str, list[float]] = {"plain": [], "driver": [], "guidellm": []}
     try:
         handle = server.start(config)

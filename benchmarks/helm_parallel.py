@@ -50,8 +50,8 @@ def write_spec(work: Path, configs: int, parallel: int, seconds: float) -> Path:
     spec.write_text(
         textwrap.dedent(f"""
         name: helm-bench-p{parallel}
-        model: oci://quay.io/example/tiny-llama:v1
-        tokenizer: builtin:tiny-llama
+        model: oci://quay.io/example/tiny-llama-random:v1
+        tokenizer: builtin:tiny-llama-random
         deployment:
           kind: helm
           chart_version: 0.5.11
@@ -143,7 +143,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tb-helm-parallel-") as tmp:
         work = Path(tmp)
         server = LocalVllmServer(LocalSettings(kind="local"), RunLayout(work / "server"))
-        config = ServerConfig("s1", "backend", "builtin:tiny-llama", None, {"max-model-len": 256})
+        config = ServerConfig("s1", "backend", "builtin:tiny-llama-random", None, {"max-model-len": 256})
         handle = server.start(config)
         try:
             (work / "cluster").mkdir()

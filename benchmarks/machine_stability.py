@@ -56,7 +56,7 @@ LEAST = 200
 def spec(minutes: float) -> dict:
     return {
         "name": NAME,
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "deployment": {
             "kind": "local",
             "start_timeout_s": 300,

@@ -52,7 +52,7 @@ def one_start(aot: str) -> tuple[float, float]:
     """(seconds to /health, CPU-seconds of the server's processes by then)."""
     os.environ["VLLM_USE_AOT_COMPILE"] = aot  # vllm_environment keeps a value that is set
     server = LocalVllmServer(LocalSettings(kind="local"), RunLayout(Path(tempfile.mkdtemp())))
-    config = ServerConfig("s1", "start", "builtin:tiny-llama", None, {"max-model-len": 256})
+    config = ServerConfig("s1", "start", "builtin:tiny-llama-random", None, {"max-model-len": 256})
     began = time.monotonic()
     try:
         server.start(config)

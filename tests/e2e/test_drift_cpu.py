@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.speed, NEEDS_SERVER]
 
 SPEC = """
 name: drift-e2e
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local, start_timeout_s: 300, kv_cache_space_gib: 1, cpus: "0"}
 server:
   args: {max-model-len: 512, max-num-seqs: 4, enforce-eager: true}

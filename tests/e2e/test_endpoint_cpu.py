@@ -21,7 +21,7 @@ def _spec(tmp_path, handle, key_env: str) -> str:
     spec.write_text(
         textwrap.dedent(f"""
         name: endpoint-cpu
-        model: builtin:tiny-llama
+        model: builtin:tiny-llama-random
         deployment: {{kind: endpoint, url: "{handle.base_url}/v1", api_key_env: {key_env}}}
         load:
           data: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}

@@ -36,7 +36,7 @@ def write_spec(
 ) -> Path:
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(
-        f"name: {name}\nmodel: builtin:tiny-llama\ndeployment: {deployment}\n"
+        f"name: {name}\nmodel: builtin:tiny-llama-random\ndeployment: {deployment}\n"
         + textwrap.dedent(extra)
         + LOAD.format(window_s=window_s)
     )

@@ -40,8 +40,8 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
     spec.write_text(
         textwrap.dedent("""
         name: helm-cpu
-        model: oci://quay.io/example/tiny-llama:v1
-        tokenizer: builtin:tiny-llama
+        model: oci://quay.io/example/tiny-llama-random:v1
+        tokenizer: builtin:tiny-llama-random
         deployment:
           kind: helm
           chart_version: 0.5.11
@@ -101,7 +101,7 @@ def test_helm_sweep_installs_measures_and_uninstalls_each_configuration(tmp_path
             "--max-model-len=256",
             f"--max-num-seqs={mns}",
         ]
-        assert values["model"]["uri"] == "oci://quay.io/example/tiny-llama:v1"
+        assert values["model"]["uri"] == "oci://quay.io/example/tiny-llama-random:v1"
         # the pod log (`oc logs`) is kept in the run: here the real server's log
         assert "GET /v1/models" in (run / "logs" / f"server-{config_id}.log").read_text()
     # The service-account token reached vLLM (requests succeeded) but nothing written holds it.
@@ -133,8 +133,8 @@ def test_helm_sweep_in_parallel_fails_the_unschedulable_configuration_alone(
     spec.write_text(
         textwrap.dedent("""
         name: helm-par
-        model: oci://quay.io/example/tiny-llama:v1
-        tokenizer: builtin:tiny-llama
+        model: oci://quay.io/example/tiny-llama-random:v1
+        tokenizer: builtin:tiny-llama-random
         deployment:
           kind: helm
           chart_version: 0.5.11

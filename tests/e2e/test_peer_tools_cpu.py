@@ -56,7 +56,7 @@ def peer_results(guarded_server, tmp_path_factory):
     headers = {"Authorization": f"Bearer {GUARDED_KEY}"}
     models = httpx.get(f"{guarded_server.base_url}/v1/models", headers=headers, timeout=30)
     model = models.json()["data"][0]["id"]
-    tokenizer = str(demo.resolve_builtin("builtin:tiny-llama"))
+    tokenizer = str(demo.resolve_builtin("builtin:tiny-llama-random"))
     aiperf_dir = work / "aiperf"
     _run(
         [

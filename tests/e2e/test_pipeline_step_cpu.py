@@ -29,7 +29,7 @@ def step_run(tmp_path_factory, guarded_server):
     spec.write_text(
         textwrap.dedent(f"""
         name: pipeline-cpu
-        model: builtin:tiny-llama
+        model: builtin:tiny-llama-random
         deployment: {{kind: endpoint, url: "{guarded_server.base_url}/v1",
                       api_key_env: TB_PIPELINE_KEY}}
         load:

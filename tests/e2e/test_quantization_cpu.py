@@ -74,6 +74,7 @@ def swept(tmp_path_factory):
     # about 1 s a token where oneDNN has only its reference matmul for FP8 (below): its check
     # of 8 prompts of 32 tokens took 5 minutes. The gate's own calibration is tests/unit's
     spec["quality"] = {**(spec.get("quality") or {}), "limit": QUALITY_PROMPTS, "max_tokens": 16}
+    spec["quality"].pop("lm_eval", None)  # lm-eval against a real server: test_sessions_cpu.py
     # Not served here: fp8-at-load (FP8 per channel, quantized while loading). It runs the same
     # slow FP8 matmul as the FP8 checkpoint (~5 minutes of this file on a Xeon with AMX), and
     # what it proves, the `quantization` arg read back from the engine line, is proven on its

@@ -21,10 +21,10 @@ from tunebench.store.layout import RunLayout
 
 pytestmark = [pytest.mark.server, NEEDS_SERVER, pytest.mark.timeout(900)]
 
-MODEL = "builtin:tiny-llama-trained"
+MODEL = "builtin:tiny-llama"
 SPECULATORS = {
-    "draft": {"method": "draft_model", "model": "builtin:tiny-llama-trained-draft"},
-    "eagle": {"method": "eagle", "model": "builtin:tiny-llama-trained-eagle"},
+    "draft": {"method": "draft_model", "model": "builtin:tiny-llama-draft"},
+    "eagle": {"method": "eagle", "model": "builtin:tiny-llama-eagle"},
 }
 QUESTIONS = 20  # the demo's lm-eval limit: the task's first 20 questions
 # the least acceptance each speculator must keep on the demo's quality prompts, greedy, one

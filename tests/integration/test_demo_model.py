@@ -71,9 +71,9 @@ def test_the_draft_is_the_first_layer_of_the_model_with_its_tokenizer(tmp_path, 
     from tunebench import demo
 
     draft = tmp_path / "draft"
-    out = cli("demo-model", "--name", "tiny-llama-draft", "--output", str(draft))
+    out = cli("demo-model", "--name", "tiny-llama-random-draft", "--output", str(draft))
     assert out.returncode == 0, out.stderr
-    target = demo.build_demo_model()
+    target = demo.build_demo_model(name="tiny-llama-random")
     assert _digest(draft / "tokenizer.json") == _digest(target / "tokenizer.json")
     config = (draft / "config.json").read_text()
     assert '"num_hidden_layers": 1' in config
@@ -91,10 +91,10 @@ def test_a_builtin_draft_reaches_vllm_as_its_built_path(monkeypatch):
     from tunebench.spec.plan import ServerConfig
 
     monkeypatch.setattr(demo, "resolve_builtin", lambda m: "/models/" + m.removeprefix("builtin:"))
-    speculative = {"method": "draft_model", "model": "builtin:tiny-llama-draft"}
+    speculative = {"method": "draft_model", "model": "builtin:tiny-llama-random-draft"}
     config = ServerConfig("c1", "x", "m", None, {"speculative-config": speculative})
     args = with_builtin_drafts(config).command_args()
-    assert '"model":"/models/tiny-llama-draft"' in " ".join(args)
+    assert '"model":"/models/tiny-llama-random-draft"' in " ".join(args)
     hub = ServerConfig("c1", "x", "m", None, {"speculative-config": {"model": "org/draft"}})
     assert with_builtin_drafts(hub) is hub
 
@@ -104,9 +104,9 @@ def test_a_builtin_draft_reaches_vllm_as_its_built_path(monkeypatch):
     [
         # INT8 per channel: half a step of max|w|/127; INT4 in groups: half of max|w|/7;
         # FP8 e4m3: 3 mantissa bits, a relative error of at most 2^-4
-        ("tiny-llama-w8a8", "weight", 0.5 / 127),
-        ("tiny-llama-w4a16", "weight_packed", 0.5 / 7),
-        ("tiny-llama-fp8", "weight", 1 / 16),
+        ("tiny-llama-random-w8a8", "weight", 0.5 / 127),
+        ("tiny-llama-random-w4a16", "weight_packed", 0.5 / 7),
+        ("tiny-llama-random-fp8", "weight", 1 / 16),
     ],
 )
 def test_a_quantized_builtin_holds_the_models_weights_quantized(
@@ -131,7 +131,7 @@ def test_a_quantized_builtin_holds_the_models_weights_quantized(
     assert f"model.layers.0.self_attn.q_proj.{stored}" in tensors
     assert tensors["lm_head.weight"].dtype.is_floating_point  # the head stays in full precision
 
-    base = load_file(demo.build_demo_model() / "model.safetensors")
+    base = load_file(demo.build_demo_model(name="tiny-llama-random") / "model.safetensors")
     weights = {}
     for key in base:
         if not key.endswith("proj.weight"):
@@ -168,9 +168,9 @@ def test_the_eagle_head_passes_the_models_last_hidden_state_through(tmp_path, cl
     from tunebench import demo
 
     head = tmp_path / "eagle"
-    out = cli("demo-model", "--name", "tiny-llama-eagle", "--output", str(head))
+    out = cli("demo-model", "--name", "tiny-llama-random-eagle", "--output", str(head))
     assert out.returncode == 0, out.stderr
-    target = demo.build_demo_model()
+    target = demo.build_demo_model(name="tiny-llama-random")
     mine, theirs = load_file(head / "model.safetensors"), load_file(target / "model.safetensors")
     hidden = json.loads((target / "config.json").read_text())["hidden_size"]
     assert json.loads((head / "config.json").read_text())["num_hidden_layers"] == 1

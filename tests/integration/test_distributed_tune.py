@@ -48,7 +48,7 @@ def write_spec(
     spec = tmp / f"{name}.yaml"
     spec.write_text(f"""
 name: {name}
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {run}, time_scale: {time_scale}}}
 load:
   data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}

@@ -193,7 +193,7 @@ BAD_SPECS = [
     ),
     (
         "builtin model",
-        dict(rest="server: {variants: [{name: tiny, model: 'builtin:tiny-llama'}]}\n"),
+        dict(rest="server: {variants: [{name: tiny, model: 'builtin:tiny-llama-random'}]}\n"),
         "is on this machine, which the cluster cannot read",
     ),
     (

@@ -9,7 +9,7 @@ from tests.conftest import run_cli
 
 DRIVER_SPEC = """\
 name: driver-input
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: local}}
 load:
   driver: {driver}

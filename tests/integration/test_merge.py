@@ -24,7 +24,7 @@ def _spec(tmp_path: Path) -> Path:
     spec = tmp_path / "split.yaml"
     spec.write_text(f"""
 name: split
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {recorded}}}
 server:
   variants:

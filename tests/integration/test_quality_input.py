@@ -9,7 +9,7 @@ from tests.conftest import run_cli
 
 SPEC = """\
 name: quality-input
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: local}}
 server:
   variants: [{{name: a}}, {{name: b, args: {{max-num-seqs: 2}}}}]

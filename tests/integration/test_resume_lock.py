@@ -17,7 +17,7 @@ def make_spec(tmp_path: Path) -> Path:
     spec = tmp_path / "resume-replay.yaml"
     spec.write_text(f"""
 name: resume-replay
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {FIXTURES / "grid-cpu"}}}
 server:
   args: {{max-model-len: 512, max-num-batched-tokens: 128}}
@@ -180,7 +180,7 @@ def test_kept_and_new_samples_share_the_requests_file(tmp_path):
     spec = tmp_path / "noisy.yaml"
     spec.write_text(f"""
 name: resume-noisy
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {FIXTURES / "grid-cpu-repeats"}, noisy: true, seed: 3}}
 server:
   args: {{max-model-len: 512}}

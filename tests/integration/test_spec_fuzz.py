@@ -72,7 +72,7 @@ SWEEP_BASES = [
     {
         "name": "fuzz",
         "description": "matrix and variants",
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "deployment": {
             "kind": "local",
             "start_timeout_s": 60,
@@ -107,7 +107,7 @@ SWEEP_BASES = [
     },
     {
         "name": "fuzz-tune",
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "deployment": {"kind": "endpoint", "url": "http://127.0.0.1:1"},
         "server": {"args": {"max-model-len": 512}},
         "load": {
@@ -140,7 +140,7 @@ SWEEP_BASES[1]["deployment"] = {"kind": "replay", "run": "earlier-run"}
 BATCH_BASES = [
     {
         "name": "fuzz-batch",
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "engine": "vllm",
         "dataset": {"path": "data/records.jsonl", "id_field": "id", "limit": 3},
         "prompt": {
@@ -161,7 +161,7 @@ BATCH_BASES = [
     },
     {
         "name": "fuzz-batch-chat",
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "engine": "transformers",
         "dataset": {"path": "data/records.jsonl"},
         "prompt": {"mode": "chat", "template_file": "prompt.j2", "system": "be brief"},
@@ -291,7 +291,7 @@ WORDS = [
     "[1, 2]",
     "null",
     "yes",
-    "builtin:tiny-llama",
+    "builtin:tiny-llama-random",
     "builtin:nope",
     "./missing-model",
     "/",
@@ -433,7 +433,7 @@ def dump(document: Any, flow: bool) -> str:
 
 YAML_TOKENS = [
     "name: x",
-    "model: builtin:tiny-llama",
+    "model: builtin:tiny-llama-random",
     "load:",
     "server:",
     "  args:",

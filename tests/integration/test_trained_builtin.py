@@ -1,4 +1,4 @@
-"""The trained builtin model (`builtin:tiny-llama-trained`): its corpus holds out the lm-eval
+"""The trained builtin model (`builtin:tiny-llama`): its corpus holds out the lm-eval
 task's questions, its training script is deterministic, and the shipped weights are the ones
 the script recorded and score what it recorded."""
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers is not installed"
 )
 
-SHIPPED = demo.SHIPPED_WEIGHTS / "tiny-llama-trained"
+SHIPPED = demo.SHIPPED_WEIGHTS / "tiny-llama"
 
 
 def _record() -> dict:
@@ -86,20 +86,20 @@ def test_the_builds_hold_the_shipped_weights_in_float32(tmp_path):
 
     built = {
         name: demo.build_demo_model(tmp_path / name, name)
-        for name in ("tiny-llama-trained", "tiny-llama-trained-draft", "tiny-llama-trained-eagle")
+        for name in ("tiny-llama", "tiny-llama-draft", "tiny-llama-eagle")
     }
-    model = load_file(built["tiny-llama-trained"] / "model.safetensors")
+    model = load_file(built["tiny-llama"] / "model.safetensors")
     shipped = load_file(SHIPPED / "model.safetensors")
     assert model.keys() == shipped.keys()
     assert all(
         model[k].dtype == torch_float32() and (model[k] == shipped[k].float()).all() for k in model
     )
-    draft = load_file(built["tiny-llama-trained-draft"] / "model.safetensors")
+    draft = load_file(built["tiny-llama-draft"] / "model.safetensors")
     assert (draft["model.embed_tokens.weight"] == model["model.embed_tokens.weight"]).all()
     assert not any(k.startswith("model.layers.2.") for k in draft)
-    eagle = load_file(built["tiny-llama-trained-eagle"] / "model.safetensors")
+    eagle = load_file(built["tiny-llama-eagle"] / "model.safetensors")
     assert "fc.weight" in eagle and not any(".input_layernorm." in k for k in eagle)
-    for name, layers in (("tiny-llama-trained-draft", 2), ("tiny-llama-trained-eagle", 1)):
+    for name, layers in (("tiny-llama-draft", 2), ("tiny-llama-eagle", 1)):
         config = json.loads((built[name] / "config.json").read_text())
         assert config["num_hidden_layers"] == layers
         tokenizer = built[name] / "tokenizer.json"

@@ -64,7 +64,7 @@ def test_the_missing_tune_section_hint_is_valid_yaml(tmp_path, cli):
 
     spec = tmp_path / "no-tune.yaml"
     spec.write_text(
-        "name: no-tune\nmodel: builtin:tiny-llama\ndeployment: {kind: local}\n"
+        "name: no-tune\nmodel: builtin:tiny-llama-random\ndeployment: {kind: local}\n"
         "load: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8}, profiles: "
         "[{kind: concurrent, streams: 1, max_seconds: 5}]}\n"
     )

@@ -15,7 +15,7 @@ from tunebench.spec.loading import validate_spec
 def _spec(deployment: dict | None = None, load: dict | None = None, **extra):
     data = {
         "name": "s",
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "deployment": {"kind": "local", **(deployment or {})},
         "load": {
             "data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 8},

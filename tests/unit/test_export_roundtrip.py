@@ -21,7 +21,7 @@ def run(tmp_path):
     for config in store.manifest.configs:  # as a real sweep records them
         store.update_config(
             config.config_id,
-            model="builtin:tiny-llama",
+            model="builtin:tiny-llama-random",
             args={"max-model-len": 512, "max-num-seqs": 2 if config.config_id == "c1" else 8},
         )
     with open(store.layout.points, newline="") as handle:

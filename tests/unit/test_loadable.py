@@ -51,7 +51,7 @@ def fakes(monkeypatch, tmp_path):
     return tmp_path
 
 
-def write_spec(tmp_path, model="builtin:tiny-llama", arg="max-num-seqs"):
+def write_spec(tmp_path, model="builtin:tiny-llama-random", arg="max-num-seqs"):
     path = tmp_path / "s.yaml"
     path.write_text(SPEC.format(model=model, arg=arg))
     return path

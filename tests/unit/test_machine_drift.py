@@ -490,7 +490,7 @@ def test_a_sweep_preflight_on_a_moving_machine_stops_before_any_server(tmp_path,
 
     spec_path = tmp_path / "s.yaml"
     spec_path.write_text(
-        "name: s\nmodel: builtin:tiny-llama\ndeployment: {kind: local, cpus: '0'}\n"
+        "name: s\nmodel: builtin:tiny-llama-random\ndeployment: {kind: local, cpus: '0'}\n"
         "load: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8},\n"
         "       profiles: [{kind: concurrent, streams: [1], max_seconds: 5}]}\n"
         "machine: {stability_s: 30}\n"

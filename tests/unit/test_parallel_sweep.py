@@ -229,7 +229,7 @@ def test_points_written_from_many_threads_are_all_kept_in_plan_order(tmp_path):
 def _spec(tmp_path: Path, deployment: str, server: str = "{matrix: {max-num-seqs: [2, 4]}}"):
     data = {
         "name": "par",
-        "model": "builtin:tiny-llama",
+        "model": "builtin:tiny-llama-random",
         "deployment": __import__("yaml").safe_load(deployment),
         "server": __import__("yaml").safe_load(server),
         "load": {

@@ -344,7 +344,7 @@ def test_points_without_shared_prefixes_get_no_prefix_prediction():
 
 SPEC = """
 name: p
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local}
 server:
   args: {max-model-len: 512}

@@ -45,7 +45,7 @@ def test_limit_asks_the_first_n_prompts_of_the_file_in_its_order(tmp_path):
 
     (tmp_path / "mine.txt").write_text("".join(f"prompt {i}\n" for i in range(1, 6)))
     text = (
-        "name: s\nmodel: builtin:tiny-llama\ndeployment: {kind: local}\n"
+        "name: s\nmodel: builtin:tiny-llama-random\ndeployment: {kind: local}\n"
         "load: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8},\n"
         "       profiles: [{kind: concurrent, streams: 1, max_seconds: 1}]}\n"
         "quality: {prompts: mine.txt, limit: 3}\n"

@@ -167,7 +167,8 @@ def test_crossovers_of_replays_lie_on_one_trace_at_a_speed():
     (crossing,) = [x for x in found if x["metric"] == "ttft_p50_ms"]
     assert crossing["trace"] == "azure" and crossing["target"] == pytest.approx(1.333, abs=1e-3)
     assert crossover_text(crossing) == (
-        "ttft_p50_ms (replay azure): A vs B cross at ≈ 1.33x trace; lower below: A, above: B"
+        "ttft_p50_ms (replay azure): A vs B cross at ≈ 1.33x trace (no interval: A has no "
+        "per-request samples at target 1); lower below: A, above: B"
     )
 
 

@@ -77,7 +77,7 @@ def test_tune_on_a_noisy_replay_revalidates_its_winner(tmp_path, noisy_grid):
     spec = tmp_path / "tune.yaml"
     spec.write_text(f"""
 name: tune-noisy
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {noisy_grid}, noisy: true, seed: 3}}
 server:
   args: {{max-model-len: 512}}

@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "energy"
 
 @pytest.fixture(scope="module")
 def tiny() -> Path:
-    return Path(demo.resolve_builtin("builtin:tiny-llama"))
+    return Path(demo.resolve_builtin("builtin:tiny-llama-random"))
 
 
 def _config(tiny: Path) -> dict:
@@ -163,8 +163,8 @@ def test_a_cpu_server_is_measured_once_per_working_set_on_its_cpus(tiny, tmp_pat
     measure = _Measure()
     planner = RooflinePlanner(RooflineSettings(), LOCAL, "0", tmp_path, measure, lambda: [])
     effective = {"dtype": "bfloat16", "kv_cache_dtype": "auto"}
-    first, record = planner.for_config("builtin:tiny-llama", {}, effective)
-    again, _ = planner.for_config("builtin:tiny-llama", {"max-num-seqs": 2}, effective)
+    first, record = planner.for_config("builtin:tiny-llama-random", {}, effective)
+    again, _ = planner.for_config("builtin:tiny-llama-random", {"max-num-seqs": 2}, effective)
     assert first is not None and again is not None
     assert len(measure.calls) == 1 and measure.calls[0][1] == {0}
     assert record["bandwidth_gbs"] == 50.0 and record["devices"] == 1
@@ -175,28 +175,28 @@ def test_a_gpu_server_takes_the_table_times_its_tensor_parallel_gpus(tiny, tmp_p
     planner = RooflinePlanner(
         RooflineSettings(), LOCAL, None, tmp_path, _Measure(), lambda: ["NVIDIA H100 80GB HBM3"]
     )
-    roofline, record = planner.for_config("builtin:tiny-llama", {}, {"tensor_parallel_size": 2})
+    roofline, record = planner.for_config("builtin:tiny-llama-random", {}, {"tensor_parallel_size": 2})
     assert roofline is not None and roofline.bandwidth_gbs == 2 * 3350.0
     assert record["devices"] == 2 and "table: NVIDIA H100 SXM" in record["note"]
 
 
 def test_remote_servers_need_a_named_device_and_replays_have_none(tiny, tmp_path):
     helm = RooflinePlanner(RooflineSettings(), HELM, None, tmp_path, _Measure(), lambda: [])
-    none, record = helm.for_config("builtin:tiny-llama", {}, {})
+    none, record = helm.for_config("builtin:tiny-llama-random", {}, {})
     assert none is None and "roofline.device" in record["note"]
     named = RooflinePlanner(RooflineSettings(device="L4"), HELM, None, tmp_path, _Measure())
-    roofline, _ = named.for_config("builtin:tiny-llama", {}, {})
+    roofline, _ = named.for_config("builtin:tiny-llama-random", {}, {})
     assert roofline is not None and roofline.bandwidth_gbs == 300.0
     replay = RooflinePlanner(RooflineSettings(), REPLAY, None, tmp_path, _Measure())
-    assert replay.for_config("builtin:tiny-llama", {}, {})[0] is None
+    assert replay.for_config("builtin:tiny-llama-random", {}, {})[0] is None
     off = RooflinePlanner(RooflineSettings(enabled=False), LOCAL, None, tmp_path, _Measure())
-    assert "enabled false" in off.for_config("builtin:tiny-llama", {}, {})[1]["note"]
+    assert "enabled false" in off.for_config("builtin:tiny-llama-random", {}, {})[1]["note"]
 
 
 def test_an_unknown_device_is_a_one_line_spec_error(tmp_path):
     spec_path = tmp_path / "s.yaml"
     spec_path.write_text(
-        "name: s\nmodel: builtin:tiny-llama\ndeployment: {kind: local}\n"
+        "name: s\nmodel: builtin:tiny-llama-random\ndeployment: {kind: local}\n"
         "load: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8}, "
         "profiles: [{kind: concurrent, streams: [1], max_requests: 4}]}\n"
         "roofline: {device: TPU-v9}\n"

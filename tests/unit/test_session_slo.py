@@ -140,7 +140,7 @@ def test_the_verdict_reaches_the_row_and_a_capacity_search():
 
 SPEC = """
 name: s
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local}
 server:
   args: {max-model-len: 512}

@@ -18,7 +18,7 @@ from tunebench.spec.models import SessionsData, SyntheticData
 
 SPEC = """
 name: s
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local}
 server:
   args: {max-model-len: 512}
@@ -191,7 +191,7 @@ def test_a_recorded_run_refuses_sessions_and_shared_prefixes(tmp_path, capsys, d
 
     path = tmp_path / "spec.yaml"
     path.write_text(
-        "name: r\nmodel: builtin:tiny-llama\n"
+        "name: r\nmodel: builtin:tiny-llama-random\n"
         f"deployment: {{kind: replay, run: {FIXTURES / 'grid-cpu'}}}\n"
         f"load:\n  data: {data}\n"
         "  profiles:\n    - {kind: concurrent, streams: 2, max_seconds: 5}\n"

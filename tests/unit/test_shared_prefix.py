@@ -15,7 +15,7 @@ from tunebench.spec.models import SharedPrefix, SyntheticData
 
 SPEC = """
 name: p
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local}
 server:
   args: {max-model-len: 512}

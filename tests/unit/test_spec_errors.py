@@ -17,7 +17,7 @@ import pytest
 
 GOOD = """
 name: t
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local}
 server:
   args: {max-model-len: 512}
@@ -30,7 +30,7 @@ load:
 
 GOOD_BATCH = """
 name: b
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 engine: vllm
 dataset: {path: data/records.jsonl, id_field: id}
 prompt:
@@ -447,40 +447,40 @@ SWEEP_CASES = [
     sweep(
         "missing-model",
         "missing-model",
-        variant("model: builtin:tiny-llama\n", ""),
+        variant("model: builtin:tiny-llama-random\n", ""),
         "model: required key is missing",
     ),
     sweep(
         "missing-local-model",
         "missing-model",
-        variant("builtin:tiny-llama", "./no/such/model"),
+        variant("builtin:tiny-llama-random", "./no/such/model"),
         "model: local model path",
         "does not exist",
     ),
     sweep(
         "unknown-builtin",
         "missing-model",
-        variant("builtin:tiny-llama", "builtin:huge-llama"),
+        variant("builtin:tiny-llama-random", "builtin:huge-llama"),
         "model: unknown builtin model 'huge-llama'",
-        "builtin:tiny-llama",
+        "builtin:tiny-llama-random",
     ),
     sweep(
         "empty-model",
         "missing-model",
-        variant("builtin:tiny-llama", "''"),
+        variant("builtin:tiny-llama-random", "''"),
         "model: String should have at least 1 character",
     ),
     sweep(
         "missing-matrix-model",
         "missing-model",
-        variant("matrix: {max-num-seqs: [2, 8]}", "matrix: {model: [builtin:tiny-llama, ../gone]}"),
+        variant("matrix: {max-num-seqs: [2, 8]}", "matrix: {model: [builtin:tiny-llama-random, ../gone]}"),
         "server.matrix.model: local model path",
         "does not exist",
     ),
     sweep(
         "missing-local-tokenizer",
         "missing-model",
-        variant("model: builtin:tiny-llama", "model: builtin:tiny-llama\ntokenizer: ./tok"),
+        variant("model: builtin:tiny-llama-random", "model: builtin:tiny-llama-random\ntokenizer: ./tok"),
         "tokenizer: local model path",
         "does not exist",
     ),
@@ -876,20 +876,20 @@ BATCH_CASES = [
     batch(
         "batch-missing-model",
         "missing-model",
-        bvariant("model: builtin:tiny-llama\n", ""),
+        bvariant("model: builtin:tiny-llama-random\n", ""),
         "model: required key is missing",
     ),
     batch(
         "batch-missing-local-model",
         "missing-model",
-        bvariant("builtin:tiny-llama", "./models/none"),
+        bvariant("builtin:tiny-llama-random", "./models/none"),
         "model: local model path",
         "does not exist",
     ),
     batch(
         "batch-transformers-missing-model",
         "missing-model",
-        bvariant("builtin:tiny-llama", "../none")
+        bvariant("builtin:tiny-llama-random", "../none")
         .replace("engine: vllm", "engine: transformers")
         .replace("  matrix: {max-num-seqs: [2, 8]}\n", ""),
         "model: local model path",
@@ -898,7 +898,7 @@ BATCH_CASES = [
     batch(
         "batch-unknown-builtin",
         "missing-model",
-        bvariant("builtin:tiny-llama", "builtin:nope"),
+        bvariant("builtin:tiny-llama-random", "builtin:nope"),
         "model: unknown builtin model 'nope'",
     ),
     # --- max-model-len against the output tokens

@@ -27,7 +27,7 @@ from tunebench.spec.plan import LoadPoint
 def tokenizer_dir(tmp_path_factory) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    recipe = demo.BUILTIN_MODELS[demo.DEFAULT_BUILTIN]
+    recipe = demo.BUILTIN_MODELS["tiny-llama-random"]
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -536,7 +536,7 @@ AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
 
 SPEC = """
 name: t
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local}
 server:
   args: {max-model-len: 512}

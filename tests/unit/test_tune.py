@@ -296,7 +296,7 @@ def _replay_spec(tmp_path, recorded, extra: str) -> str:
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
 name: replayed
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {recorded}}}
 load:
   data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
@@ -395,7 +395,7 @@ def test_two_objectives_give_a_pareto_front(tmp_path, cli):
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
 name: pareto
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {recorded}}}
 load:
   data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
@@ -529,7 +529,7 @@ def _secret_tune_spec(tmp_path) -> Path:
     spec = tmp_path / "tune-secret.yaml"
     spec.write_text(f"""
 name: tune-secret
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {{kind: replay, run: {FIXTURES / "grid-cpu"}}}
 server:
   args: {{max-model-len: 512, api-key: {TUNE_SECRET}}}

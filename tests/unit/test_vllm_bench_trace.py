@@ -423,7 +423,7 @@ def test_the_driver_refuses_data_it_cannot_send():
 
 SPEC = """
 name: p
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 deployment: {kind: local}
 server:
   args: {max-model-len: 512}

@@ -306,7 +306,9 @@ def compare_sides(
         args_differ(sides),
         # only for the latency metrics asked for (-m): a crossover of an unasked metric
         # answers a question nobody put
-        crossovers_between(sides, key, tuple(m.column for m in metrics)),
+        crossovers_between(
+            sides, key, tuple(m.column for m in metrics), confidence, run_cv, seed
+        ),
         baseline.name,
         key,
         sides,

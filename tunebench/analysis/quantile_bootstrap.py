@@ -131,15 +131,15 @@ class QuantileBootstrap:
 
     def side(self, q: float) -> _Side:
         return _Side(
-            math.log(float(_sorted_quantile(self.sorted_values, q))),
+            math.log(float(sorted_quantile(self.sorted_values, q))),
             self.correction
-            * float(_sorted_quantile(self.resampled, q).astype(np.float64).std(ddof=1)),
+            * float(sorted_quantile(self.resampled, q).astype(np.float64).std(ddof=1)),
             max(1, len(self.values) // self.block - 1),
             len(self.values) / self.tau,
         )
 
 
-def _sorted_quantile(ordered: np.ndarray, q: float) -> np.ndarray:
+def sorted_quantile(ordered: np.ndarray, q: float) -> np.ndarray:
     """numpy's default (linear) quantile of sorted data along the last axis."""
     position = q * (ordered.shape[-1] - 1)
     low = int(math.floor(position))

@@ -1,7 +1,7 @@
 """Batch spec (`sweeps/batch-*.yaml`): a dataset pushed through a model offline.
 
 name: batch-recipes
-model: builtin:tiny-llama
+model: builtin:tiny-llama-random
 engine: vllm                     # vllm | transformers | ray
 dataset: {path: recipes.jsonl, id_field: id, limit: 200}
 prompt:

@@ -18,14 +18,18 @@ def register(app: typer.Typer) -> None:
             "tiny-llama",
             "--name",
             metavar="NAME",
-            help="Which builtin model: tiny-llama; tiny-llama-draft or tiny-llama-eagle (a draft "
-            "or an EAGLE head for speculative decoding); tiny-llama-w8a8, tiny-llama-w4a16 or "
-            "tiny-llama-fp8 (its quantized checkpoints). In a spec: `builtin:NAME`.",
+            help="Which builtin model: tiny-llama (trained, the default); tiny-llama-draft or "
+            "tiny-llama-eagle (its draft model or EAGLE head for speculative decoding); "
+            "tiny-llama-w8a8, tiny-llama-w4a16 or tiny-llama-fp8 (its quantized checkpoints); "
+            "tiny-llama-random and its -draft, -eagle, -w8a8, -w4a16, -fp8 (random weights: "
+            "outputs that carry no information). In a spec: `builtin:NAME`.",
         ),
     ) -> None:
-        """Build the tiny random-weight Llama and its tokenizer that the demo sweep serves.
+        """Build a builtin model and its tokenizer (the demo sweep serves `tiny-llama`).
 
-        Deterministic, offline, ~5 s; skipped when a finished build is already there.
+        Deterministic, offline, a few seconds; skipped when a finished build is already there.
+        The trained model's weights ship with tunebench (docs/trained-model.md); the random
+        ones are generated.
 
         Examples: tunebench demo-model --output /tmp/tiny-llama;
         tunebench demo-model --name tiny-llama-draft;

@@ -1,7 +1,7 @@
 """Whether a quantized checkpoint runs quantized: what its config.json declares vs what the
 server says it loaded.
 
-A checkpoint variant (`model: RedHatAI/...-quantized.w8a8`, `builtin:tiny-llama-w4a16`)
+A checkpoint variant (`model: RedHatAI/...-quantized.w8a8`, `builtin:tiny-llama-random-w4a16`)
 requests no `quantization` arg, so the arg checks of points/validity.py have nothing to
 compare. Its `config.json` declares a method (`quantization_config.quant_method`) and, for
 compressed-tensors, the bits and types of weights and activations; the server's engine line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Group
 from rich.table import Table
@@ -151,10 +151,30 @@ def crossover_load(x: dict[str, Any]) -> str:
 
 
 def crossover_at(x: dict[str, Any]) -> str:
-    """Where it lies: "target ≈ 4.20", or a replay's speed "≈ 1.5x trace"."""
+    """Where it lies: "target ≈ 4.20", or a replay's speed "≈ 1.5x trace", with its interval
+    ("95% interval 3.61-5.02", or open where the data cannot place it inside the range)."""
     if is_replay(x.get("load_kind")):
-        return f"≈ {speed_text(x['target'])}"
-    return f"target ≈ {x['target']:.2f}"
+        return f"≈ {speed_text(x['target'])}{_interval_text(x, speed_text)}"
+    return f"target ≈ {x['target']:.2f}{_interval_text(x, lambda v: f'{v:.2f}')}"
+
+
+def _interval_text(x: dict[str, Any], fmt: Callable[[float], str]) -> str:
+    if x.get("interval_note"):
+        return f" (no interval: {x['interval_note']})"
+    if "confirmed" not in x:
+        return ""
+    share = f"{x['confidence']:.0%} interval"
+    low, high = x.get("target_low"), x.get("target_high")
+    if x["confirmed"]:
+        return f" ({share} {fmt(low)}-{fmt(high)})"
+    below = "below the lowest target" if low is None else fmt(low)
+    above = "above the highest target" if high is None else fmt(high)
+    why = (
+        "not placed inside the measured range"
+        if low is None or high is None
+        else "neither curve is significantly lower on both sides of it"
+    )
+    return f" ({share} {below} to {above}; not confirmed: {why})"
 
 
 # A run id is "<date>-<time>-<name>": the console names a run by its name alone
