@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers is not installed"
 )
 
-SHIPPED = demo.SHIPPED_WEIGHTS / "tiny-llama"
+SHIPPED = demo.SHIPPED_WEIGHTS / "tiny-llama-trained"
 
 
 def _record() -> dict:

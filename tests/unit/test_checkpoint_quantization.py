@@ -27,7 +27,7 @@ def _checkpoint(tmp_path: Path, scheme: str) -> Path:
     directory = tmp_path / scheme
     directory.mkdir()
     shutil.copy(
-        FIXTURES / "checkpoints" / f"tiny-llama-random-{scheme}-config.json", directory / "config.json"
+        FIXTURES / "checkpoints" / f"tiny-llama-{scheme}-config.json", directory / "config.json"
     )
     return directory
 

@@ -149,7 +149,7 @@ def test_shipped_sweeps_pass_dry_run(cli, path):
 
 def test_cpu_demo_is_the_embedded_default():
     plan = build_plan(load_spec(REPO / "sweeps/cpu-demo.yaml"), REPO / "sweeps/cpu-demo.yaml")
-    assert plan.configs[0].model == "builtin:tiny-llama-random"
+    assert plan.configs[0].model == "builtin:tiny-llama"
     assert {c.args["max-num-seqs"] for c in plan.configs} >= {2, 8}
     kinds = [p.point_id for p in plan.points]
     assert {"concurrent-1", "concurrent-4", "concurrent-8"} <= set(kinds)
