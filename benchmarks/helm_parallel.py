@@ -143,7 +143,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tb-helm-parallel-") as tmp:
         work = Path(tmp)
         server = LocalVllmServer(LocalSettings(kind="local"), RunLayout(work / "server"))
-        config = ServerConfig("s1", "backend", "builtin:tiny-llama-random", None, {"max-model-len": 256})
+        config = ServerConfig(
+            "s1", "backend", "builtin:tiny-llama-random", None, {"max-model-len": 256}
+        )
         handle = server.start(config)
         try:
             (work / "cluster").mkdir()

@@ -8,7 +8,7 @@ is never best. lm-eval against a real server is tests/e2e/test_sessions_cpu.py's
 lm-eval run for each of the ten configurations here would add over two minutes).
 
 One sweep serves every test of the file: ten server starts (one refused; the planted fault
-added here, FP8 at load left out), two 3-s points each, 4 of the 16 quality prompts of 16
+added here, FP8 at load left out), three 3-s points each, 4 of the 16 quality prompts of 16
 tokens each.
 """
 
@@ -67,10 +67,9 @@ def swept(tmp_path_factory):
         }
     )
     # 4 of the 16 quality prompts, 16 greedy tokens each: what is checked here (the scheme moved
-    # the distributions, speculation is lossless, the planted fault fails) shows on them (a
-    # recorded run of all eleven configurations, read on its first 4 and 8 prompts: top-1
-    # agreement 0.93 / 0.94 for INT8, 0.61 / 0.59 INT4, 0.82 / 0.85 FP8, 1.0 for speculation;
-    # the planted fault's token agreement 0.16 / 0.12), and the FP8 checkpoint decodes at
+    # the distributions, INT8 passes, speculation is lossless, the planted fault fails) shows
+    # on them (the shipped sweep on all 16 prompts of 32 tokens: top-1 agreement 0.99 for
+    # INT8, 0.92 INT4, 0.97 FP8, 1.0 for speculation), and the FP8 checkpoint decodes at
     # about 1 s a token where oneDNN has only its reference matmul for FP8 (below): its check
     # of 8 prompts of 32 tokens took 5 minutes. The gate's own calibration is tests/unit's
     spec["quality"] = {**(spec.get("quality") or {}), "limit": QUALITY_PROMPTS, "max_tokens": 16}
@@ -151,7 +150,7 @@ def test_both_speculative_methods_are_verified_and_their_acceptance_measured(swe
         check = _checks(config)["speculative-config"]
         assert check["state"] == "verified" and method in check["running"]
         rates = points.loc[[config.config_id], "spec_acceptance_rate"]
-        assert len(rates) == 2 and rates.notna().all(), (label, rates)
+        assert len(rates) == 3 and rates.notna().all(), (label, rates)  # 1, 4 and 8 streams
     ngram = points.loc[[swept["configs"]["ngram"].config_id], "spec_acceptance_rate"]
     assert (ngram > 0).all()  # greedy answers repeat: n-gram drafts are accepted
     base = points.loc[[swept["configs"]["base"].config_id], "spec_acceptance_rate"]
@@ -167,8 +166,13 @@ def test_speculation_is_lossless_and_quantization_moves_the_distributions(swept)
     for label in ("w8a8", "w4a16", "fp8"):
         row = table.loc[label]
         assert row["verdict"] in ("pass", "fail"), (label, row["reasons"])
-        assert row["mean_kl"] > 0 and row["top1_agreement"] < 1, label  # measured, moved
-    # fewer bits, further from the base model: INT4 weights move it more than INT8
+        assert row["mean_kl"] > 0, label  # measured, moved (a checkpoint served unquantized: 0)
+    # the trained model loses next to nothing to INT8 (all 16 prompts of the shipped sweep:
+    # top-1 99%, KL 9e-4, a pass): a scheme that broke the weights would fail both
+    w8a8 = table.loc["w8a8"]
+    assert w8a8["verdict"] == "pass" and w8a8["top1_agreement"] >= 0.9, w8a8["reasons"]
+    # fewer bits, further from the base model: INT4 weights move it more than INT8 (measured
+    # 0.027 against 9e-4)
     assert table.loc["w4a16", "mean_kl"] > table.loc["w8a8", "mean_kl"]
     refused = table.loc["fp8-tensor-at-load"]
     assert refused["verdict"] == "not-checked"

@@ -114,6 +114,7 @@ def test_too_few_requests_get_no_interval_and_say_why():
         [b.requests, side("x", law(50, 2), rng).requests.query("point_id == 'concurrent-8'")[:3]]
     )
     found = crossovers_between([a, b], LOAD_KEY, ("itl_p50_ms",), CONFIDENCE)
-    assert found and "too few requests for an interval: B has 3 at target 8" in found[0][
-        "interval_note"
-    ]
+    assert (
+        found
+        and "too few requests for an interval: B has 3 at target 8" in found[0]["interval_note"]
+    )

@@ -175,7 +175,9 @@ def test_a_gpu_server_takes_the_table_times_its_tensor_parallel_gpus(tiny, tmp_p
     planner = RooflinePlanner(
         RooflineSettings(), LOCAL, None, tmp_path, _Measure(), lambda: ["NVIDIA H100 80GB HBM3"]
     )
-    roofline, record = planner.for_config("builtin:tiny-llama-random", {}, {"tensor_parallel_size": 2})
+    roofline, record = planner.for_config(
+        "builtin:tiny-llama-random", {}, {"tensor_parallel_size": 2}
+    )
     assert roofline is not None and roofline.bandwidth_gbs == 2 * 3350.0
     assert record["devices"] == 2 and "table: NVIDIA H100 SXM" in record["note"]
 

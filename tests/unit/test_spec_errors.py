@@ -473,14 +473,19 @@ SWEEP_CASES = [
     sweep(
         "missing-matrix-model",
         "missing-model",
-        variant("matrix: {max-num-seqs: [2, 8]}", "matrix: {model: [builtin:tiny-llama-random, ../gone]}"),
+        variant(
+            "matrix: {max-num-seqs: [2, 8]}",
+            "matrix: {model: [builtin:tiny-llama-random, ../gone]}",
+        ),
         "server.matrix.model: local model path",
         "does not exist",
     ),
     sweep(
         "missing-local-tokenizer",
         "missing-model",
-        variant("model: builtin:tiny-llama-random", "model: builtin:tiny-llama-random\ntokenizer: ./tok"),
+        variant(
+            "model: builtin:tiny-llama-random", "model: builtin:tiny-llama-random\ntokenizer: ./tok"
+        ),
         "tokenizer: local model path",
         "does not exist",
     ),

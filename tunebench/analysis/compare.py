@@ -306,9 +306,7 @@ def compare_sides(
         args_differ(sides),
         # only for the latency metrics asked for (-m): a crossover of an unasked metric
         # answers a question nobody put
-        crossovers_between(
-            sides, key, tuple(m.column for m in metrics), confidence, run_cv, seed
-        ),
+        crossovers_between(sides, key, tuple(m.column for m in metrics), confidence, run_cv, seed),
         baseline.name,
         key,
         sides,

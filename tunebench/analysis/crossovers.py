@@ -142,7 +142,9 @@ def _interval(
             )
             boot = QuantileBootstrap(values, rng)
             # repeats averaged: their run-to-run spread shrinks with their number
-            draws.append(quantile_draws(boot, metric.quantile, run_cv / max(1, windows) ** 0.5, rng))
+            draws.append(
+                quantile_draws(boot, metric.quantile, run_cv / max(1, windows) ** 0.5, rng)
+            )
         curves.append(np.array(draws))
     x, above = crossing
     interval = crossing_interval(xs, curves[0], curves[1], x, above, confidence)

@@ -10,8 +10,11 @@ answer is not fast.
 The defaults are coarse, meant to catch a broken configuration, not to rank sound ones:
 mean KL 0.1 nats and 90% top-1 agreement sit where weight quantization is known to have
 degraded a model badly (8-bit formats typically measure KL near 0.001 and top-1 agreement
-near 99%, 4-bit around 0.01-0.05 and 95%); 25% token agreement means greedy answers
-part from the reference's within the first quarter of their tokens on average.
+near 99%, 4-bit around 0.01-0.05 and 95%). The answer thresholds count a parting at a
+near-tie as agreeing, and were chosen on the trained embedded model's real answers
+(tests/fixtures/quality-cpu-trained, docs/quality.md): INT8, INT4, FP8 and an fp8 KV cache
+agree beyond near-ties 0.89-1.00 (median 1.00), a planted repetition penalty 0.62 (median
+0.73); 75% and a median of 90% sit between them.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ class Thresholds:
     max_mean_kl: float | None = 0.1
     max_mean_tv: float | None = 0.1
     min_top1_agreement: float | None = 0.9
-    min_token_agreement: float | None = 0.25
-    min_median_agreement: float | None = 0.5
+    min_token_agreement: float | None = 0.75
+    min_median_agreement: float | None = 0.9
     min_exact_match: float | None = None
     speculative_min_exact_match: float = 1.0
 

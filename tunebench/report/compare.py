@@ -165,7 +165,7 @@ def _interval_text(x: dict[str, Any], fmt: Callable[[float], str]) -> str:
         return ""
     share = f"{x['confidence']:.0%} interval"
     low, high = x.get("target_low"), x.get("target_high")
-    if x["confirmed"]:
+    if x["confirmed"] and low is not None and high is not None:
         return f" ({share} {fmt(low)}-{fmt(high)})"
     below = "below the lowest target" if low is None else fmt(low)
     above = "above the highest target" if high is None else fmt(high)

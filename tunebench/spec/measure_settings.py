@@ -176,9 +176,11 @@ class Quality(Strict):
         0.1, ge=0, le=1, description="total variation over both top-k lists, teacher-forced"
     )
     min_top1_agreement: float | None = Field(0.9, ge=0, le=1)
-    min_token_agreement: float | None = Field(0.25, ge=0, le=1)
+    min_token_agreement: float | None = Field(
+        0.75, ge=0, le=1, description="mean share of an answer before it parts (near-ties agree)"
+    )
     min_median_agreement: float | None = Field(
-        0.5, ge=0, le=1, description="median share of an answer before its first difference"
+        0.9, ge=0, le=1, description="median share of an answer before its first difference"
     )
     min_exact_match: float | None = Field(None, ge=0, le=1)
     max_seconds: float = Field(
