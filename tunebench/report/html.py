@@ -13,8 +13,9 @@ import pandas as pd
 from tunebench.analysis.best import best_config, headline
 from tunebench.analysis.cross_check import run_cross_check
 from tunebench.analysis.crossovers import crossovers_between
-from tunebench.analysis.frames import load_run, read_manifest
+from tunebench.analysis.frames import load_requests, load_run, read_manifest
 from tunebench.analysis.plots import run_figures
+from tunebench.analysis.point_evidence import DEFAULT_RUN_CV
 from tunebench.analysis.quality import quality_table
 from tunebench.analysis.sides import LOAD_KEY, Side
 from tunebench.analysis.standings import Standing, capacities, capacity_bound, capacity_text
@@ -187,6 +188,13 @@ def summary_notes(raw: pd.DataFrame, manifest: Manifest) -> list[str]:
     return notes
 
 
+def _requests_of(requests: pd.DataFrame | None, points: pd.DataFrame) -> pd.DataFrame:
+    """The requests of one configuration's points (none read: an empty frame)."""
+    if requests is None or requests.empty or "config_id" not in points:
+        return pd.DataFrame()
+    return requests[requests["config_id"].isin(set(points["config_id"].astype(str)))]
+
+
 def report_context(run_path: Path) -> dict:
     raw = load_run(run_path)
     manifest = read_manifest(run_path)
@@ -222,15 +230,20 @@ def report_context(run_path: Path) -> dict:
         }
         for c in manifest.configs
     ]
+    # the requests give each crossover its interval (read only where curves are compared)
+    several = not points.empty and points["config_label"].nunique() > 1
+    requests = load_requests(run_path) if several else None
     sides = (
         [
-            Side(label, group, pd.DataFrame())
+            Side(label, group, _requests_of(requests, group))
             for label, group in points.groupby("config_label", sort=False)
         ]
         if not points.empty
         else []
     )
-    crossovers = crossovers_between(sides, LOAD_KEY) if len(sides) > 1 else []
+    crossovers = (
+        crossovers_between(sides, LOAD_KEY, run_cv=DEFAULT_RUN_CV) if len(sides) > 1 else []
+    )
     figures = run_figures(raw, run_path) if not raw.empty else []
     tune = _tune_section(run_path)
     batch = None
