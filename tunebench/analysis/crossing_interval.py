@@ -55,12 +55,11 @@ def quantile_draws(
     """Draws of one point's q-quantile (in its own units): the point's quantile moved by each
     resample's deviation, scaled by the blocks' correction, and by a run-to-run spread of
     `run_cv` (relative) that one window cannot show."""
-    log_value = math.log(float(sorted_quantile(boot.sorted_values, q)))
     resampled = sorted_quantile(boot.resampled, q).astype(np.float64)
     deviation = (resampled - resampled.mean()) * boot.correction
     if run_cv > 0:
         deviation = deviation + rng.normal(0.0, math.log1p(run_cv), len(deviation))
-    return np.exp(log_value + deviation)
+    return np.exp(boot.side(q).log_value + deviation)
 
 
 def crossing_interval(
@@ -86,12 +85,10 @@ def crossing_interval(
     distance = np.where(crosses, np.abs(at - observed), np.inf)
     nearest = distance.argmin(axis=0)
     columns = np.arange(diff.shape[1])
-    found = crosses[nearest, columns]
-    positions = np.where(found, at[nearest, columns], np.nan)
     # no crossing in a draw: beyond the range, on the side its constant sign points to (the
     # whole range above the crossing: it lies below the lowest target)
     beyond = np.where(np.sign(diff[-1]) == np.sign(above_sign), -np.inf, np.inf)
-    positions = np.where(found, positions, beyond)
+    positions = np.where(crosses[nearest, columns], at[nearest, columns], beyond)
     ordered = np.sort(positions)
     tail = (1 - confidence) / 2
     count = len(ordered)
