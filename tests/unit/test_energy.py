@@ -265,7 +265,7 @@ def test_a_row_carries_the_energy_columns():
         [],
         {},
         energy=EnergyReading(100.0, 20.0, "rapl", "package-0", "counter", 5),
-    )
+    ).csv_cells()
     assert row["energy_j"] == 100.0 and row["joules_per_output_token"] == pytest.approx(0.4)
 
 

@@ -130,7 +130,7 @@ def _row(samples: list[dict], machine=None) -> dict:
         {"server_samples": 10},
         window=(1000.0, 1020.0),
         machine=machine,
-    )
+    ).csv_cells()
 
 
 def test_a_point_whose_requests_slowed_is_unverified_but_valid():

@@ -292,7 +292,7 @@ def _row(client: dict, measured: float | None, block_size: int | None = 16) -> d
         [],
         {"server_samples": 5, "prefix_hit_rate": measured},
         block_size=block_size,
-    )
+    ).csv_cells()
 
 
 def test_a_primed_point_is_checked_against_its_prediction():
@@ -336,7 +336,7 @@ def test_points_without_shared_prefixes_get_no_prefix_prediction():
         [],
         {"server_samples": 5, "prefix_hit_rate": 0.3},
         block_size=16,
-    )
+    ).csv_cells()
     assert "prefix_hit_rate_predicted" not in row
 
 

@@ -129,7 +129,7 @@ def test_the_verdict_reaches_the_row_and_a_capacity_search():
         samples,
         {"server_samples": 3},
         slo_spec={"session_e2e_s": {"p95": 5.0}},
-    )
+    ).csv_cells()
     assert row["slo_met"] is False and row["slo_violations"] == "session_e2e_s p95 <= 5: 5.9"
     search = CapacitySearch(start_rate=1.0)
     search.tell(1.0, row["slo_met"], False, row["slo_ratio"])

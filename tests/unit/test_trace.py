@@ -474,7 +474,7 @@ def _row(samples, client=None, server=None, block_size=32):
         samples,
         {"server_samples": 5, **(server or {})},
         block_size=block_size,
-    )
+    ).csv_cells()
 
 
 def _sample(asked=(100, 10), got=(100, 10), reuse=1):

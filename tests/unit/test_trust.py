@@ -37,11 +37,13 @@ def test_a_point_with_half_its_requests_failed_is_invalid_with_the_count():
 
     point = PointId("r", "c1", "c1", "concurrent-2", "concurrent")
     client = {"target": 2, "requests_ok": 20, "requests_failed": 19, "achieved_concurrency": 2}
-    row = build_row(point, {}, client, [], {})
+    row = build_row(point, {}, client, [], {}).csv_cells()
     assert row["valid"] is False
     assert row["invalid_reason"] == "requests failed: 19 of 39 (49%, a valid point allows 5%)"
     # 1 of 40: an incident, not a broken point
-    fine = build_row(point, {}, {**client, "requests_ok": 39, "requests_failed": 1}, [], {})
+    fine = build_row(
+        point, {}, {**client, "requests_ok": 39, "requests_failed": 1}, [], {}
+    ).csv_cells()
     assert fine["valid"] is True and fine["invalid_reason"] == ""
 
 
@@ -50,11 +52,13 @@ def test_a_valid_point_that_could_not_be_checked_is_unverified_with_what():
 
     point = PointId("r", "c1", "c1", "concurrent-2", "concurrent")
     client = {"target": 2, "requests_ok": 40, "requests_failed": 0, "achieved_concurrency": 2}
-    blind = build_row(point, {}, client, [], {}, config_unverified=["block-size not read back"])
+    blind = build_row(
+        point, {}, client, [], {}, config_unverified=["block-size not read back"]
+    ).csv_cells()
     assert blind["valid"] is True
     assert blind["unverified_reason"] == "no server metrics; block-size not read back"
     assert trust.unverified_reasons(blind) == ["no server metrics", "block-size not read back"]
-    seen = build_row(point, {}, client, [], {"server_samples": 12})
+    seen = build_row(point, {}, client, [], {"server_samples": 12}).csv_cells()
     assert seen["unverified_reason"] == "" and trust.unverified_reasons(seen) == []
     # a run stored before the column: a point without server metrics is unverified
     assert trust.unverified_reasons({"server_metrics": "absent"}) == ["no server metrics"]

@@ -294,7 +294,7 @@ def test_a_result_without_send_times_leaves_arrival_unchecked_not_passed(tokeniz
         samples,
         {"server_samples": 5},
         block_size=16,
-    )
+    ).csv_cells()
     assert row["valid"] and not row["client_limited"]
     assert "arrival timing not checked" in row["unverified_reason"]
     # lengths were checked: the server's counts are within 5% (21 of 20 is 5%)
@@ -314,7 +314,7 @@ def test_a_replay_beside_synthetic_data_is_held_to_its_trace_lengths_not_the_run
         {"server_samples": 5},
         expected_output_tokens=32,
         block_size=16,
-    )
+    ).csv_cells()
     assert "shorter than the 32 tokens" not in row["invalid_reason"]
     assert row["output_tokens_ratio"] == 1.0
 

@@ -63,7 +63,7 @@ def group_pids(pgid: int, proc: Path = PROC) -> list[int]:
 
 
 def thread_times(pid: int, proc: Path = PROC) -> dict[int, tuple[int, int]]:
-    out = {}
+    out: dict[int, tuple[int, int]] = {}
     try:
         tasks = list(os.scandir(proc / str(pid) / "task"))
     except OSError:

@@ -161,7 +161,8 @@ class CrossCheckDriver:
             return  # nothing for this driver (or the other failed before its turn)
 
         def result(found: ClientResult) -> None:
-            columns = {**found.columns, "load_driver": name}
+            columns = found.columns.copy()
+            columns["load_driver"] = name
             on_result(dataclasses.replace(found, columns=columns))
             turns.advance()
 

@@ -34,6 +34,7 @@ from tunebench.load.trace import Workload, build_workload, replay_context, slice
 from tunebench.load.trace_formats import TraceRequest
 from tunebench.load.trace_prompts import PromptBuilder
 from tunebench.load.worker_driver import WorkerDriver
+from tunebench.points.cells import client_cells
 from tunebench.points.sessions import session_columns, turn_columns
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
@@ -104,11 +105,11 @@ def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
         # GuideLLM's replay sends each request at start + time_scale x its relative_timestamp
         # (schedule_turn timestamp: the trace's own times, not gaps after earlier answers)
         assert first.target is not None
-        constraints = (
+        limits = (
             [{"kind": "max_duration", "seconds": [first.max_seconds]}] if first.max_seconds else []
         )
         replay = {"kind": "replay", "time_scale": 1 / first.target, "schedule_turn": "timestamp"}
-        return {"profile": replay, "constraints": constraints}
+        return {"profile": replay, "constraints": limits}
     profile: dict[str, Any] = {"kind": first.kind}
     if first.warmup is not None:
         profile["warmup"] = first.warmup
@@ -118,7 +119,9 @@ def _group_args(points: list[LoadPoint]) -> dict[str, Any]:
         profile["sweep_size"] = first.sweep_points
     field = _PROFILE_TARGET_FIELD.get(first.kind)
     if field:
-        values = [int(p.target) if field != "rate" else float(p.target) for p in points]
+        targets = [p.target for p in points]
+        assert all(t is not None for t in targets), "a profile with a target field has targets"
+        values = [int(t) if field != "rate" else float(t) for t in targets if t is not None]
         profile[field] = values
     constraints: list[dict[str, Any]] = []
     if first.max_seconds is not None:
@@ -253,6 +256,7 @@ class GuideLLMDriver(WorkerDriver):
         self.close()
         prefix = shared_prefix(self.data)
         work_dir = self._work_dir
+        assert work_dir is not None, "prepare() names the work directory first"
         work_dir.mkdir(parents=True, exist_ok=True)
         job = {
             "tokenizer": self.tokenizer,
@@ -373,6 +377,7 @@ class GuideLLMDriver(WorkerDriver):
                 self._points += more
                 slots = self._slots()
                 # a capacity search over replay speed: each probe replays its own workload
+                assert self._work_dir is not None
                 self._prepare_traces(more, self._work_dir)
                 self._send({"groups": build_groups(more, self._datasets)})
                 self._wait_for(self._budget(more[0]))
@@ -412,13 +417,24 @@ class GuideLLMDriver(WorkerDriver):
         columns["load_driver"] = "guidellm"
         sessions = self.data if isinstance(self.data, SessionsData) else None
         samples = request_samples(benchmark, sessions=sessions is not None)
+        turns = {}
         if sessions is not None:
             columns.update(session_columns(samples, sessions.turns))
-            columns.update(turn_columns(samples))
+            turns = turn_columns(samples)
         workload = self._workloads.get(point.point_id)
         if workload is not None:
             columns.update(replay_evidence(workload, benchmark, samples))
         prefix = shared_prefix(self.data)
         if prefix is not None:
             columns.update(prefix_evidence(prefix, benchmark, primed))
-        return ClientResult(point, point_id, columns, start, end, path, warnings, samples)
+        return ClientResult(
+            point,
+            point_id,
+            client_cells(columns, str(path)),
+            start,
+            end,
+            path,
+            warnings,
+            samples,
+            turns,
+        )

@@ -13,6 +13,7 @@ from typing import Any
 
 from tunebench.load.guidellm_report import measured_window, replay_requests
 from tunebench.load.trace import Workload
+from tunebench.points.cells import PrefixCells
 from tunebench.points.prefix import requests_before_window, workload_columns, zipf_weights
 from tunebench.points.trace import arrival_fidelity
 from tunebench.spec.models import FileData, SessionsData, SharedPrefix, SyntheticData, TraceData
@@ -77,7 +78,7 @@ def shared_prefix(data: LoadData) -> SharedPrefix | None:
 
 def prefix_evidence(
     prefix: SharedPrefix, benchmark: dict[str, Any], primed: dict[str, Any] | None
-) -> dict[str, Any]:
+) -> PrefixCells:
     """A shared-prefix point's workload columns (points/prefix.py predicts its hit rate from
     them): the groups, how many the prime got answered (None: not primed) and the requests a
     warmup sent before the window."""

@@ -115,7 +115,7 @@ def _lines(path: Path) -> Iterator[str]:
 def _json_record(path: Path, number: int, line: str) -> dict[str, Any]:
     try:
         record = json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise TraceFormatError(
             f"{path}:{number}: not JSON ({exc.msg}); write one object a line"
         ) from None

@@ -40,6 +40,7 @@ from tunebench.load.trace_formats import TraceRequest
 from tunebench.load.trace_prompts import special_count
 from tunebench.load.vllm_bench_report import client_columns, measured_window, request_samples
 from tunebench.load.worker_driver import WorkerDriver
+from tunebench.points.cells import client_cells
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
 from tunebench.spec.load_kind import LoadKind
@@ -226,6 +227,7 @@ class VllmBenchDriver(WorkerDriver):
     def _argv(self, point: LoadPoint) -> list[str]:
         if point.kind == LoadKind.REPLAY:
             workload, dataset = self._replay(point)
+            assert point.trace is not None  # a replay point carries its trace
             return replay_argv(workload, dataset, point.trace.seed)
         if not isinstance(self.data, SyntheticData):
             raise LoadError(
@@ -361,4 +363,6 @@ class VllmBenchDriver(WorkerDriver):
         else:
             evidence, samples = replay_evidence(workload, data)
             columns.update(evidence)
-        return ClientResult(point, point.point_id, columns, start, end, path, [], samples)
+        return ClientResult(
+            point, point.point_id, client_cells(columns, str(path)), start, end, path, [], samples
+        )

@@ -37,7 +37,7 @@ def strategy(data: dict) -> tuple[str, float | None]:
     if unbounded:
         return "throughput", None
     kind = "poisson" if float(data.get("burstiness") or 1) == 1 else "gamma"
-    return kind, float(rate)
+    return kind, float(rate) if rate is not None else None
 
 
 def client_columns(data: dict) -> dict[str, Any]:

@@ -55,9 +55,11 @@ class WorkerPipe:
         )
         self._events: queue.Queue[str | None] = queue.Queue()
         process, events = self.process, self._events
+        stdout = process.popen.stdout
+        assert stdout is not None  # capture_stdout=True gives the worker a pipe
 
         def pump() -> None:
-            for line in process.popen.stdout:
+            for line in stdout:
                 events.put(line)
             events.put(None)
 
@@ -69,11 +71,13 @@ class WorkerPipe:
 
     def send(self, message: dict[str, Any], last: bool = False) -> None:
         """One line to the worker's stdin; `last` closes it (no more points)."""
+        stdin = self.process.popen.stdin
+        assert stdin is not None  # the worker reads its points from a pipe
         try:
-            self.process.popen.stdin.write(json.dumps(message) + "\n")
-            self.process.popen.stdin.flush()
+            stdin.write(json.dumps(message) + "\n")
+            stdin.flush()
             if last:
-                self.process.popen.stdin.close()
+                stdin.close()
         except OSError:
             pass  # it died; `exit_problem` reports its exit code and last log line
 

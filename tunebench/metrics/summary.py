@@ -13,24 +13,46 @@ the queue time all requests spent in the window divided by the window's length.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tunebench.metrics.parse import Snapshot
-from tunebench.points.columns import SERVER_COLUMNS
+from tunebench.points.cells import ServerCells
 
 
-def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dict[str, Any]:
+def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> ServerCells:
     """Server statistics for [start, end]; every value is None when there is no data."""
-    out: dict[str, Any] = {column: None for column in SERVER_COLUMNS}
     inside = [s for s in snapshots if start <= s.time <= end]
     before = [s for s in snapshots if s.time <= start]
     after = [s for s in snapshots if s.time >= end]
-    out["server_samples"] = len(inside)
-    for key, prefix in (("kv_usage", "kv_usage"), ("running", "running"), ("waiting", "waiting")):
+
+    def gauge(key: str) -> tuple[float | None, float | None]:
         values = [s.values[key] for s in inside if key in s.values]
-        if values:
-            out[f"{prefix}_mean"] = sum(values) / len(values)
-            out[f"{prefix}_max"] = max(values)
+        return (sum(values) / len(values), max(values)) if values else (None, None)
+
+    out: ServerCells = {
+        "kv_usage_mean": None,
+        "kv_usage_max": None,
+        "running_mean": None,
+        "running_max": None,
+        "waiting_mean": None,
+        "waiting_max": None,
+        "queue_depth_mean": None,
+        "running_depth_mean": None,
+        "queue_time_mean_s": None,
+        "prefill_time_mean_s": None,
+        "decode_time_mean_s": None,
+        "preemptions": None,
+        "prefix_hit_rate": None,
+        "spec_drafts": None,
+        "spec_acceptance_rate": None,
+        "spec_mean_acceptance_length": None,
+        "server_prompt_tokens": None,
+        "server_output_tokens": None,
+        "server_requests_ok": None,
+        "server_window_extra_s": None,
+        "server_samples": len(inside),
+    }
+    out["kv_usage_mean"], out["kv_usage_max"] = gauge("kv_usage")
+    out["running_mean"], out["running_max"] = gauge("running")
+    out["waiting_mean"], out["waiting_max"] = gauge("waiting")
     if not (before and after):
         return out
     first, last = before[-1], after[0]
@@ -46,12 +68,9 @@ def summarize_window(snapshots: list[Snapshot], start: float, end: float) -> dic
 
     span = last.time - first.time
     if span > 0:
-        for column, key in (
-            ("queue_depth_mean", "queue_time_sum"),
-            ("running_depth_mean", "inference_time_sum"),
-        ):
-            total = delta(key)
-            out[column] = total / span if total is not None else None
+        queued, running = delta("queue_time_sum"), delta("inference_time_sum")
+        out["queue_depth_mean"] = queued / span if queued is not None else None
+        out["running_depth_mean"] = running / span if running is not None else None
     out["queue_time_mean_s"] = ratio("queue_time_sum", "queue_time_count")
     out["prefill_time_mean_s"] = ratio("prefill_time_sum", "prefill_time_count")
     out["decode_time_mean_s"] = ratio("decode_time_sum", "decode_time_count")

@@ -27,11 +27,10 @@ A point is `client_limited` when the load it got is not the load it names:
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tunebench.numbers import to_float
 from tunebench.points import trace
-from tunebench.points.columns import LIMIT_COLUMNS  # noqa: F401
+from tunebench.points.cells import LimitCells, RowView
 from tunebench.spec.load_kind import LoadKind
 
 DEFAULT_TOLERANCE = 0.10
@@ -41,7 +40,7 @@ STARVED_PCT = 80.0
 REPLAY_BEYOND = "replay_extrapolated"  # a replayed point past the recording: not evidence
 
 
-def verdict(row: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+def verdict(row: RowView, tolerance: float = DEFAULT_TOLERANCE) -> LimitCells:
     reasons = []
     kind, target = row.get("load_kind"), to_float(row.get("target"))
     if target and kind in LoadKind.STREAM:
@@ -92,7 +91,7 @@ def rate_slack(kind: str, target: float, duration_s: float | None, tolerance: fl
     return slack
 
 
-def sent_rate(row: dict[str, Any]) -> float | None:
+def sent_rate(row: RowView) -> float | None:
     """Requests the client sent per second in the window; the completed rate as a fallback."""
     duration = to_float(row.get("duration_s"))
     counts = [

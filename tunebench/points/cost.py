@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from tunebench.numbers import to_float
-from tunebench.points.columns import COST_COLUMNS
+from tunebench.points.cells import CostCells, PointCells
 from tunebench.spec.plan import gpus_per_server
 
 
@@ -36,9 +36,13 @@ def replica_price(cost: dict[str, Any], args: dict[str, Any]) -> float:
     return price if cost.get("per") == "node" else price * accelerators(cost, args)
 
 
-def cost_columns(row: dict[str, Any], price_per_hour: float) -> dict[str, Any]:
-    out: dict[str, Any] = {c: None for c in COST_COLUMNS}
-    out["cost_per_hour"] = price_per_hour
+def cost_columns(row: PointCells, price_per_hour: float) -> CostCells:
+    out: CostCells = {
+        "cost_per_hour": price_per_hour,
+        "cost_per_mtok_output": None,
+        "cost_per_mtok_total": None,
+        "requests_per_cost": None,
+    }
     output, total = to_float(row.get("output_tok_s")), to_float(row.get("total_tok_s"))
     rate = to_float(row.get("achieved_rps"))
     if output:

@@ -5,10 +5,9 @@ why: a missing meter is never reported as 0 J."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tunebench.numbers import to_float
-from tunebench.points.columns import ENERGY_COLUMNS
+from tunebench.points.cells import EnergyCells, PointCells
 
 
 @dataclass(frozen=True)
@@ -21,8 +20,15 @@ class EnergyReading:
     samples: int  # readings inside the window
 
 
-def energy_columns(row: dict[str, Any], reading: EnergyReading | str) -> dict[str, Any]:
-    out: dict[str, Any] = {c: None for c in ENERGY_COLUMNS}
+def energy_columns(row: PointCells, reading: EnergyReading | str) -> EnergyCells:
+    out: EnergyCells = {
+        "energy_j": None,
+        "power_w": None,
+        "joules_per_output_token": None,
+        "joules_per_token": None,
+        "energy_source": None,
+        "energy_note": None,
+    }
     if isinstance(reading, str):
         out["energy_note"] = f"no energy: {reading}"[:300]
         return out

@@ -23,9 +23,8 @@ and a watch that was asked for but read nothing) is unverified too, "machine not
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from tunebench.points.columns import MACHINE_COLUMNS
+from tunebench.points.cells import MachineCells
 from tunebench.points.steadiness import Steadiness
 
 DRIFT_PREFIX = "machine speed changed"
@@ -63,11 +62,23 @@ def _pct(value: float | None) -> float | None:
 
 def machine_columns(
     steadiness: Steadiness | str, reading: MachineReading | str | None
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[MachineCells, str | None]:
     """The point's machine columns, and its unverified reason: drift when the evidence
     shows a change, "machine not checked" when a watch was asked for (`reading` a reason,
     not None) and neither it nor the window's requests could be read; None otherwise."""
-    out: dict[str, Any] = {c: None for c in MACHINE_COLUMNS}
+    out: MachineCells = {
+        "window_change_pct": None,
+        "window_change_from_s": None,
+        "window_change_to_s": None,
+        "throttled_pct": None,
+        "steal_pct": None,
+        "foreign_cpu_pct": None,
+        "cpu_mhz": None,
+        "probe_ms": None,
+        "probe_before_ms": None,
+        "probe_after_ms": None,
+        "machine_note": None,
+    }
     notes: list[str] = []
     evidence: list[str] = []
     if isinstance(steadiness, str):

@@ -25,9 +25,8 @@ block).
 
 from __future__ import annotations
 
-from typing import Any
-
 from tunebench.numbers import to_float
+from tunebench.points.cells import PointCells, PrefixCells
 from tunebench.points.trace import predicted_hits
 
 # GuideLLM's bucket weights are whole numbers: group k weighs round(this / k^zipf), at least 1.
@@ -89,7 +88,7 @@ def requests_before_window(
 
 def workload_columns(
     groups: int, tokens: int, zipf: float, primed_groups: int | None, before: int
-) -> dict[str, Any]:
+) -> PrefixCells:
     """The prefix workload of a point, as points.csv records it (the prediction's inputs)."""
     return {
         "prefix_groups": groups,
@@ -100,11 +99,11 @@ def workload_columns(
     }
 
 
-def is_prefix_point(row: dict[str, Any]) -> bool:
+def is_prefix_point(row: PointCells) -> bool:
     return to_float(row.get("prefix_groups")) is not None
 
 
-def predicted_from_row(row: dict[str, Any], block_size: int | None) -> float | None:
+def predicted_from_row(row: PointCells, block_size: int | None) -> float | None:
     """`prefix_hit_rate_predicted` of a synthetic-prefix point; None when something it needs is
     unknown (the server's block size, the prompt tokens) or the prime was incomplete."""
     groups, tokens = to_float(row.get("prefix_groups")), to_float(row.get("prefix_tokens"))
@@ -131,7 +130,7 @@ def predicted_from_row(row: dict[str, Any], block_size: int | None) -> float | N
     return round(rate, 4)
 
 
-def prime_note(row: dict[str, Any]) -> str | None:
+def prime_note(row: PointCells) -> str | None:
     """Why a primed point's caches may not have been warm, or None."""
     groups, primed = to_float(row.get("prefix_groups")), to_float(row.get("prefix_primed_groups"))
     if groups is None or primed is None or primed >= groups:

@@ -18,9 +18,9 @@ the bound scales with the device count.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tunebench.numbers import to_float
+from tunebench.points.cells import PointCells, RooflineCells
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ class Roofline:
         return batch * self.bandwidth_gbs * 1e9 / read
 
 
-def roofline_columns(row: dict[str, Any], roofline: Roofline) -> dict[str, Any]:
-    out: dict[str, Any] = {"roofline_decode_tok_s": None, "roofline_pct": None}
+def roofline_columns(row: PointCells, roofline: Roofline) -> RooflineCells:
+    out: RooflineCells = {"roofline_decode_tok_s": None, "roofline_pct": None}
     batch = to_float(row.get("achieved_concurrency")) or to_float(row.get("running_mean"))
     measured = to_float(row.get("output_tok_s"))
     prompt = to_float(row.get("prompt_tokens_mean")) or 0.0

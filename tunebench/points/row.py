@@ -1,17 +1,21 @@
 """One row of points.csv: what the client measured, what the server said, and the verdicts.
 
-The runner hands over plain data (the load driver's columns and samples, the metrics
-summary of the point's window); this module adds the SLO columns, the client-limited
-verdict and validity, so every point of every run is judged by the same rules.
+The runner hands over the typed parts (the load driver's client cells and samples, the
+server's cells over the point's window; points/cells.py); this module adds the SLO
+columns, the client-limited verdict and validity, so every point of every run is judged by
+the same rules, and returns the typed row the store keeps.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tunebench.numbers import to_float
 from tunebench.points import client_limit, prefix, slo, tokens, trace
 from tunebench.points import samples as samples_rule
+from tunebench.points.cells import ClientCells, PointCells, PointRow, RowView, ServerCells
 from tunebench.points.cost import cost_columns
 from tunebench.points.energy import EnergyReading, energy_columns
 from tunebench.points.machine import MachineReading, machine_columns
@@ -26,13 +30,16 @@ MAX_FAILED_SHARE = 0.05
 FAILED_REQUESTS = "requests failed"
 
 
-def failed_requests(row: dict[str, Any]) -> list[str]:
-    ok, failed = row.get("requests_ok") or 0, row.get("requests_failed") or 0
-    finished = int(ok) + int(failed)
-    if not finished or int(failed) <= MAX_FAILED_SHARE * finished:
+def failed_requests(row: RowView) -> list[str]:
+    ok, failed = (
+        int(to_float(row.get("requests_ok")) or 0),
+        int(to_float(row.get("requests_failed")) or 0),
+    )
+    finished = ok + failed
+    if not finished or failed <= MAX_FAILED_SHARE * finished:
         return []
     return [
-        f"{FAILED_REQUESTS}: {int(failed)} of {finished} ({int(failed) / finished:.0%}, "
+        f"{FAILED_REQUESTS}: {failed} of {finished} ({failed / finished:.0%}, "
         f"a valid point allows {MAX_FAILED_SHARE:.0%})"
     ]
 
@@ -51,11 +58,12 @@ class PointId:
 
 def build_row(
     point: PointId,
-    varied: dict[str, Any],
-    client: dict[str, Any],
+    varied: Mapping[str, object],
+    client: ClientCells,
     samples: list[dict[str, Any]],
-    server: dict[str, Any],
+    server: ServerCells,
     *,
+    turns: Mapping[str, float | int | None] | None = None,
     server_note: str = "",
     slo_spec: dict[str, Any] | None = None,
     client_tolerance: float = client_limit.DEFAULT_TOLERANCE,
@@ -69,11 +77,12 @@ def build_row(
     roofline: Roofline | None = None,
     block_size: int | None = None,
     machine: MachineReading | str | None = None,
-) -> dict[str, Any]:
+) -> PointRow:
     """The points.csv row of one measured point.
 
-    `client` holds the load driver's columns (with `target`), `server` the metrics summary
-    of the window (all None without scrapes; `server_note` then says why), and
+    `client` holds the load driver's cells (with `target`; `turns` a sessions point's
+    per-turn columns), `server` the metrics summary of the window (all None without
+    scrapes; `server_note` then says why), `varied` the configuration's varied args, and
     `config_problems` the reasons the configuration is invalid (args not in effect),
     `config_unverified` what could not be checked of it (args the server gave no read-back
     of). A valid point with something unchecked is *unverified* (`unverified_reason`), also
@@ -83,18 +92,17 @@ def build_row(
     prefix reuse in whole blocks of the server's `block_size`; evidence its load generator
     did not give (send times, per-request token counts) leaves the point unverified.
     """
-    row: dict[str, Any] = {
+    row: PointCells = {
         "run_id": point.run_id,
         "config_id": point.config_id,
         "config_label": point.config_label,
         "point_id": point.point_id,
         "load_kind": point.load_kind,
-        "target": client.get("target"),
         "repeat": point.repeat,
     }
-    for key, value in varied.items():
-        row[key] = format_value(value)
-    row.update({k: v for k, v in client.items() if k not in ("target", "strategy")})
+    row.update(client)
+    row["target"] = client.get("target")
+    row.pop("strategy", None)  # how the driver ran the point; load_kind is what was asked
     row.update(server)
     replayed = trace.is_replay(samples)
     if replayed:
@@ -154,4 +162,5 @@ def build_row(
         row.update(energy_columns(row, energy))
     if roofline is not None:
         row.update(roofline_columns(row, roofline))
-    return row
+    args = {key: format_value(value) for key, value in varied.items()}
+    return PointRow(row, args, dict(turns or {}))

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from tunebench.numbers import to_float
+from tunebench.points.cells import RowView, SampleCells
 from tunebench.points.columns import CLIENT_COLUMNS
 
 MIN_REQUESTS = 10  # below this no percentile of a window is reported as sufficient
@@ -43,7 +43,7 @@ def percentile_columns() -> dict[str, float]:
     return out
 
 
-def thin_percentiles(row: dict[str, Any]) -> str:
+def thin_percentiles(row: RowView) -> str:
     """The percentile columns of a row that rest on too few requests, e.g.
     "p95, p99: 40 requests, need 72, 368" ('' when every percentile is backed)."""
     have = int(to_float(row.get("requests_ok")) or 0)
@@ -57,5 +57,5 @@ def thin_percentiles(row: dict[str, Any]) -> str:
     return f"{names}: {have} requests, need {needs}"
 
 
-def sample_columns(row: dict[str, Any]) -> dict[str, Any]:
+def sample_columns(row: RowView) -> SampleCells:
     return {"thin_percentiles": thin_percentiles(row)}

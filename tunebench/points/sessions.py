@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from tunebench.numbers import to_float
-from tunebench.points.columns import SESSION_COLUMNS  # noqa: F401  (what this fills)
+from tunebench.points.cells import RowView, SessionCells
 from tunebench.points.trace import percentile
 
 
@@ -33,7 +33,7 @@ def is_sessions(samples: list[dict[str, Any]]) -> bool:
     return any("turn" in s for s in samples)
 
 
-def turn_columns(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def turn_columns(samples: list[dict[str, Any]]) -> dict[str, float | int | None]:
     """`turn<k>_*` columns for every turn with a measured request."""
     by_turn: dict[int, list[dict[str, Any]]] = {}
     for sample in samples:
@@ -83,7 +83,7 @@ def _sessions(samples: list[dict[str, Any]], turns: int | None) -> tuple[int, li
     return len(counts), durations
 
 
-def session_columns(samples: list[dict[str, Any]], turns: int | None) -> dict[str, Any]:
+def session_columns(samples: list[dict[str, Any]], turns: int | None) -> SessionCells:
     """Per-session figures of a point; `turns`: the turns each session asks for."""
     seen, durations = _sessions(samples, turns)
     return {
@@ -99,15 +99,13 @@ def session_columns(samples: list[dict[str, Any]], turns: int | None) -> dict[st
 NO_SESSIONS = "not checked: no sessions in this point"
 
 
-def has_sessions(row: dict[str, Any], samples: list[dict[str, Any]]) -> bool:
+def has_sessions(row: RowView, samples: list[dict[str, Any]]) -> bool:
     """Did this point run sessions? Its samples say so, or (a stored row judged again
     without its samples) its session columns do."""
     return is_sessions(samples) or bool(to_float(row.get("session_turns")))
 
 
-def session_e2e(
-    row: dict[str, Any], samples: list[dict[str, Any]], q: float
-) -> tuple[float | None, str]:
+def session_e2e(row: RowView, samples: list[dict[str, Any]], q: float) -> tuple[float | None, str]:
     """The q-quantile of complete sessions' wall time (s), or None and why."""
     if not has_sessions(row, samples):
         return None, NO_SESSIONS
@@ -127,7 +125,7 @@ def session_e2e(
 
 
 def turn_ttft(
-    row: dict[str, Any], samples: list[dict[str, Any]], q: float
+    row: RowView, samples: list[dict[str, Any]], q: float
 ) -> tuple[float | None, int | None, str]:
     """The worst turn's q-quantile TTFT (ms) and that turn, or None and why."""
     if not has_sessions(row, samples):

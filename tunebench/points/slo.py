@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tunebench.points import sessions
-from tunebench.points.columns import SLO_COLUMNS
+from tunebench.points.cells import RowView, SloCells
 
 # SLO metric -> (points.csv column prefix, unit suffix, per-request sample column)
 SLO_METRICS = {
@@ -59,9 +59,7 @@ def thresholds_of(slo: dict[str, Any] | None) -> list[Threshold]:
     return out
 
 
-def _point_value(
-    row: dict[str, Any], samples: list[dict[str, Any]], threshold: Threshold
-) -> float | None:
+def _point_value(row: RowView, samples: list[dict[str, Any]], threshold: Threshold) -> float | None:
     prefix, unit, sample = SLO_METRICS[threshold.metric]
     column = f"{prefix}_p{threshold.percentile}_{unit}"
     value = row.get(column)
@@ -91,14 +89,18 @@ def slo_from_items(items: list[str]) -> dict[str, dict[str, float]]:
     return slo
 
 
-def evaluate(
-    row: dict[str, Any], samples: list[dict[str, Any]], slo: dict[str, Any] | None
-) -> dict[str, Any]:
+def evaluate(row: RowView, samples: list[dict[str, Any]], slo: dict[str, Any] | None) -> SloCells:
     """SLO columns for one point; all None when the sweep sets no SLO."""
     thresholds = thresholds_of(slo)
     max_error_rate = (slo or {}).get("max_error_rate")
     if not thresholds and max_error_rate is None:
-        return {c: None for c in SLO_COLUMNS}
+        return {
+            "slo_met": None,
+            "slo_ratio": None,
+            "slo_violations": None,
+            "goodput_rps": None,
+            "goodput_fraction": None,
+        }
     violations = []
     ratios = []  # measured / limit per threshold: the capacity search interpolates on it
     unchecked = False  # a session limit on a point without sessions
@@ -143,7 +145,7 @@ def evaluate(
 
 
 def _measured(
-    row: dict[str, Any], samples: list[dict[str, Any]], threshold: Threshold
+    row: RowView, samples: list[dict[str, Any]], threshold: Threshold
 ) -> tuple[float | None, str, str]:
     """(value, why there is none, where it was found) of one threshold at a point."""
     q = threshold.percentile / 100
@@ -164,7 +166,7 @@ def _sample_key(threshold: Threshold) -> str | None:
     return SLO_METRICS[threshold.metric][2]
 
 
-def _why_unmeasured(row: dict[str, Any]) -> str:
+def _why_unmeasured(row: RowView) -> str:
     """Why a latency has no value: usually no request finished inside the window, which an
     overloaded server does (the SLO is missed, by how much is unknown, so no ratio)."""
     ok = int(row.get("requests_ok") or 0)

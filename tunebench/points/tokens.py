@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from tunebench.numbers import to_float
+from tunebench.points.cells import PointCells
 
 TOLERANCE = 0.05  # tokenizers round-trip text; counts may differ by a few percent
 SHORT_SHARE = 0.05  # share of requests allowed below a fixed length (stop strings, EOS)
 
 
 def reconcile(
-    row: dict[str, Any],
+    row: PointCells,
     samples: list[dict[str, Any]],
     expected_output_tokens: int | None = None,
 ) -> list[str]:
@@ -47,7 +48,7 @@ def reconcile(
 
 
 def _count_mismatch(
-    row: dict[str, Any], lengths: list[int], expected_output_tokens: int | None
+    row: PointCells, lengths: list[int], expected_output_tokens: int | None
 ) -> list[str]:
     server_tokens = to_float(row.get("server_output_tokens"))
     server_requests = to_float(row.get("server_requests_ok"))

@@ -29,6 +29,7 @@ import math
 from typing import Any
 
 from tunebench.numbers import to_float
+from tunebench.points.cells import ArrivalLag, LengthFit, PointCells, RowView, TraceFit
 
 LATE_MS = 50.0
 LATE_SHARE = 0.05
@@ -47,7 +48,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def arrival_fidelity(lags_s: list[float]) -> dict[str, Any]:
+def arrival_fidelity(lags_s: list[float]) -> ArrivalLag:
     """Columns of the send lags (seconds; negative: early) of a point's requests."""
     if not lags_s:
         return {"arrival_lag_p50_ms": None, "arrival_lag_p95_ms": None, "arrival_late_share": None}
@@ -59,7 +60,7 @@ def arrival_fidelity(lags_s: list[float]) -> dict[str, Any]:
     }
 
 
-def length_fidelity(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def length_fidelity(samples: list[dict[str, Any]]) -> LengthFit:
     """Server-counted lengths of the successful requests against the lengths asked for."""
     pairs: list[tuple[float, float, float, float]] = []
     for sample in samples:
@@ -71,9 +72,11 @@ def length_fidelity(samples: list[dict[str, Any]]) -> dict[str, Any]:
             if got_out is not None:
                 pairs.append((asked_in, asked_out, got_in, got_out))
     if not pairs:
-        return dict.fromkeys(
-            ("prompt_tokens_ratio", "output_tokens_ratio", "length_mismatch_share")
-        )
+        return {
+            "prompt_tokens_ratio": None,
+            "output_tokens_ratio": None,
+            "length_mismatch_share": None,
+        }
 
     def off(got: float, asked: float) -> bool:
         return abs(got - asked) > LENGTH_TOLERANCE * asked
@@ -118,14 +121,14 @@ def is_replay(samples: list[dict[str, Any]]) -> bool:
     return any("trace_prompt_tokens" in s for s in samples)
 
 
-def trace_columns(samples: list[dict[str, Any]], block_size: int | None) -> dict[str, Any]:
+def trace_columns(samples: list[dict[str, Any]], block_size: int | None) -> TraceFit:
     """Length fidelity and the predicted prefix hit rate from a replayed point's samples."""
-    out = length_fidelity(samples)
+    out: TraceFit = {**length_fidelity(samples)}
     out["prefix_hit_rate_predicted"] = predicted_hit_rate(samples, block_size)
     return out
 
 
-def late_reason(row: dict[str, Any]) -> str | None:
+def late_reason(row: RowView) -> str | None:
     """Why a replayed point is client-limited by its arrivals, or None."""
     share = to_float(row.get("arrival_late_share"))
     if share is None or share <= LATE_SHARE:
@@ -137,7 +140,7 @@ def late_reason(row: dict[str, Any]) -> str | None:
     )
 
 
-def length_problems(row: dict[str, Any]) -> list[str]:
+def length_problems(row: PointCells) -> list[str]:
     """Why a replayed point did not serve the trace's lengths (empty: it did)."""
     share = to_float(row.get("length_mismatch_share"))
     if share is None or share <= LENGTH_SHARE:
@@ -151,7 +154,7 @@ def length_problems(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def unchecked(row: dict[str, Any]) -> list[str]:
+def unchecked(row: PointCells) -> list[str]:
     """What a replayed point's evidence could not check (its load generator's result lacked
     it): said, never taken as passed."""
     out = []
@@ -172,7 +175,7 @@ def unchecked(row: dict[str, Any]) -> list[str]:
     return out
 
 
-def prefix_note(row: dict[str, Any]) -> str | None:
+def prefix_note(row: PointCells) -> str | None:
     """The predicted and measured prefix hit rates far apart (with the cache on), or None."""
     predicted, measured = (
         to_float(row.get("prefix_hit_rate_predicted")),

@@ -17,26 +17,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunebench.points.cells import RowView
+
 
 def flag(value: Any) -> bool:
     """A boolean cell as stored (True, "True", "true", "1") or in memory."""
     return value is True or str(value).lower() in ("true", "1")
 
 
-def is_valid(row: dict[str, Any]) -> bool:
+def is_valid(row: RowView) -> bool:
     return flag(row.get("valid"))
 
 
-def is_client_limited(row: dict[str, Any]) -> bool:
+def is_client_limited(row: RowView) -> bool:
     return flag(row.get("client_limited"))
 
 
-def is_server_evidence(row: dict[str, Any]) -> bool:
+def is_server_evidence(row: RowView) -> bool:
     """Valid and not held back by the client: the point speaks for the server at its target."""
     return is_valid(row) and not is_client_limited(row)
 
 
-def unverified_reasons(row: dict[str, Any]) -> list[str]:
+def unverified_reasons(row: RowView) -> list[str]:
     """What could not be checked of a point ([] when everything was). Runs stored before the
     column existed: a point without server metrics is unverified."""
     text = row.get("unverified_reason")

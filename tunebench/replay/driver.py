@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from tunebench.errors import LoadError, StoreError
+from tunebench.points.cells import stored_client_cells
 from tunebench.replay.deployment import ReplayDeployment
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
@@ -60,15 +61,16 @@ class ReplayDriver:
             start = self.deployment.start_drawn
             if start is not None:
                 seconds = float(point.max_seconds or NOISY_DEFAULT_SECONDS)
-                columns, samples = start.draw(
+                drawn, samples = start.draw(
                     point.kind, float(point.target), seconds, self.deployment.rng
                 )
             else:
-                columns = recorded.point_at(point.kind, float(point.target))
+                drawn = recorded.point_at(point.kind, float(point.target))
+            # the recorded row's client columns; the rules judge the point afresh
+            columns = stored_client_cells(drawn, f"replay of {recorded.label}")
         except StoreError as exc:
             raise LoadError(str(exc)) from None
-        columns.pop("load_kind")
-        warnings = [w for w in columns["client_warnings"].split(";") if w]
+        warnings = [w for w in str(columns.get("client_warnings") or "").split(";") if w]
         duration = float(columns.get("duration_s") or 0)
         if self.deployment.time_scale:
             time.sleep(self.deployment.time_scale * duration)

@@ -32,6 +32,7 @@ from tunebench.analysis.replay_samples import (
 )
 from tunebench.analysis.trace_plots import replay_figures
 from tunebench.numbers import to_float
+from tunebench.points.cells import ArrivalLag
 from tunebench.points.offered import is_replay, speed_text
 from tunebench.points.trace import LATE_MS, arrival_fidelity
 from tunebench.report.formats import MISSING, number
@@ -51,11 +52,12 @@ def _tokens(stats: dict[str, float | None]) -> str:
     return "/".join(f"{stats[k]:.0f}" for k in ("p50", "p95", "max"))
 
 
-def _arrivals(row: dict[str, Any], samples: pd.DataFrame) -> dict[str, Any]:
+def _arrivals(row: dict[str, Any], samples: pd.DataFrame) -> ArrivalLag:
     """The point's lag columns; from its samples where points.csv has none (an older run)."""
-    stored = {
-        k: to_float(row.get(k))
-        for k in ("arrival_lag_p50_ms", "arrival_lag_p95_ms", "arrival_late_share")
+    stored: ArrivalLag = {
+        "arrival_lag_p50_ms": to_float(row.get("arrival_lag_p50_ms")),
+        "arrival_lag_p95_ms": to_float(row.get("arrival_lag_p95_ms")),
+        "arrival_late_share": to_float(row.get("arrival_late_share")),
     }
     if stored["arrival_lag_p50_ms"] is not None or samples.empty:
         return stored

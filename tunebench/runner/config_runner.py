@@ -343,11 +343,11 @@ class ConfigRunner:
             store.add_requests(config.config_id, result.point_id, result.samples, state.repeat)
             store.add_point(row)
             if probing is not None:
-                probing.observe(result.point_id, row)
+                probing.observe(result.point_id, row.cells)
             state.done += 1
             if state.scraper is not None:
                 self._write_series(state)
-            self.reporter.point_done(config, row)
+            self.reporter.point_done(config, row.csv_cells())
 
         try:
             driver.run(

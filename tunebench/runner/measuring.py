@@ -15,6 +15,7 @@ from tunebench.machine.watch import MachineWatch
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import series_csv
 from tunebench.metrics.summary import summarize_window
+from tunebench.points.cells import PointRow
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
 from tunebench.points.roofline import Roofline
@@ -77,7 +78,7 @@ class Measuring:
         extras: PointExtras,
         metrics_enabled: bool,
         raw_report: str | None,
-    ) -> dict[str, Any]:
+    ) -> PointRow:
         """The stored row of one finished window (`raw_report`: its path in the run)."""
         config, scraper = self.config, self.scraper
         server = summarize_window(
@@ -100,9 +101,10 @@ class Measuring:
                 self.repeat,
             ),
             config.varied,
-            {**result.columns},
+            result.columns,
             result.samples,
             server,
+            turns=result.turns,
             server_note=note,
             slo_spec=rules.slo,
             client_tolerance=rules.client_tolerance,

@@ -7,6 +7,7 @@ from typing import Any
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
+from tunebench.points.cells import PointCells
 from tunebench.points.machine import is_drift
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.plan import LoadPoint
@@ -65,7 +66,7 @@ class CapacityProbing:
                     to_float(row.get("slo_ratio")),
                 )
 
-    def observe(self, point_id: str, row: dict[str, Any]) -> None:
+    def observe(self, point_id: str, row: PointCells) -> None:
         moved = [r for r in trust.unverified_reasons(row) if is_drift(r)]
         if moved:
             self.drifted.append(f"{point_id}: {moved[0]}")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from tunebench.points.cells import ClientCells
 from tunebench.seams.deployment import ServerHandle
 from tunebench.spec.plan import LoadPoint
 
@@ -35,12 +36,13 @@ MorePoints = Callable[[], list[LoadPoint]]
 class ClientResult:
     point: LoadPoint
     point_id: str  # equals point.point_id except for sweep profiles (sweep-0, sweep-1, ...)
-    columns: dict[str, Any]  # client-side statistics (points.columns.CLIENT_COLUMNS) + target
+    columns: ClientCells  # client-side statistics and evidence, with the target
     start_time: float  # epoch seconds of the measured window
     end_time: float
     raw_report: Path | None = None
     warnings: list[str] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)  # per successful request
+    turns: dict[str, float | int | None] = field(default_factory=dict)  # a sessions point's
 
 
 class LoadDriver(Protocol):

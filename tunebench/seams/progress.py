@@ -7,8 +7,10 @@ progress display cannot be allowed to lose a measurement.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+from tunebench.points.cells import Cell
 from tunebench.spec.plan import LoadPoint, ServerConfig
 
 
@@ -27,7 +29,10 @@ class Reporter(Protocol):
     def server_status(self, message: str) -> None: ...
     def server_ready(self, config: ServerConfig, seconds: float | None) -> None: ...
     def point_starting(self, config: ServerConfig, point: LoadPoint) -> None: ...
-    def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None: ...
+    def point_done(self, config: ServerConfig, row: Mapping[str, Cell]) -> None:
+        """A point was stored: `row` as points.csv holds it."""
+        ...
+
     def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None: ...
     def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None: ...
     def trial_done(self, trial: Any, note: str) -> None: ...
@@ -56,7 +61,7 @@ class SilentReporter:
     def point_starting(self, config: ServerConfig, point: LoadPoint) -> None:
         pass
 
-    def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None:
+    def point_done(self, config: ServerConfig, row: Mapping[str, Cell]) -> None:
         pass
 
     def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None:

@@ -16,9 +16,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Mapping
 
 from tunebench.errors import PathError, StoreError
+from tunebench.points.cells import Cell, PointRow
 from tunebench.points.columns import REQUEST_COLUMNS, point_columns
 from tunebench.processes import stop_leftover_group
 from tunebench.redact import redact, redact_text
@@ -205,10 +206,12 @@ class RunStore:
             self.save_manifest()
 
     # -- points -------------------------------------------------------------------------
-    def add_point(self, row: dict[str, Any]) -> None:
-        """Store one finished point; the whole file is rewritten atomically."""
+    def add_point(self, row: PointRow | Mapping[str, Cell]) -> None:
+        """Store one finished point (a measured point's typed row, or a row already in
+        points.csv's form: an imported file's point, a batch configuration's); the whole file
+        is rewritten atomically."""
         with self._writing:
-            self.rows.append(row)
+            self.rows.append(row.csv_cells() if isinstance(row, PointRow) else dict(row))
             self._write_points()
 
     def mark_unverified(self, config_id: str, repeat: int, reason: str) -> None:

@@ -21,11 +21,13 @@ import ctypes
 import queue
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from tunebench.deploy.gpu_share import GpuPool, gpus_needed
 from tunebench.kinds import Slot
+from tunebench.points.cells import Cell
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import Reporter
 from tunebench.spec.plan import LoadPoint, ServerConfig
@@ -174,7 +176,7 @@ class ParallelReporter:
     def point_starting(self, config: ServerConfig, point: LoadPoint) -> None:
         pass
 
-    def point_done(self, config: ServerConfig, row: dict[str, Any]) -> None:
+    def point_done(self, config: ServerConfig, row: Mapping[str, Cell]) -> None:
         tagged = {**row, "point_id": f"{config.config_id} {row.get('point_id')}"}
         with self._lock:
             self.inner.point_done(config, tagged)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tunebench.errors import DeploymentError, LoadError
+from tunebench.points.cells import client_cells
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult, MorePoints, ResultCallback, StartCallback
 from tunebench.spec.load_kind import LoadKind
@@ -156,7 +157,13 @@ class FakeLoadDriver:
                 raise LoadError(self._reason)
             self.ran.append(point.point_id)
             on_result(
-                ClientResult(point, point.point_id, self.measure(point), started, time.time())
+                ClientResult(
+                    point,
+                    point.point_id,
+                    client_cells(self.measure(point), "fake load driver"),
+                    started,
+                    time.time(),
+                )
             )
 
     def abort(self, reason: str) -> None:
