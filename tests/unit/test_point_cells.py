@@ -3,6 +3,8 @@ driver boundary refuses what the row has no place for."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tunebench.points import cells, columns
@@ -62,9 +64,10 @@ def test_a_driver_column_the_row_does_not_declare_is_refused_by_name() -> None:
         client_cells({"ttft_p50_ms": 1.0, "ttft_p42_ms": 2.0}, "report.json")
     with pytest.raises(CellError, match="requests_ok is list"):
         client_cells({"requests_ok": [1]}, "report.json")
-    assert client_cells({"requests_ok": 3, "client_warnings": ""}, "r") == {
+    assert client_cells({"requests_ok": 3, "client_warnings": "", "itl_p99_ms": math.nan}, "r") == {
         "requests_ok": 3,
         "client_warnings": "",
+        "itl_p99_ms": None,
     }
 
 

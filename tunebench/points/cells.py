@@ -14,6 +14,7 @@ each TypedDict here to its tuple there (tests/unit/test_point_cells.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
@@ -315,11 +316,14 @@ def client_cells(raw: Mapping[str, object], source: str) -> ClientCells:
     unknown = sorted(set(raw) - _CLIENT_KEYS)
     if unknown:
         raise CellError(f"{source}: not a client column: {', '.join(unknown)}")
+    cells: dict[str, Cell] = {}
     for key, value in raw.items():
         if value is not None and not isinstance(value, (str, int, float)):
             raise CellError(f"{source}: {key} is {type(value).__name__}, not a cell")
+        # a statistic the report could not give (NaN) is no number: the rules read None
+        cells[key] = None if isinstance(value, float) and math.isnan(value) else value
     # checked above: declared keys, cell values (a TypedDict cannot be built from a loop)
-    return cast(ClientCells, dict(raw))
+    return cast(ClientCells, cells)
 
 
 def declared_type(annotation: object) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunebench.numbers import to_float
 from tunebench.points.cells import CostCells, PointCells
 from tunebench.spec.plan import gpus_per_server
 
@@ -43,8 +42,7 @@ def cost_columns(row: PointCells, price_per_hour: float) -> CostCells:
         "cost_per_mtok_total": None,
         "requests_per_cost": None,
     }
-    output, total = to_float(row.get("output_tok_s")), to_float(row.get("total_tok_s"))
-    rate = to_float(row.get("achieved_rps"))
+    output, total, rate = row.get("output_tok_s"), row.get("total_tok_s"), row.get("achieved_rps")
     if output:
         out["cost_per_mtok_output"] = price_per_hour / (output * 3600) * 1e6
     if total:

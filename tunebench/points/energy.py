@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunebench.numbers import to_float
 from tunebench.points.cells import EnergyCells, PointCells
 
 
@@ -36,7 +35,7 @@ def energy_columns(row: PointCells, reading: EnergyReading | str) -> EnergyCells
     out["power_w"] = round(reading.mean_watts, 3)
     out["energy_source"] = f"{reading.source} {reading.method}: {reading.devices}"[:300]
     # mean power over the tokens per second of the same window: J per token
-    output, total = to_float(row.get("output_tok_s")), to_float(row.get("total_tok_s"))
+    output, total = row.get("output_tok_s"), row.get("total_tok_s")
     if output:
         out["joules_per_output_token"] = reading.mean_watts / output
     if total:

@@ -25,7 +25,6 @@ block).
 
 from __future__ import annotations
 
-from tunebench.numbers import to_float
 from tunebench.points.cells import PointCells, PrefixCells
 from tunebench.points.trace import predicted_hits
 
@@ -100,31 +99,32 @@ def workload_columns(
 
 
 def is_prefix_point(row: PointCells) -> bool:
-    return to_float(row.get("prefix_groups")) is not None
+    return row.get("prefix_groups") is not None
 
 
 def predicted_from_row(row: PointCells, block_size: int | None) -> float | None:
     """`prefix_hit_rate_predicted` of a synthetic-prefix point; None when something it needs is
     unknown (the server's block size, the prompt tokens) or the prime was incomplete."""
-    groups, tokens = to_float(row.get("prefix_groups")), to_float(row.get("prefix_tokens"))
-    prompt = to_float(row.get("prompt_tokens_mean"))
+    groups, tokens = row.get("prefix_groups"), row.get("prefix_tokens")
+    prompt = row.get("prompt_tokens_mean")
     if not block_size or groups is None or tokens is None or not prompt:
         return None
-    requests = sum(
-        int(to_float(row.get(c)) or 0)
-        for c in ("requests_ok", "requests_failed", "requests_incomplete")
+    requests = (
+        (row.get("requests_ok") or 0)
+        + (row.get("requests_failed") or 0)
+        + (row.get("requests_incomplete") or 0)
     )
-    primed_groups = to_float(row.get("prefix_primed_groups"))
+    primed_groups = row.get("prefix_primed_groups")
     if primed_groups is not None and primed_groups < groups:
         return None  # which groups were left out is unknown, so their weight is too
-    weights = zipf_weights(int(groups), to_float(row.get("prefix_zipf")) or 0.0)
+    weights = zipf_weights(int(groups), row.get("prefix_zipf") or 0.0)
     rate = predicted_hit_rate(
         weights,
         int(tokens),
         prompt,
         int(block_size),
         requests,
-        before=int(to_float(row.get("prefix_requests_before")) or 0),
+        before=row.get("prefix_requests_before") or 0,
         primed=primed_groups is not None,
     )
     return round(rate, 4)
@@ -132,7 +132,7 @@ def predicted_from_row(row: PointCells, block_size: int | None) -> float | None:
 
 def prime_note(row: PointCells) -> str | None:
     """Why a primed point's caches may not have been warm, or None."""
-    groups, primed = to_float(row.get("prefix_groups")), to_float(row.get("prefix_primed_groups"))
+    groups, primed = row.get("prefix_groups"), row.get("prefix_primed_groups")
     if groups is None or primed is None or primed >= groups:
         return None
     return (

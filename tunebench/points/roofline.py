@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunebench.numbers import to_float
 from tunebench.points.cells import PointCells, RooflineCells
 
 
@@ -37,10 +36,10 @@ class Roofline:
 
 def roofline_columns(row: PointCells, roofline: Roofline) -> RooflineCells:
     out: RooflineCells = {"roofline_decode_tok_s": None, "roofline_pct": None}
-    batch = to_float(row.get("achieved_concurrency")) or to_float(row.get("running_mean"))
-    measured = to_float(row.get("output_tok_s"))
-    prompt = to_float(row.get("prompt_tokens_mean")) or 0.0
-    output = to_float(row.get("output_tokens_mean")) or 0.0
+    batch = row.get("achieved_concurrency") or row.get("running_mean")
+    measured = row.get("output_tok_s")
+    prompt = row.get("prompt_tokens_mean") or 0.0
+    output = row.get("output_tokens_mean") or 0.0
     if not batch or batch <= 0:
         return out
     bound = roofline.bound_tok_s(batch, prompt + output / 2)

@@ -50,14 +50,12 @@ def reconcile(
 def _count_mismatch(
     row: PointCells, lengths: list[int], expected_output_tokens: int | None
 ) -> list[str]:
-    server_tokens = to_float(row.get("server_output_tokens"))
-    server_requests = to_float(row.get("server_requests_ok"))
-    extra_s = to_float(row.get("server_window_extra_s")) or 0.0
-    duration = to_float(row.get("duration_s"))
-    client_requests = to_float(row.get("requests_ok")) or 0.0
-    unfinished = (to_float(row.get("requests_incomplete")) or 0.0) + (
-        to_float(row.get("requests_failed")) or 0.0
-    )
+    server_tokens = row.get("server_output_tokens")
+    server_requests = row.get("server_requests_ok")
+    extra_s = row.get("server_window_extra_s") or 0.0
+    duration = row.get("duration_s")
+    client_requests = row.get("requests_ok") or 0
+    unfinished = (row.get("requests_incomplete") or 0) + (row.get("requests_failed") or 0)
     if not lengths or server_tokens is None or not duration:
         return []
     client_tokens = float(sum(lengths))

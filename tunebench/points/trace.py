@@ -142,11 +142,11 @@ def late_reason(row: RowView) -> str | None:
 
 def length_problems(row: PointCells) -> list[str]:
     """Why a replayed point did not serve the trace's lengths (empty: it did)."""
-    share = to_float(row.get("length_mismatch_share"))
+    share = row.get("length_mismatch_share")
     if share is None or share <= LENGTH_SHARE:
         return []
-    prompt = to_float(row.get("prompt_tokens_ratio")) or 0.0
-    output = to_float(row.get("output_tokens_ratio")) or 0.0
+    prompt = row.get("prompt_tokens_ratio") or 0.0
+    output = row.get("output_tokens_ratio") or 0.0
     return [
         f"lengths differ from the trace: {share:.0%} of requests off by more than "
         f"{LENGTH_TOLERANCE:.0%} (server counted x{prompt:.2f} the prompt and x{output:.2f} "
@@ -158,15 +158,15 @@ def unchecked(row: PointCells) -> list[str]:
     """What a replayed point's evidence could not check (its load generator's result lacked
     it): said, never taken as passed."""
     out = []
-    if to_float(row.get("arrival_late_share")) is None:
+    if row.get("arrival_late_share") is None:
         out.append("arrival timing not checked (no send times against the trace's schedule)")
-    if to_float(row.get("length_mismatch_share")) is None:
+    if row.get("length_mismatch_share") is None:
         out.append("trace lengths not checked (no server token counts per request)")
     # every request of the slice answered or failed, or the load was not the trace's: the
     # load generator left some out (GuideLLM's replay once sent 23 of 24), or a max_seconds
     # cut the slice short
-    asked = to_float(row.get("trace_requests"))
-    seen = (to_float(row.get("requests_ok")) or 0) + (to_float(row.get("requests_failed")) or 0)
+    asked = row.get("trace_requests")
+    seen = (row.get("requests_ok") or 0) + (row.get("requests_failed") or 0)
     if asked is not None and seen < asked:
         out.append(
             f"{asked - seen:.0f} of {asked:.0f} trace requests neither answered nor failed in the "
@@ -177,10 +177,7 @@ def unchecked(row: PointCells) -> list[str]:
 
 def prefix_note(row: PointCells) -> str | None:
     """The predicted and measured prefix hit rates far apart (with the cache on), or None."""
-    predicted, measured = (
-        to_float(row.get("prefix_hit_rate_predicted")),
-        to_float(row.get("prefix_hit_rate")),
-    )
+    predicted, measured = row.get("prefix_hit_rate_predicted"), row.get("prefix_hit_rate")
     if predicted is None or measured is None or abs(predicted - measured) <= PREFIX_GAP:
         return None
     return (
