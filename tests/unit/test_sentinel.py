@@ -102,7 +102,7 @@ def test_the_verdict_describes_itself():
         "the sentinel (a repeat of concurrent-1 after the last point) decoded 42% slower "
         "than concurrent-1 itself (7.5 noise units)"
     )
-    assert verdict.as_dict()["change_pct"] == 42.0
+    assert verdict.as_record()["change_pct"] == 42.0
 
 
 def test_every_repeats_sentinel_is_kept_in_the_manifest(tmp_path):
@@ -153,4 +153,4 @@ def test_a_large_change_within_the_windows_noise_is_said_unsure_not_held():
     )
     assert isinstance(noisy, SentinelVerdict)
     assert noisy.held and noisy.inconclusive and noisy.change >= 0.2, noisy
-    assert noisy.as_dict()["inconclusive"] is True
+    assert noisy.as_record()["inconclusive"] is True

@@ -65,6 +65,7 @@ from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.cost import at_rate, replica_price
 from tunebench.points.offered import REPLAY, is_replay
+from tunebench.points.records import CapacityRecord
 from tunebench.store.manifest import ConfigEntry, Manifest
 
 # Tekton keeps all results of a step in one 4 KB termination message, with JSON quoting.
@@ -104,7 +105,7 @@ def _from_tune(path: Path, manifest: Manifest) -> dict[str, Any] | None:
     check = result.get("revalidation")
     if check:  # the re-runs' verdict on the lead: confirmed, tie or inconclusive
         out["revalidation"] = check.get("verdict")
-    capacity = best.get("capacity") or {}
+    capacity: CapacityRecord = best.get("capacity") or CapacityRecord()
     if capacity and str(out["metric"]).startswith("capacity"):
         why = capacity_bound(capacity)
         if why:
@@ -120,14 +121,14 @@ def _from_tune(path: Path, manifest: Manifest) -> dict[str, Any] | None:
 def _from_capacity(manifest: Manifest, excluded: set[str]) -> dict[str, Any] | None:
     standings = []
     for config in manifest.configs:
-        capacity = config.capacity or {}
-        if capacity.get("rate") is None or config.config_id in excluded:
+        capacity: CapacityRecord = config.capacity or {}
+        rate = capacity.get("rate")
+        if rate is None or config.config_id in excluded:
             continue
-        rate = float(capacity["rate"])
         interval = capacity.get("interval") or [rate, capacity.get("upper")]
-        low = float(interval[0]) if interval[0] is not None else rate
+        low = interval[0] if interval[0] is not None else rate
         why = capacity_bound(capacity)
-        high = None if why else to_float(interval[1] if len(interval) > 1 else None)
+        high = None if why or len(interval) < 2 else interval[1]
         standings.append(
             Standing(config.config_id, rate, min(low, rate), high, why, capacity.get("arrival"))
         )

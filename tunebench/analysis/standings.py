@@ -15,6 +15,7 @@ import pandas as pd
 from tunebench.numbers import to_float
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.offered import rate_text
+from tunebench.points.records import CapacityRecord
 from tunebench.spec.load_kind import LoadKind
 from tunebench.store.manifest import Manifest
 
@@ -37,7 +38,7 @@ class Standing:
     arrival: str | None = None  # a capacity search's arrival: replay makes its rates speeds
 
 
-def capacity_bound(capacity: dict[str, Any]) -> str | None:
+def capacity_bound(capacity: CapacityRecord) -> str | None:
     """Why a capacity search's answer is only a lower bound, or None (it was bracketed)."""
     if capacity.get("rate") is None:
         return None
@@ -50,7 +51,7 @@ def capacity_bound(capacity: dict[str, Any]) -> str | None:
     return None
 
 
-def unconverged(capacity: dict[str, Any]) -> bool:
+def unconverged(capacity: CapacityRecord) -> bool:
     """The search stopped on max_probes with its bracket still wide: raising max_probes
     narrows it. A search that held the SLO at max_rate stopped there (`capped`), so more
     probes would change nothing: its limit is max_rate, which its lower bound names."""
@@ -101,9 +102,9 @@ def capacities(points: pd.DataFrame, manifest: Manifest) -> dict[str, Standing]:
     valid = points[points["valid"] == True]  # noqa: E712
     found = {s.config_id: s for s in rate_standings(valid)}
     for config in manifest.configs:
-        capacity = config.capacity or {}
-        if capacity.get("rate") is not None:
-            rate = float(capacity["rate"])
+        capacity: CapacityRecord = config.capacity or {}
+        rate = capacity.get("rate")
+        if rate is not None:
             why = capacity_bound(capacity)
             found[config.config_id] = Standing(
                 config.config_id,

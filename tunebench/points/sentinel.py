@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from tunebench.points.records import SentinelRecord
 from tunebench.points.steadiness import (
     LEAST_CHANGE,
     LEAST_PER_BIN,
@@ -54,15 +55,17 @@ class SentinelVerdict:
             f"{abs(self.change):.0%} {way} than {point_id} itself ({self.z:.1f} noise units)"
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    def as_record(self) -> SentinelRecord:
+        record: SentinelRecord = {
             "held": self.held,
             "change_pct": round(100 * self.change, 1),
             "z": self.z,
             "first_requests": self.first_requests,
             "sentinel_requests": self.sentinel_requests,
-            **({"inconclusive": True} if self.inconclusive else {}),
         }
+        if self.inconclusive:
+            record["inconclusive"] = True
+        return record
 
 
 def _levels(samples: list[dict[str, Any]]) -> list[float] | str:

@@ -6,9 +6,10 @@ from typing import Any
 
 from tunebench.analysis.standings import capacity_bound, capacity_text, unconverged
 from tunebench.points.offered import is_replay, rate_text
+from tunebench.points.records import CapacityRecord
 
 
-def describe_capacity(summary: dict[str, Any]) -> str:
+def describe_capacity(summary: CapacityRecord) -> str:
     """One line: the capacity a search found, and how sure it is. A capacity the search
     only bounded from below (never missed, capped, client-bound) reads ">= X req/s (not
     reached)", as `results` and the report's headline print it (analysis/best.py); a search
@@ -47,7 +48,7 @@ def describe_trial_value(names: list[str], best: dict[str, Any]) -> str:
     capacity the search only bounded from below reads ">= X req/s (not reached)", and a
     search that did not converge says so (the console's `best:` and the report alike)."""
     values = best.get("values") or []
-    capacity = best.get("capacity") or {}
+    capacity: CapacityRecord = best.get("capacity") or CapacityRecord()
     parts = []
     for index, (name, value) in enumerate(zip(names, values)):
         text = f"{name} {value:.4g}" if isinstance(value, (int, float)) else f"{name} {value}"

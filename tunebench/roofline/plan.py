@@ -9,6 +9,7 @@ from typing import Any, Callable
 from tunebench import demo
 from tunebench.environment import gpus
 from tunebench.numbers import to_float
+from tunebench.points.records import RooflineRecord
 from tunebench.points.roofline import Roofline
 from tunebench.processes import parse_cpus
 from tunebench.roofline.bandwidth import Bandwidth, gpu_bandwidth, measure_cpu
@@ -42,7 +43,7 @@ class RooflinePlanner:
 
     def for_config(
         self, model: str, args: dict[str, Any], effective: dict[str, Any]
-    ) -> tuple[Roofline | None, dict[str, Any]]:
+    ) -> tuple[Roofline | None, RooflineRecord]:
         """The configuration's roofline and what to record of it (or why there is none)."""
         if not self.settings.enabled:
             return None, {"note": "roofline: enabled false in the spec"}
@@ -74,7 +75,7 @@ class RooflinePlanner:
             f"{counted.source}; {counted.detail}; {bandwidth.source}"
             + (f" x {devices} devices" if devices > 1 else ""),
         )
-        record = {
+        record: RooflineRecord = {
             "weight_bytes": counted.weight_bytes,
             # (a key ending in "token" would be masked as a secret)
             "kv_bytes_per_context_tokens": counted.kv_bytes_per_token,

@@ -20,6 +20,7 @@ from tunebench.metrics.effective import read_effective
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import rows_of
 from tunebench.points.checkpoint import check_checkpoint, declared_for_model
+from tunebench.points.records import CapacityRecord
 from tunebench.points.sentinel import SENTINEL_SUFFIX, sentinel_point
 from tunebench.points.validity import verify_args
 from tunebench.redact import redact_text, secret_values
@@ -52,7 +53,7 @@ class ConfigOutcome:
     status: str  # complete | failed
     points_done: int
     error: str | None = None
-    capacity: dict[str, Any] | None = None  # CapacityProbing.summary() when searched
+    capacity: CapacityRecord | None = None  # CapacityProbing.summary() when searched
     effective: dict[str, Any] | None = None
     invalid_reasons: list[str] | None = None
 
@@ -391,7 +392,7 @@ class ConfigRunner:
 
     def _record_capacity(
         self, config: ServerConfig, probing: CapacityProbing | None
-    ) -> dict[str, Any] | None:
+    ) -> CapacityRecord | None:
         if probing is None or not probing.search.probes:
             return None
         summary = probing.summary()

@@ -9,6 +9,7 @@ from tunebench.points import trust
 from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
 from tunebench.points.cells import PointCells
 from tunebench.points.machine import is_drift
+from tunebench.points.records import CapacityRecord
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.plan import LoadPoint
 
@@ -79,7 +80,7 @@ class CapacityProbing:
                 row.get("slo_ratio"),
             )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> CapacityRecord:
         search = self.search
         assert self.point.search is not None
         return {

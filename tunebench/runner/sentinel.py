@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tunebench.points.machine import DRIFT_PREFIX
+from tunebench.points.records import SentinelRecord
 from tunebench.points.sentinel import sentinel_verdict
 from tunebench.seams.load import ClientResult
 from tunebench.seams.progress import Reporter
@@ -29,7 +30,7 @@ def judge_sentinel(
         if first_samples is not None
         else "sentinel not compared: the first point was measured by an earlier attempt"
     )
-    record: dict[str, Any] = {
+    record: SentinelRecord = {
         "point": first,
         "repeat": repeat,
         "window": [result.start_time, result.end_time],
@@ -38,7 +39,7 @@ def judge_sentinel(
         record["note"] = verdict
         reporter.note(f"  {verdict}")
     else:
-        record.update(verdict.as_dict())
+        record.update(verdict.as_record())
         if verdict.inconclusive:
             way = "slower" if verdict.change > 0 else "faster"
             reporter.note(

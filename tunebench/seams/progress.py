@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from tunebench.points.cells import Cell
+from tunebench.points.records import CapacityRecord
 from tunebench.spec.plan import LoadPoint, ServerConfig
 
 
@@ -34,7 +35,7 @@ class Reporter(Protocol):
         ...
 
     def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None: ...
-    def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None: ...
+    def capacity_found(self, config: ServerConfig, summary: CapacityRecord) -> None: ...
     def trial_done(self, trial: Any, note: str) -> None: ...
     def note(self, message: str) -> None: ...
     def close(self) -> None: ...
@@ -67,7 +68,7 @@ class SilentReporter:
     def config_failed(self, config: ServerConfig, message: str, log_tail: str = "") -> None:
         pass
 
-    def capacity_found(self, config: ServerConfig, summary: dict[str, Any]) -> None:
+    def capacity_found(self, config: ServerConfig, summary: CapacityRecord) -> None:
         pass
 
     def trial_done(self, trial: Any, note: str) -> None:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tunebench.environment import host_info
 from tunebench.environment import versions as current_versions
 from tunebench.errors import SpecError, StoreError
+from tunebench.points.records import CapacityRecord, LoadRetry, RooflineRecord, SentinelRecord
 from tunebench.redact import MASK, redact
 from tunebench.spec.loading import read_yaml_mapping
 
@@ -90,22 +91,22 @@ class ConfigEntry(_Open):
     # one entry per requested engine arg: verified | mismatch | unverified, and from where
     arg_checks: list[dict[str, Any]] | None = None
     start_s: float | None = None
-    capacity: dict[str, Any] | None = None
+    capacity: CapacityRecord | None = None
     log_tail: str | None = None
     server_pgid: int | None = None
     load_pgid: int | None = None
     points_done: int | None = None
     failed_point: str | None = None
-    load_retries: list[dict[str, Any]] | None = None
+    load_retries: list[LoadRetry] | None = None
     # the quality check: prompts, seconds (excluded from load figures), error
     quality: dict[str, Any] | None = None
     # the A...A sentinel (points/sentinel.py): its change against the first point, or why none
     # (the last repeat's), and every repeat's in `sentinels` (each with its "repeat")
-    sentinel: dict[str, Any] | None = None
-    sentinels: list[dict[str, Any]] | None = None
+    sentinel: SentinelRecord | None = None
+    sentinels: list[SentinelRecord] | None = None
     # the roofline the configuration's points are read against (tunebench/roofline): its
     # weight bytes per decode step and bandwidth, or a note on why there is none
-    roofline: dict[str, Any] | None = None
+    roofline: RooflineRecord | None = None
 
 
 KIND_FIELDS = (

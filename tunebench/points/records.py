@@ -1,0 +1,75 @@
+"""The typed records a configuration's manifest entry holds beside its args: the capacity
+search's summary, every sentinel's verdict, the load generator's retries and the roofline.
+
+Each is a TypedDict: the manifest keeps them as the JSON objects they always were (runs
+stored before these types read the same), while mypy checks every key the runner writes
+and every key analysis and the report read. Keys a later version adds are kept when an
+older one rewrites the manifest (extra="allow").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
+_KEEP_UNKNOWN_KEYS = ConfigDict(extra="allow")
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class CapacityRecord(TypedDict, total=False):
+    """A capacity search's summary (runner/probing.py `CapacityProbing.summary`)."""
+
+    rate: float | None  # the highest rate that held the SLO (None: none held)
+    arrival: str | None  # poisson | constant | replay
+    probes: int
+    probe_rates: list[float]
+    upper: float | None  # the lowest rate that missed it
+    interval: list[float | None] | None  # where the crossing lies, once narrowed
+    noise: float
+    sample_margin: float | None  # None for a replay probe: its slice sized its window
+    tolerance: float
+    converged: bool
+    done: bool  # stopped by its own rule (a resumed run does not search again)
+    client_bound: bool
+    capped: bool
+    slo: dict[str, Any] | None  # the SLO the search held (spec section: its own shape)
+    drift: str | None  # why the search is no answer of record (the machine moved)
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class SentinelRecord(TypedDict, total=False):
+    """A configuration's A...A sentinel in one repeat (runner/sentinel.py): its verdict, or
+    `note` saying why there is none."""
+
+    point: str  # the point it repeats
+    repeat: int
+    window: list[float]  # [start, end], epoch seconds
+    note: str
+    held: bool
+    change_pct: float
+    z: float
+    first_requests: int
+    sentinel_requests: int
+    inconclusive: bool
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class LoadRetry(TypedDict):
+    """A point the load generator measured again after a failure, and why."""
+
+    point: str
+    reason: str
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class RooflineRecord(TypedDict, total=False):
+    """The decode roofline the configuration's points are read against
+    (roofline/plan.py), or only `note` saying why there is none."""
+
+    weight_bytes: float
+    kv_bytes_per_context_tokens: float
+    bandwidth_gbs: float
+    devices: int
+    note: str
