@@ -73,3 +73,38 @@ class RooflineRecord(TypedDict, total=False):
     bandwidth_gbs: float
     devices: int
     note: str
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class LmEvalRecord(TypedDict, total=False):
+    """lm-eval's score on the configuration (quality/lmeval.py `LmEvalResult`), or `error`."""
+
+    task: str
+    metric: str
+    score: float
+    stderr: float | None
+    samples: int | None
+    seconds: float
+    error: str
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class QualityRecord(TypedDict, total=False):
+    """The configuration's quality check (quality/step.py): its greedy answers to the
+    prompts (their seconds are excluded from the load figures), lm-eval, or `error`."""
+
+    prompts: int
+    max_tokens: int
+    top_logprobs: int
+    seconds: float
+    failed: int
+    error: str
+    lm_eval: LmEvalRecord
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class ParallelRecord(TypedDict, total=False):
+    """A sweep that measured several configurations at once: how many, and what it means."""
+
+    configurations: int
+    note: str

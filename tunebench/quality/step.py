@@ -4,10 +4,8 @@ What it collects is judged later (quality/divergence.py, quality/verdicts.py).""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from tunebench.errors import LoadError
+from tunebench.points.records import LmEvalRecord, QualityRecord
 from tunebench.quality.collect import QualityRequest, collect, write_completions
 from tunebench.quality.lmeval import run_lm_eval
 from tunebench.quality.verdicts import gate_failure
@@ -74,7 +72,7 @@ class QualityCheck:
             return
         write_completions(path, got.completions)
         failed = sum(1 for c in got.completions if c.error)
-        summary: dict[str, Any] = {
+        summary: QualityRecord = {
             "prompts": len(got.completions),
             "max_tokens": request.max_tokens,
             "top_logprobs": request.top_logprobs,
@@ -88,7 +86,7 @@ class QualityCheck:
 
     def _lm_eval(
         self, config: ServerConfig, handle: ServerHandle, request: QualityRequest
-    ) -> dict[str, Any]:
+    ) -> LmEvalRecord:
         assert request.lm_eval is not None and request.tokenizer is not None
         task = request.lm_eval.task
         self.reporter.note(f"  lm-eval: {task} (limit {request.lm_eval.limit})")
@@ -107,4 +105,11 @@ class QualityCheck:
         self.reporter.note(
             f"  lm-eval: {result.metric} {result.score:.3f} ({result.seconds:.0f} s)"
         )
-        return dataclasses.asdict(result)
+        return {
+            "task": result.task,
+            "metric": result.metric,
+            "score": result.score,
+            "stderr": result.stderr,
+            "samples": result.samples,
+            "seconds": result.seconds,
+        }

@@ -23,7 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tunebench.environment import host_info
 from tunebench.environment import versions as current_versions
 from tunebench.errors import SpecError, StoreError
-from tunebench.points.records import CapacityRecord, LoadRetry, RooflineRecord, SentinelRecord
+from tunebench.points.records import (
+    CapacityRecord,
+    LoadRetry,
+    ParallelRecord,
+    QualityRecord,
+    RooflineRecord,
+    SentinelRecord,
+)
 from tunebench.redact import MASK, redact
 from tunebench.spec.loading import read_yaml_mapping
 
@@ -99,7 +106,7 @@ class ConfigEntry(_Open):
     failed_point: str | None = None
     load_retries: list[LoadRetry] | None = None
     # the quality check: prompts, seconds (excluded from load figures), error
-    quality: dict[str, Any] | None = None
+    quality: QualityRecord | None = None
     # the A...A sentinel (points/sentinel.py): its change against the first point, or why none
     # (the last repeat's), and every repeat's in `sentinels` (each with its "repeat")
     sentinel: SentinelRecord | None = None
@@ -141,7 +148,7 @@ class Manifest(_Open):
     # per run kind (absent elsewhere): a part of a split sweep, its configuration ids
     only: list[str] | None = None
     # a sweep measured several configurations at a time: how many, and what that means
-    parallel: dict[str, Any] | None = None
+    parallel: ParallelRecord | None = None
     # a merged run: its parts, and whether they ran on different hosts
     merged_from: list[str] | None = None
     hosts_differ: bool | None = None
