@@ -5,6 +5,7 @@ are still read: a sweep file, a stored run's manifest and a stored point's warni
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -108,3 +109,20 @@ def test_a_point_stored_beyond_the_recording_under_the_old_warning_is_still_clie
         assert verdict["client_limited"], warning
         assert "beyond the highest recorded rate" in verdict["client_limited_reason"]
     assert client_limit.RECORDED_BEYOND == "recorded_extrapolated"
+
+
+def test_the_docs_call_it_recorded_and_say_the_old_name_still_loads():
+    sweep_files = (REPO / "docs/sweep-files.md").read_text()
+    assert "### `recorded`: a recorded run played back" in sweep_files
+    assert "deployment: {kind: recorded, run:" in sweep_files
+    assert "`kind: replay` is the old name and still loads." in sweep_files
+    assert "kind: local | endpoint | recorded | helm" in sweep_files
+    assert "`tunebench/recorded/` holds it" in sweep_files
+    for doc in ("sweep-files.md", "tuning.md", "architecture.md", "run-format.md"):
+        text = (REPO / "docs" / doc).read_text()
+        assert "{kind: replay, run:" not in text, doc
+        # every package a doc names is one that exists (the old name's is gone)
+        for package in re.findall(r"(?<![\w./])tunebench/([a-z_]+)/", text):
+            assert (REPO / "tunebench" / package / "__init__.py").is_file(), (doc, package)
+    architecture = (REPO / "docs/architecture.md").read_text()
+    assert "`recorded/`: a recorded run as a model of a server" in architecture
