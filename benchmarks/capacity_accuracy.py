@@ -4,19 +4,20 @@
 
 The grid (benchmarks/grid/grid-cpu-repeats.yaml) recorded every configuration on several
 server starts (repeats) with per-request samples. Its repeats are split:
-- the *replay* part (default repeats 1 and 2): each search deploys one of these starts at
-  random and each probe draws its requests from it (tunebench/replay/noisy.py);
+- the *played* part (default repeats 1 and 2): each search deploys one of these starts at
+  random and each probe draws its requests from it, as a noisy recorded deployment does
+  (tunebench/recorded/noisy.py);
 - the *held-out* part (default the last repeat): the truth, the capacity its requests give,
   which no search and no setting ever saw.
 
 With `--truth RUN...` the truth is instead a far longer measurement of the grid's
 configurations on the machine that recorded it (benchmarks/grid/record_truth.py: server
 starts of their own, windows of ~300 requests at rates 10% apart around the knee; several
-long starts of one configuration are pooled), and every repeat of the grid is replayed;
+long starts of one configuration are pooled), and every repeat of the grid is played;
 `--synthetic` grades against a queueing law's own capacity.
 
 Settings (the search's noise model, tolerance and probe budget) are chosen with
-`--choose`, which grades candidates against the replay part's own pooled truth: the
+`--choose`, which grades candidates against the played part's own pooled truth: the
 held-out repeat plays no part in that choice.
 
 Every strategy is charged what it really pays, from the recording's own timestamps: one
@@ -45,7 +46,7 @@ sys.path.insert(0, str(REPO))
 from tunebench.numbers import to_float  # noqa: E402
 from tunebench.points import trust  # noqa: E402
 from tunebench.points.slo import evaluate, slo_from_items  # noqa: E402
-from tunebench.replay.noisy import (  # noqa: E402
+from tunebench.recorded.noisy import (  # noqa: E402
     GridConfig,
     GridCosts,
     RecordedGrid,
@@ -61,7 +62,7 @@ from tunebench.testing.queueing import (  # noqa: E402
     sharp_knee_grid,
     start_factor,
 )
-from tunebench.tune.replay import SearchCost, SearchRules, noisy_probe, search_noisy  # noqa: E402
+from tunebench.tune.recorded import SearchCost, SearchRules, noisy_probe, search_noisy  # noqa: E402
 
 WITHIN = 0.10
 NOISE_LEVELS = (0.0, 0.05, 0.20)  # extra log-normal noise on top of the recording's own
@@ -132,7 +133,7 @@ TOP_RATE: float | None = None  # the recording's top rate, in main()
 
 
 def ceiling(configs, truths, slo, repeats: list[int]) -> float:
-    """The best any strategy can score: a deployment is one of the replay's starts, each
+    """The best any strategy can score: a deployment is one of the played starts, each
     with its own capacity (between-start variability; `run_spread`); an oracle that
     answered each start's own capacity exactly would be within 10% of the held-out truth
     this often (starts weighted equally, as `GridConfig.deploy` draws them)."""
@@ -196,8 +197,8 @@ def long_truths(
     record_truth.py: server starts of its own, windows of ~300 requests at rates 10% apart
     around its knee, where the crossing between the two rates around it moves the answer by
     less than 5%): every long start of it in `runs` pooled, rate by rate. A configuration no
-    truth run measured (its replay starts never crossed the SLO: capped by the client's top
-    rate, or below the lowest rate) keeps the bound its replay starts pooled give. Also, per
+    truth run measured (its played starts never crossed the SLO: capped by the client's top
+    rate, or below the lowest rate) keeps the bound its played starts pooled give. Also, per
     measured configuration, what its truth rests on: the pooled windows around it, each long
     start's own capacity, and every window's SLO ratio (a rate that passes again above the
     first miss is then in view: the truth is the sustained rule's, not a clean knee)."""
@@ -370,10 +371,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", type=Path, default=REPO / "tests/fixtures/grid-cpu-repeats")
     parser.add_argument("--seeds", type=int, default=100)
-    parser.add_argument("--replay", default=None, help="repeats the replay draws, e.g. 1,2")
+    parser.add_argument(
+        "--played",
+        "--replay",  # its old name
+        default=None,
+        help="repeats the search deploys (the played part), e.g. 1,2",
+    )
     parser.add_argument("--held-out", default=None, help="repeats held out as truth, e.g. 3")
     parser.add_argument(
-        "--choose", action="store_true", help="grade candidate settings on the replay part"
+        "--choose", action="store_true", help="grade candidate settings on the played part"
     )
     parser.add_argument("--window", type=float, default=10.0, help="a probe's base window, s")
     parser.add_argument(
@@ -389,7 +395,7 @@ def main() -> None:
         metavar="RUN",
         help="grade against these runs instead of a held-out repeat: a far longer "
         "measurement of the grid's configurations on the machine that recorded it "
-        "(benchmarks/grid/record_truth.py); every repeat of --grid is then replayed",
+        "(benchmarks/grid/record_truth.py); every repeat of --grid is then played",
     )
     parser.add_argument(
         "--slo",
@@ -407,15 +413,15 @@ def main() -> None:
     grid = RecordedGrid(args.grid)
     COSTS = grid.costs()
     slo = slo_from_items(args.slo) if args.slo else grid.slo
-    if law is not None or args.truth:  # the truth is not in the grid: every start is replayed
-        replay, held = grid.repeats, []
+    if law is not None or args.truth:  # the truth is not in the grid: every start is played
+        played, held = grid.repeats, []
     else:
-        replay = [int(r) for r in args.replay.split(",")] if args.replay else grid.repeats[:-1]
+        played = [int(r) for r in args.played.split(",")] if args.played else grid.repeats[:-1]
         held = [int(r) for r in args.held_out.split(",")] if args.held_out else grid.repeats[-1:]
-    if set(replay) & set(held):
-        sys.exit("--replay and --held-out must not share a repeat")
-    configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
-    truth_repeats = replay if args.choose else held
+    if set(played) & set(held):
+        sys.exit("--played and --held-out must not share a repeat")
+    configs = [c for c in grid.configs if any(r in c.starts for r in played)]
+    truth_repeats = played if args.choose else held
     brackets: dict[str, str] = {}  # with --truth: what each truth rests on
     if law is not None:
         truths = analytic_truths(law)
@@ -425,15 +431,15 @@ def main() -> None:
         truths = {c.label: held_out_capacity(c, truth_repeats, slo) for c in configs}
     configs = [c for c in configs if truths.get(c.label) is not None]
     print(
-        f"grid: {args.grid} ({len(configs)} configurations), SLO {slo}; replay repeats "
-        f"{replay}, "
+        f"grid: {args.grid} ({len(configs)} configurations), SLO {slo}; played repeats "
+        f"{played}, "
         + (
             f"truth: the law's capacity ({args.synthetic}, tunebench/testing/queueing.py)"
             if law is not None
             else "truth: the long measurement " + ", ".join(str(t) for t in args.truth)
             if args.truth
             else f"truth from repeats {truth_repeats}"
-            + (" (the replay part itself: choosing settings)" if args.choose else " (held out)")
+            + (" (the played part itself: choosing settings)" if args.choose else " (held out)")
         )
     )
     print(
@@ -453,19 +459,19 @@ def main() -> None:
             "machine speed by start (ms per output token at the two lowest rates; lower is faster):"
         )
         for config in configs:
-            own = [config.starts[r] for r in replay if r in config.starts]
-            print(f"  {config.label:<22} replay starts {speed_by_start(own)}")
-    spread = run_spread(configs, replay, slo)
-    noise = probe_noise(configs, truths, slo, replay, base)
+            own = [config.starts[r] for r in played if r in config.starts]
+            print(f"  {config.label:<22} played starts {speed_by_start(own)}")
+    spread = run_spread(configs, played, slo)
+    noise = probe_noise(configs, truths, slo, played, base)
     print(
         f"measured noise: one probe's log SLO ratio sd {noise:.3f} (window sized for "
         f"{base.sample_margin:g} x the requests the percentile needs, one start); capacity "
-        f"between starts sd {spread:.3f} (log, repeats {replay})"
+        f"between starts sd {spread:.3f} (log, repeats {played})"
     )
     limit = (
-        analytic_ceiling(law, truths, replay)
+        analytic_ceiling(law, truths, played)
         if law is not None
-        else ceiling(configs, truths, slo, replay)
+        else ceiling(configs, truths, slo, played)
     )
     print(
         f"ceiling: answering each deployed start's own capacity exactly would be within "
@@ -473,7 +479,7 @@ def main() -> None:
     )
 
     if args.choose:
-        print(f"\ncandidate settings, graded on the replay part ({args.seeds} seeds, cold):")
+        print(f"\ncandidate settings, graded on the played part ({args.seeds} seeds, cold):")
         for margin in (1.25, 2.5, 4.0):
             for bracketing in sorted({1.25, 2.5, margin}):
                 if bracketing > margin:
@@ -483,7 +489,7 @@ def main() -> None:
                         base, noise=noise_model, sample_margin=margin, bracketing_margin=bracketing
                     )
                     result = grade(
-                        configs, truths, slo, tunebench_search(rules), replay, args.seeds, 0, False
+                        configs, truths, slo, tunebench_search(rules), played, args.seeds, 0, False
                     )
                     print_row(
                         f"margin {margin} (bracketing {bracketing}) noise {noise_model}", result
@@ -519,7 +525,7 @@ def main() -> None:
         label = "the recording's own noise" if extra == 0 else f"+{extra:.0%} extra noise"
         print(f"\n{label} ({args.seeds} seeds x {len(configs)} configurations):")
         for name, strategy, warm in strategies:
-            print_row(name, grade(configs, truths, slo, strategy, replay, args.seeds, extra, warm))
+            print_row(name, grade(configs, truths, slo, strategy, played, args.seeds, extra, warm))
     print(f"\n({time.monotonic() - began:.0f} s)")
 
 

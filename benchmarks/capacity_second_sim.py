@@ -14,12 +14,12 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
   (cached under /tmp, so a rerun is fast; `--truth-requests 4000` for a quick run).
 - The recording: 3 server starts per configuration (each with its own log-normal speed
   factor, sd 4%), each with 5 Poisson windows at 0.5-1.6 x the truth, ~60 requests each
-  after a warm-up, written in the run format the noisy replay reads
-  (tunebench/replay/noisy.py); the search replays repeats 1 and 2 (`--replay`), graded
+  after a warm-up, written in the run format a noisy recorded deployment reads
+  (tunebench/recorded/noisy.py); the search plays repeats 1 and 2 (`--played`), graded
   by capacity_accuracy.py's own `grade` and `ceiling` (imported, not copied).
 - Live probes: the same starts, but each probe runs the simulator at its own rate for its
   own window: what the search would meet on such a server, without the recording's
-  windows in between (the replay can be no better than them: its ceiling).
+  windows in between (the played recording can be no better than them: its ceiling).
 - The search is graded as it is (chord in log ratio, narrowing windows that grow as the
   bracket narrows) and as it was before (`PreviousSearch`: the chord in 1/ratio, narrowing
   windows of the sample margin throughout), each with its cost: probe-seconds per search
@@ -29,7 +29,7 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
   p90s read, the bracket and its interpolation, the noise model), against the truth and
   against the deployed start's own capacity.
 - `--fixes`: variants of the search (subclasses of CapacitySearch or other settings,
-  swapped in here only), each graded on this simulator, replayed and live, on the
+  swapped in here only), each graded on this simulator, played and live, on the
   queueing law's grid (`--synthetic sharp-knee` of capacity_accuracy.py) and on the
   recorded CPU grid (tests/fixtures/grid-cpu-repeats, its last repeat held out).
 """
@@ -55,7 +55,7 @@ sys.path.insert(0, str(REPO))
 
 import benchmarks.capacity_accuracy as accuracy  # noqa: E402
 import tunebench.points.capacity as capacity_module  # noqa: E402
-import tunebench.tune.replay as tune_replay  # noqa: E402
+import tunebench.tune.recorded as tune_recorded  # noqa: E402
 from tunebench.points import client_limit  # noqa: E402
 from tunebench.points.capacity import (  # noqa: E402
     CapacitySearch,
@@ -66,7 +66,7 @@ from tunebench.points.capacity import (  # noqa: E402
 )
 from tunebench.points.columns import SERVER_COLUMNS  # noqa: E402
 from tunebench.points.slo import evaluate  # noqa: E402
-from tunebench.replay.noisy import (  # noqa: E402
+from tunebench.recorded.noisy import (  # noqa: E402
     GridConfig,
     RecordedGrid,
     RecordedStart,
@@ -84,7 +84,7 @@ from tunebench.testing.batching_sim import (  # noqa: E402
     start_speed,
 )
 from tunebench.testing.queueing import make_queueing_grid, sharp_knee_grid  # noqa: E402
-from tunebench.tune.replay import SearchRules  # noqa: E402
+from tunebench.tune.recorded import SearchRules  # noqa: E402
 
 SEQS = (1, 2, 4, 8, 16)
 TOKENS = (32, 64, 128, 512)
@@ -308,7 +308,7 @@ class Bench:
     grid: RecordedGrid
     configs: list[GridConfig]
     truths: dict[str, Truth]
-    replay: list[int]
+    played: list[int]
     ceiling: float
     top: float
     engines: dict[tuple[str, int], Engine] = field(default_factory=dict)
@@ -324,12 +324,12 @@ class Bench:
         return SearchRules(window_s=10.0, max_rate=self.top, **changes)
 
 
-def second_bench(truth: dict[str, dict[str, Any]], replay: list[int], rec: Recording) -> Bench:
+def second_bench(truth: dict[str, dict[str, Any]], played: list[int], rec: Recording) -> Bench:
     knees = {label: t["rate"] for label, t in truth.items()}
     store = make_batching_grid(Path(tempfile.mkdtemp()), knees, rec)
     grid = RecordedGrid(store.path)
     truths = {c.label: Truth(knees[c.label], "exact") for c in grid.configs}
-    bench = _bench("second simulator (batching DES), replayed", grid, truths, replay)
+    bench = _bench("second simulator (batching DES), played", grid, truths, played)
     bench.engines = {
         (label, r): engine.with_speed(start_speed(start_seed(label, r), rec.speed_sd))
         for label, _, engine in grid_engines()
@@ -342,27 +342,27 @@ def queueing_bench() -> Bench:
     law = sharp_knee_grid()
     grid = RecordedGrid(make_queueing_grid(Path(tempfile.mkdtemp()), law, "sharp-knee").path)
     truths = accuracy.analytic_truths(law)
-    bench = _bench("queueing law (sharp-knee), replayed", grid, truths, grid.repeats)
+    bench = _bench("queueing law (sharp-knee), played", grid, truths, grid.repeats)
     bench.ceiling = accuracy.analytic_ceiling(law, truths, grid.repeats)
     return bench
 
 
 def recorded_bench() -> Bench:
     """The recorded CPU grid capacity_accuracy.py grades on by default: its last repeat
-    held out as the truth, the others replayed."""
+    held out as the truth, the others played."""
     grid = RecordedGrid(REPO / "tests/fixtures/grid-cpu-repeats")
-    replay, held = grid.repeats[:-1], grid.repeats[-1:]
+    played, held = grid.repeats[:-1], grid.repeats[-1:]
     truths = {c.label: held_out_capacity(c, held, grid.slo) for c in grid.configs}
     found = {label: t for label, t in truths.items() if t is not None}
-    return _bench("recorded CPU grid, held-out repeat", grid, found, replay)
+    return _bench("recorded CPU grid, held-out repeat", grid, found, played)
 
 
-def _bench(name: str, grid: RecordedGrid, truths: dict[str, Truth], replay: list[int]) -> Bench:
-    configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
+def _bench(name: str, grid: RecordedGrid, truths: dict[str, Truth], played: list[int]) -> Bench:
+    configs = [c for c in grid.configs if any(r in c.starts for r in played)]
     configs = [c for c in configs if c.label in truths]
     top = max(w.target for c in configs for s in c.starts.values() for w in s.windows)
-    ceiling = accuracy.ceiling(configs, truths, grid.slo, replay)
-    return Bench(name, grid, configs, truths, replay, ceiling, top)
+    ceiling = accuracy.ceiling(configs, truths, grid.slo, played)
+    return Bench(name, grid, configs, truths, played, ceiling, top)
 
 
 def live_bench(second: Bench, count: int, rec: Recording) -> Bench:
@@ -375,7 +375,7 @@ def live_bench(second: Bench, count: int, rec: Recording) -> Bench:
         np.mean(
             [
                 second.truths[c.label].within(own[f"{c.label}|{r}"], accuracy.WITHIN)
-                for r in second.replay
+                for r in second.played
             ]
         )
         for c in second.configs
@@ -404,7 +404,7 @@ class LiveProbes:
     """A probe as a live server would answer it: the deployed start's engine simulated at
     the probe's rate for its window, after the recording's warm-up (requests arriving in
     the warm-up are dropped, as the recording drops them); swapped in for
-    tunebench.tune.replay's `noisy_probe` while a live grade runs."""
+    tunebench.tune.recorded's `noisy_probe` while a live grade runs."""
 
     def __init__(self, bench: Bench, rec: Recording):
         self.rec = rec
@@ -419,7 +419,7 @@ class LiveProbes:
         seconds: float,
         slo: dict,
         rng: np.random.Generator,
-        extra: float = 0.0,  # the replay's extra noise: a live server has its own
+        extra: float = 0.0,  # the played recording's extra noise: a live server has its own
         kind: str = "poisson",
     ) -> dict[str, Any]:
         engine = self.by_start[id(start)]
@@ -457,7 +457,7 @@ def grade(
 ) -> dict[str, float]:
     bench.use()
     return accuracy.grade(
-        bench.configs, bench.truths, bench.grid.slo, strategy, bench.replay, seeds, 0.0, warm
+        bench.configs, bench.truths, bench.grid.slo, strategy, bench.played, seeds, 0.0, warm
     )
 
 
@@ -475,8 +475,8 @@ def print_grade(label: str, result: dict[str, float], bench: Bench) -> None:
 
 
 def own_capacity(bench: Bench, live: bool) -> dict[tuple[str, int], float]:
-    """What a perfect search of each deployed start would answer: on the replay, the
-    start's own windows' crossing (the replayed server has nothing else); live, the
+    """What a perfect search of each deployed start would answer: on the played recording,
+    the start's own windows' crossing (the played server has nothing else); live, the
     start's own long-run capacity."""
     if live:
         starts = start_truths_cached(TRUTH_REQUESTS, bench.engines)
@@ -496,7 +496,7 @@ def trace(bench: Bench, seeds: int, own: dict[tuple[str, int], float], show: boo
     against the deployed start's own capacity (`own`)."""
     bench.use()
     rows: list[dict[str, Any]] = []
-    probe = tune_replay.noisy_probe
+    probe = tune_recorded.noisy_probe
 
     def spy(*args: Any, **kwargs: Any) -> dict[str, Any]:
         rows.append(probe(*args, **kwargs))
@@ -504,12 +504,12 @@ def trace(bench: Bench, seeds: int, own: dict[tuple[str, int], float], show: boo
 
     rng = np.random.default_rng(12345)  # as accuracy.grade draws
     found: dict[str, list[float]] = {k: [] for k in TRACE_KEYS}
-    with swapped(tune_replay, "noisy_probe", spy):
+    with swapped(tune_recorded, "noisy_probe", spy):
         for seed in range(seeds):
             for config in bench.configs:
-                start = config.deploy(bench.replay, rng)
+                start = config.deploy(bench.played, rng)
                 rows.clear()
-                search, _ = tune_replay.search_noisy(
+                search, _ = tune_recorded.search_noisy(
                     start, bench.grid.slo, 1.0, False, bench.rules(), accuracy.COSTS, rng
                 )
                 truth = bench.truths[config.label].rate
@@ -595,13 +595,15 @@ def probe_bias(bench: Bench, own: dict[tuple[str, int], float], repeats: int = 4
     rng = np.random.default_rng(3)
     logs = []
     for config in bench.configs:
-        for r in bench.replay:
+        for r in bench.played:
             rate = own.get((config.label, r))
             if rate is None or r not in config.starts:
                 continue
             seconds = probe_seconds(rate, 10.0, QUANTILE)
             for _ in range(repeats):
-                row = tune_replay.noisy_probe(config.starts[r], rate, seconds, bench.grid.slo, rng)
+                row = tune_recorded.noisy_probe(
+                    config.starts[r], rate, seconds, bench.grid.slo, rng
+                )
                 if row.get("slo_ratio"):
                     logs.append(np.log(row["slo_ratio"]))
     values = np.asarray(logs)
@@ -651,10 +653,10 @@ def window_length(bench: Bench, own: dict[tuple[str, int], float]) -> None:
         rng = np.random.default_rng(3)
         logs = []
         for config in bench.configs:
-            for r in bench.replay:
+            for r in bench.played:
                 rate = own[(config.label, r)]
                 for _ in range(10):
-                    row = tune_replay.noisy_probe(
+                    row = tune_recorded.noisy_probe(
                         config.starts[r], rate, count / rate, bench.grid.slo, rng
                     )
                     logs.append(np.log(row["slo_ratio"]))
@@ -739,7 +741,7 @@ def variant(rules: SearchRules, search: type[CapacitySearch] | None) -> accuracy
         return inner
 
     def run(*args: Any) -> accuracy.Outcome:
-        with swapped(tune_replay, "CapacitySearch", search):
+        with swapped(tune_recorded, "CapacitySearch", search):
             return inner(*args)
 
     return run
@@ -749,7 +751,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--truth-requests", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--replay", default="1,2", help="the starts the search replays")
+    parser.add_argument(
+        "--played",
+        "--replay",
+        default="1,2",
+        help="the starts the search plays (--replay: its old name)",
+    )
     parser.add_argument("--window-requests", type=int, default=Recording.window_requests)
     parser.add_argument("--warmup-requests", type=int, default=Recording.warmup_requests)
     parser.add_argument(
@@ -764,10 +771,10 @@ def main() -> None:
     TRUTH_REQUESTS = args.truth_requests
     began = time.monotonic()
     truth = truths_cached(args.truth_requests)
-    replay = [int(r) for r in args.replay.split(",")]
+    played = [int(r) for r in args.played.split(",")]
     rec = Recording(window_requests=args.window_requests, warmup_requests=args.warmup_requests)
-    second = second_bench(truth, replay, rec)
-    print(f"{second.name}: {len(second.configs)} configurations, SLO {SLO}, replay {replay}")
+    second = second_bench(truth, played, rec)
+    print(f"{second.name}: {len(second.configs)} configurations, SLO {SLO}, played {played}")
     searches = {
         "today's search": accuracy.tunebench_search(second.rules()),
         "the search before": variant(second.rules(), PreviousSearch),
@@ -776,7 +783,7 @@ def main() -> None:
         print_grade(f"{name}, cold", grade(second, strategy, args.seeds), second)
         print_grade(f"{name}, warm", grade(second, strategy, args.seeds, True), second)
     live = live_bench(second, args.truth_requests, rec)
-    with swapped(tune_replay, "noisy_probe", LiveProbes(live, rec)):
+    with swapped(tune_recorded, "noisy_probe", LiveProbes(live, rec)):
         print(f"{live.name}:")
         for name, strategy in searches.items():
             print_grade(f"{name}, cold", grade(live, strategy, args.seeds), live)
@@ -784,23 +791,23 @@ def main() -> None:
     if args.diagnose:
         print("\nwhy: the recording")
         window_reading(truth, rec, args.truth_requests)
-        print(f"\nwhy: today's search on the replay ({args.diagnose} seeds)")
+        print(f"\nwhy: today's search on the played recording ({args.diagnose} seeds)")
         own = own_capacity(second, False)
         print("    " + probe_bias(second, own))
         trace(second, args.diagnose, own, True)
         print(f"\nwhy: today's search, live probes ({args.diagnose} seeds)")
         own = own_capacity(live, True)
-        with swapped(tune_replay, "noisy_probe", LiveProbes(live, rec)):
+        with swapped(tune_recorded, "noisy_probe", LiveProbes(live, rec)):
             print("    " + probe_bias(live, own))
             window_length(live, own)
             trace(live, args.diagnose, own, True)
     if args.fixes:
         queueing = queueing_bench()
         benches = (
-            (second, args.seeds, tune_replay.noisy_probe, "DES replayed"),
+            (second, args.seeds, tune_recorded.noisy_probe, "DES played"),
             (live, args.seeds, LiveProbes(live, rec), "DES live"),
-            (queueing, args.queueing_seeds, tune_replay.noisy_probe, "queueing replayed"),
-            (recorded_bench(), args.queueing_seeds, tune_replay.noisy_probe, "recorded CPU grid"),
+            (queueing, args.queueing_seeds, tune_recorded.noisy_probe, "queueing played"),
+            (recorded_bench(), args.queueing_seeds, tune_recorded.noisy_probe, "recorded CPU grid"),
         )
         print(
             f"\ncandidate fixes on both simulators ({args.seeds} seeds on the DES, "
@@ -811,7 +818,7 @@ def main() -> None:
             print(name)
             for bench, seeds, probe, short in benches:
                 strategy = variant(bench.rules(**changes), search)
-                with swapped(tune_replay, "noisy_probe", probe):
+                with swapped(tune_recorded, "noisy_probe", probe):
                     for warm in (False, True):
                         result = grade(bench, strategy, seeds, warm)
                         print_grade(f"{short}, {'warm' if warm else 'cold'}", result, bench)

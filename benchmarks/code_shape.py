@@ -25,7 +25,7 @@ LOOSE_MAPPING = re.compile(r"Mapping\[str, Any\]|: RowView\b")
 # a deployment kind or a load kind compared by its name, the way a Kind property or the
 # LoadKind enum would replace it
 KIND_NAME_TEST = re.compile(
-    r"""(\.kind|kind_of\([^)]*\)\.name|\bkind)\s*(==|!=)\s*["'](local|replay|helm|endpoint)["']"""
+    r"""(\.kind|kind_of\([^)]*\)\.name|\bkind)\s*(==|!=)\s*["'](local|recorded|replay|helm|endpoint)["']"""
 )
 
 

@@ -5,13 +5,13 @@
 
 Each worker is a real `tunebench tune --storage postgresql://...` process; the database is
 a real PostgreSQL started for the benchmark (tunebench/testing/postgres.py). The deployment
-is a replay of a recorded 31-configuration grid that sleeps `--time-scale` of the recorded
-time (a start's 40 s and each probe's window), so a trial costs what a real one does, scaled
-down; the workers' own costs (Python start-up, the study's database round trips, the
-capacity search) are paid in full. Runs alternate (1 worker, N workers, 1, N, ...), each on
-a fresh study; printed: min/median/max wall seconds per setting, the speed-up of the
-medians, and the trials each worker deployed. A worker that exits non-zero fails the
-benchmark.
+is a recorded 31-configuration grid played back (deployment kind recorded), sleeping
+`--time-scale` of the recorded time (a start's 40 s and each probe's window), so a trial
+costs what a real one does, scaled down; the workers' own costs (Python start-up, the
+study's database round trips, the capacity search) are paid in full. Runs alternate (1
+worker, N workers, 1, N, ...), each on a fresh study; printed: min/median/max wall seconds
+per setting, the speed-up of the medians, and the trials each worker deployed. A worker
+that exits non-zero fails the benchmark.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> int:
     info = cpu_info()
     print(f"machine: {info['cpu_model']}, flags {' '.join(info['cpu_flags'])}")
     print(
-        f"{args.trials} deployments per study, replay at {args.time_scale:g} x recorded time "
+        f"{args.trials} deployments per study, played at {args.time_scale:g} x recorded time "
         f"(a trial ~{40 * args.time_scale + 4 * 10 * args.time_scale:.1f} s of sleeps)"
     )
     walls: dict[int, list[float]] = {1: [], args.workers: []}

@@ -4,12 +4,12 @@
 
 The recorded grid (benchmarks/grid/grid-cpu-repeats.yaml: every configuration started
 several times, per-request samples kept) is split by repeat, as in
-benchmarks/capacity_accuracy.py: the strategies deploy the *replay* part (each deployment
-one recorded start, each probe requests drawn from it: tunebench/replay/noisy.py); the
+benchmarks/capacity_accuracy.py: the strategies deploy the *played* part (each deployment
+one recorded start, each probe requests drawn from it: tunebench/recorded/noisy.py); the
 truth is the *held-out* repeat's capacity per configuration.
 
 "As good as the best": the held-out capacities of two configurations differ by the
-between-start spread (sd s of log capacity, measured on the replay part) even when they
+between-start spread (sd s of log capacity, measured on the played part) even when they
 are the same, so every configuration within 1.96 x sqrt(2) x s of the best one's held-out
 capacity is indistinguishable from it (the best set).
 
@@ -46,14 +46,14 @@ from tunebench.numbers import to_float  # noqa: E402
 from tunebench.points import trust  # noqa: E402
 from tunebench.points.capacity import RatePoint, sustained_capacity  # noqa: E402
 from tunebench.points.slo import slo_from_items  # noqa: E402
-from tunebench.replay.noisy import RecordedGrid, held_out_capacity, run_spread  # noqa: E402
+from tunebench.recorded.noisy import RecordedGrid, held_out_capacity, run_spread  # noqa: E402
 from tunebench.spec.models import Tune  # noqa: E402
 from tunebench.testing.queueing import (  # noqa: E402
     TUNING_SHAPES,
     analytic_capacity,
     make_queueing_grid,
 )
-from tunebench.tune.replay import (  # noqa: E402
+from tunebench.tune.recorded import (  # noqa: E402
     NoisyCapacityEvaluator,
     SearchRules,
     noisy_probe,
@@ -89,12 +89,12 @@ def held_out_cost_s(grid: RecordedGrid, repeats: list[int]) -> float:
     return windows + len(rows) * costs.point_overhead_s + deployments * costs.deployment_s
 
 
-def run_study(grid, slo, base, sampler, seed, trials, replay, best_set, rules):
+def run_study(grid, slo, base, sampler, seed, trials, played, best_set, rules):
     tune = Tune.model_validate(
         {"space": space_of(grid, base), "trials": trials, "seed": seed, "sampler": sampler}
     )
     study = optuna.create_study(directions=["maximize"], sampler=make_sampler(tune, seed))
-    evaluator = NoisyCapacityEvaluator(grid, slo, replay, rules, np.random.default_rng(seed))
+    evaluator = NoisyCapacityEvaluator(grid, slo, played, rules, np.random.default_rng(seed))
     reached: list[float] = []
 
     def on_trial(trial, note):
@@ -102,13 +102,13 @@ def run_study(grid, slo, base, sampler, seed, trials, replay, best_set, rules):
         if trial.user_attrs.get("deployed") and label in best_set and not reached:
             reached.append(evaluator.cost.seconds)
 
-    Tuner(study, tune, base, "replay", None, evaluator, on_trial).run()
+    Tuner(study, tune, base, "recorded", None, evaluator, on_trial).run()
     done = [t for t in study.trials if t.values and t.user_attrs.get("deployed")]
     pick = max(done, key=lambda t: t.values[0]).user_attrs.get("label") if done else None
     return (reached[0] if reached else None), evaluator.cost.seconds, pick in best_set
 
 
-def full_grid(grid, slo, replay, rules, seed, best_set):
+def full_grid(grid, slo, played, rules, seed, best_set):
     rng = np.random.default_rng(seed)
     costs = grid.costs()
     seconds, found = 0.0, {}
@@ -118,9 +118,9 @@ def full_grid(grid, slo, replay, rules, seed, best_set):
     }
     first = None
     for config in grid.configs:
-        if not any(r in config.starts for r in replay):
+        if not any(r in config.starts for r in played):
             continue
-        start = config.deploy(replay, rng)
+        start = config.deploy(played, rng)
         seconds += costs.deployment_s
         points = []
         for rate, window_s in sorted(windows.items()):
@@ -176,10 +176,10 @@ def main() -> None:
         args.grid = make_queueing_grid(Path(tempfile.mkdtemp()), law, args.synthetic).path
     grid = RecordedGrid(args.grid)
     slo = slo_from_items(args.slo) if args.slo else grid.slo
-    replay, held = grid.repeats[:-1], grid.repeats[-1:]
+    played, held = grid.repeats[:-1], grid.repeats[-1:]
     if law is not None:  # the truth is the law's: every start may be deployed
-        replay = grid.repeats
-    configs = [c for c in grid.configs if any(r in c.starts for r in replay)]
+        played = grid.repeats
+    configs = [c for c in grid.configs if any(r in c.starts for r in played)]
     truths = {}
     for config in configs:
         if law is not None:
@@ -189,7 +189,7 @@ def main() -> None:
             continue
         truth = held_out_capacity(config, held, slo)
         truths[config.label] = 0.0 if truth is None or truth.kind == "below" else truth.rate
-    spread = law.spread if law is not None else run_spread(configs, replay, slo)
+    spread = law.spread if law is not None else run_spread(configs, played, slo)
     band = 1.96 * math.sqrt(2) * spread
     best_label = max(truths, key=lambda label: truths[label])
     best = truths[best_label]
@@ -222,24 +222,24 @@ def main() -> None:
         (
             "tuner (local search, baseline first)",
             lambda seed: run_study(
-                grid, slo, base, "local", seed, args.trials, replay, best_set, rules
+                grid, slo, base, "local", seed, args.trials, played, best_set, rules
             ),
         ),
         (
             "TPE (baseline first)",
             lambda seed: run_study(
-                grid, slo, base, "tpe", seed, args.trials, replay, best_set, rules
+                grid, slo, base, "tpe", seed, args.trials, played, best_set, rules
             ),
         ),
         (
             "random search (baseline first)",
             lambda seed: run_study(
-                grid, slo, base, "random", seed, args.trials, replay, best_set, rules
+                grid, slo, base, "random", seed, args.trials, played, best_set, rules
             ),
         ),
         (
             "full grid (recorded rates)",
-            lambda seed: full_grid(grid, slo, replay, rules, seed, best_set),
+            lambda seed: full_grid(grid, slo, played, rules, seed, best_set),
         ),
     )
     chosen = set(args.sampler or ["local", "tpe", "random"]) | {"grid"}

@@ -61,20 +61,20 @@ def check_traces(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]) 
     a bad file, an empty slice or a context too small is one line naming the key."""
     data = spec.load.data
     shaped = data.kind == "sessions" or (data.kind == "synthetic" and data.prefix is not None)
-    if shaped and kind_of(spec).replays_recorded_run:
+    if shaped and kind_of(spec).plays_recorded_run:
         # a recorded run models a server's latency by load, not by history or shared prefixes
         what = "multi-turn sessions" if data.kind == "sessions" else "shared prefixes"
         raise SpecError(
-            f"{spec_path}: load.data: a recorded run (deployment kind replay) cannot answer "
+            f"{spec_path}: load.data: a recorded run (deployment kind recorded) cannot answer "
             f"{what}; use deployment kind local, endpoint or helm"
         )
     for number, profile in enumerate(spec.load.profiles):
         if not profile.plays_trace:
             continue
-        if kind_of(spec).replays_recorded_run:
+        if kind_of(spec).plays_recorded_run:
             raise SpecError(
                 f"{spec_path}: load.profiles[{number}]: a recorded run (deployment kind "
-                "replay) cannot replay a trace; use deployment kind local, endpoint or helm"
+                "recorded) cannot replay a trace; use deployment kind local, endpoint or helm"
             )
         key = f"load.profiles[{number}].data" if profile.data else "load.data"
         trace = profile.data or spec.load.data
@@ -221,7 +221,7 @@ def build_runner(
             sentinel_seconds=(
                 spec.machine.sentinel_seconds
                 if spec.machine.sentinel
-                and not kind.replays_recorded_run
+                and not kind.plays_recorded_run
                 and spec.load.driver == "guidellm"
                 else None
             ),
@@ -232,10 +232,10 @@ def build_runner(
 def _before_load(
     spec: SweepSpec, spec_path: Path, store: RunStore, reporter: Reporter, gates_load: bool
 ) -> list[BeforeLoad]:
-    """The steps on each ready server before its load: the quality check (a replay has no
-    server to ask, its recorded quality stands)."""
+    """The steps on each ready server before its load: the quality check (a recorded run has
+    no server to ask, its recorded quality stands)."""
     request = quality_request(spec, spec_path)
-    if request is None or kind_of(spec).replays_recorded_run:
+    if request is None or kind_of(spec).plays_recorded_run:
         return []
     return [QualityCheck(store, reporter, request, gates_load)]
 

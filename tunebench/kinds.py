@@ -25,14 +25,14 @@ from tunebench.load.cross_check import CrossCheckDriver
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.load.vllm_bench import VllmBenchDriver
 from tunebench.processes import parse_cpus
-from tunebench.replay.deployment import ReplayDeployment
-from tunebench.replay.driver import ReplayDriver
+from tunebench.recorded.deployment import RecordedDeployment
+from tunebench.recorded.driver import RecordedDriver
 from tunebench.seams.deployment import Deployment, StatusCallback
 from tunebench.seams.load import LoadDriver
 from tunebench.spec.deployments import (
     SETTINGS_BY_KIND,
     Placement,
-    ReplaySettings,
+    RecordedSettings,
     Whereabouts,
 )
 from tunebench.spec.kserve_chart import (
@@ -84,7 +84,7 @@ class Kind:
     resolve: Callable[[Settings, Where], Settings] = lambda settings, where: settings
     check_plan: Callable[[SweepSpec, list[ServerConfig], Path], None] | None = None
     # Does measuring the same point twice give two answers? A capacity search then confirms
-    # its decisions near the knee (points/capacity.py); the interpolating replay does not.
+    # its decisions near the knee (points/capacity.py); an interpolated recorded run does not.
     noisy: Callable[[Settings], bool] = lambda settings: True
     # The settings of one configuration measured beside others (deployment.parallel > 1).
     for_slot: Callable[[Settings, Slot], Settings] = lambda settings, slot: settings
@@ -100,9 +100,9 @@ class Kind:
         return self.settings.on_this_host
 
     @property
-    def replays_recorded_run(self) -> bool:
+    def plays_recorded_run(self) -> bool:
         """No server: a recorded run answers (no device, power, model or history to ask)."""
-        return self.settings.replays_recorded_run
+        return self.settings.plays_recorded_run
 
     @property
     def whereabouts(self) -> Whereabouts:
@@ -159,11 +159,11 @@ def _helm_driver(
     return load_driver(spec, spec_path, tokenizer_for(config.model, config.tokenizer, config.label))
 
 
-def _replay_driver(
+def _recorded_driver(
     spec: SweepSpec, spec_path: Path, deployment: Deployment, config: ServerConfig
 ) -> LoadDriver:
-    assert isinstance(deployment, ReplayDeployment)
-    return ReplayDriver(deployment)
+    assert isinstance(deployment, RecordedDeployment)
+    return RecordedDriver(deployment)
 
 
 def _resolve_helm(settings: Settings, where: Where) -> Settings:
@@ -183,7 +183,7 @@ def _resolve_helm(settings: Settings, where: Where) -> Settings:
     )
 
 
-def _resolve_replay(settings: Settings, where: Where) -> Settings:
+def _resolve_recorded(settings: Settings, where: Where) -> Settings:
     """The recorded run: a directory relative to the sweep file, or a run id."""
     beside = where.spec_path.parent / settings.run
     try:
@@ -208,13 +208,13 @@ def _helm_slot(settings: Settings, slot: Slot) -> Settings:
 KINDS: dict[str, Kind] = {
     "local": Kind("local", 60.0, LocalVllmServer, local_driver, for_slot=_local_slot),
     "endpoint": Kind("endpoint", 2.0, EndpointServer, local_driver),
-    "replay": Kind(
-        "replay",
+    "recorded": Kind(
+        "recorded",
         0.0,
-        lambda settings, layout, on_status, served: ReplayDeployment(settings),
-        _replay_driver,
-        resolve=_resolve_replay,
-        noisy=lambda settings: isinstance(settings, ReplaySettings) and settings.noisy,
+        lambda settings, layout, on_status, served: RecordedDeployment(settings),
+        _recorded_driver,
+        resolve=_resolve_recorded,
+        noisy=lambda settings: isinstance(settings, RecordedSettings) and settings.noisy,
     ),
     "helm": Kind(
         "helm",

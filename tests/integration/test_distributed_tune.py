@@ -1,8 +1,8 @@
 """Several `tunebench tune` workers on one Optuna study in a real PostgreSQL (Debian's,
-tests/postgres.py), deploying a replay of a recorded grid that takes a share of the recorded
-time (replay time_scale): no args deployed twice, the budget held over all workers, and a
-worker killed mid-trial loses nothing (its trial is failed by its silent heartbeat and
-measured again by another)."""
+tests/postgres.py), deploying a recorded grid played back in a share of the recorded time
+(the recorded deployment's time_scale): no args deployed twice, the budget held over all
+workers, and a worker killed mid-trial loses nothing (its trial is failed by its silent
+heartbeat and measured again by another)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def write_spec(
     spec.write_text(f"""
 name: {name}
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {run}, time_scale: {time_scale}}}
+deployment: {{kind: recorded, run: {run}, time_scale: {time_scale}}}
 load:
   data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
   profiles:

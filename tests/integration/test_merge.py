@@ -1,5 +1,5 @@
 """A sweep split with `sweep --only` and joined with `tunebench merge` has the layout and
-the points of the same sweep run in one go (a replay deployment: deterministic points)."""
+the points of the same sweep run in one go (a recorded deployment: deterministic points)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _spec(tmp_path: Path) -> Path:
     spec.write_text(f"""
 name: split
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {recorded}}}
+deployment: {{kind: recorded, run: {recorded}}}
 server:
   variants:
     - {{name: defaults}}

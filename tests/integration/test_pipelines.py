@@ -1,8 +1,8 @@
 """pipelines/: Tekton v1 schemas, semantic lint (tekton-lint and our own), shellcheck, security
 context, pinned images, credentials, and the step scripts run for real.
 
-The run step and the fan-out's plan, part and merge steps are exercised with a replayed sweep
-(seconds, no server); the run step against the real CPU server is
+The run step and the fan-out's plan, part and merge steps are exercised with a sweep on a
+recorded run (seconds, no server); the run step against the real CPU server is
 tests/e2e/test_pipeline_step_cpu.py, and the upload step against a local S3 server is
 tests/unit/test_upload.py.
 """
@@ -426,14 +426,15 @@ def _run(tmp_path: Path, cwd: Path = REPO, workspaces: dict | None = None, **par
 
 
 def test_run_step_sweeps_and_writes_the_results(tmp_path):
-    result, values, root = _run(tmp_path, spec="tests/specs/pipeline-replay.yaml")
+    result, values, root = _run(tmp_path, spec="tests/specs/pipeline-recorded.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = [p for p in root.iterdir() if p.is_dir()]
-    assert values["run-id"] == run.name and run.name.endswith("-pipeline-replay")
+    assert values["run-id"] == run.name and run.name.endswith("-pipeline-recorded")
     assert (run / "manifest.json").is_file() and (run / "points.csv").is_file()
     best = json.loads(values["best-config"])
     assert best["config_id"] in ("c1", "c2") and best["args"]["max-model-len"] == 512
-    # rule 3 of analysis/best.py: the highest rate sustained within the SLO (replayed poisson)
+    # rule 3 of analysis/best.py: the highest rate sustained within the SLO (poisson points
+    # of a recorded run)
     assert best["rule"] == "slo-capacity" and best["metric"] == "capacity_rps"
     assert best["value"] > 0
     assert values["verdict"] == "complete"
@@ -450,7 +451,7 @@ def test_run_step_reads_the_spec_from_the_source_workspace(tmp_path):
         tmp_path,
         cwd=elsewhere,
         workspaces={"source": source},
-        spec="specs/pipeline-replay.yaml",
+        spec="specs/pipeline-recorded.yaml",
         **{"output-dir": "nested/runs"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -459,7 +460,7 @@ def test_run_step_reads_the_spec_from_the_source_workspace(tmp_path):
 
 def test_run_step_failed_sweep_fails_with_results_written(tmp_path):
     spec = tmp_path / "bad.yaml"
-    data = yaml.safe_load((REPO / "tests/specs/pipeline-replay.yaml").read_text())
+    data = yaml.safe_load((REPO / "tests/specs/pipeline-recorded.yaml").read_text())
     data["deployment"]["run"] = str(FIXTURES / "grid-cpu")
     data["server"]["variants"][1]["args"]["max-num-seqs"] = 3  # not recorded: this config fails
     spec.write_text(yaml.safe_dump(data))
@@ -524,9 +525,9 @@ WHEN = {"run_id", "start_time", "end_time"}
 
 
 def _matrix_spec(directory: Path, fail: bool = False) -> Path:
-    """pipeline-replay.yaml with a third configuration (c3); `fail`: c2's max-num-seqs was
+    """pipeline-recorded.yaml with a third configuration (c3); `fail`: c2's max-num-seqs was
     never recorded, so that configuration fails as a server that does not start would."""
-    data = yaml.safe_load((REPO / "tests/specs/pipeline-replay.yaml").read_text())
+    data = yaml.safe_load((REPO / "tests/specs/pipeline-recorded.yaml").read_text())
     data["name"] = "pipeline-matrix"
     data["deployment"]["run"] = str(FIXTURES / "grid-cpu")
     variants = data["server"]["variants"]
@@ -594,7 +595,8 @@ def _manifest(run: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def fanned_out(tmp_path_factory):
-    """A 3-configuration replay fanned out (plan, 3 parts) and the same sweep run in one go."""
+    """A 3-configuration sweep on a recorded run fanned out (plan, 3 parts) and the same
+    sweep run in one go."""
     tmp = tmp_path_factory.mktemp("fan-out")
     spec = _matrix_spec(tmp / "specs")
     ids, parts = _fan_out(tmp, spec)
@@ -650,7 +652,7 @@ def test_the_merged_fan_out_equals_the_sweep_run_in_one_go(fanned_out, tmp_path)
 def test_merge_step_gates_as_the_run_task_does(fanned_out, tmp_path, gate):
     workspace = _copy_parts(fanned_out["tmp"] / "ws", tmp_path / "ws", ("c1", "c2", "c3"))
     one_go = str(fanned_out["one_go"])
-    # a replay has no server to scrape or read args back from: its points are unverified,
+    # a recorded run has no server to scrape or read args back from: its points are unverified,
     # and a gate over them must be told so by name (compare-args / extra-args)
     allow = "--allow-unverified"
     if gate == "baseline-run":  # the same measurements as the baseline: nothing changed

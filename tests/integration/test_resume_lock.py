@@ -1,4 +1,4 @@
-"""`sweep --resume` and the run lock, on replayed configurations (no server; the real-server
+"""`sweep --resume` and the run lock, on recorded configurations (no server; the real-server
 faults are in tests/e2e/test_faults_cpu.py)."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from pathlib import Path
 from tests.conftest import FIXTURES, REPO, run_cli
 from tunebench.store.run import RunStore, read_points
 
-SPEC = REPO / "tests" / "specs" / "resume-replay.yaml"
+SPEC = REPO / "tests" / "specs" / "resume-recorded.yaml"
 
 
 def make_spec(tmp_path: Path) -> Path:
-    spec = tmp_path / "resume-replay.yaml"
+    spec = tmp_path / "resume-recorded.yaml"
     spec.write_text(f"""
-name: resume-replay
+name: resume-recorded
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {FIXTURES / "grid-cpu"}}}
+deployment: {{kind: recorded, run: {FIXTURES / "grid-cpu"}}}
 server:
   args: {{max-model-len: 512, max-num-batched-tokens: 128}}
   matrix: {{max-num-seqs: [8, 16, 32]}}
@@ -176,12 +176,12 @@ def test_resume_with_a_spec_file_given_too_is_a_usage_error(tmp_path):
 
 
 def test_kept_and_new_samples_share_the_requests_file(tmp_path):
-    # a noisy replay keeps per-request samples, as a real server's run does
+    # a noisy recorded run keeps per-request samples, as a real server's run does
     spec = tmp_path / "noisy.yaml"
     spec.write_text(f"""
 name: resume-noisy
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {FIXTURES / "grid-cpu-repeats"}, noisy: true, seed: 3}}
+deployment: {{kind: recorded, run: {FIXTURES / "grid-cpu-repeats"}, noisy: true, seed: 3}}
 server:
   args: {{max-model-len: 512}}
   variants:

@@ -1,7 +1,7 @@
 """`tunebench sweep SPEC --slurm PATH` on a real single-node Slurm (tunebench/testing/
 slurm.py): the submit script sends the array (one task per configuration, each `sweep
 --only`), then the merge after every task; the merged run equals the sweep run in one go
-(a replay deployment: deterministic points)."""
+(a recorded deployment: deterministic points)."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ SWEEP_BASES = [
     },
 ]
 # endpoint + tune is refused: mutations that drop `tune` or change the kind make it valid
-SWEEP_BASES[1]["deployment"] = {"kind": "replay", "run": "earlier-run"}
+SWEEP_BASES[1]["deployment"] = {"kind": "recorded", "run": "earlier-run"}
 
 BATCH_BASES = [
     {
@@ -298,6 +298,7 @@ WORDS = [
     "../..",
     "local",
     "endpoint",
+    "recorded",
     "replay",
     "helm",
     "synthetic",

@@ -1,6 +1,6 @@
 """The continuous-batching simulator (tunebench/testing/batching_sim.py) obeys the laws
 benchmarks/capacity_second_sim.py grades the capacity search against, and the grid that
-benchmark records is one the noisy replay reads."""
+benchmark records is one a noisy recorded deployment reads."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from benchmarks.capacity_second_sim import (
     make_batching_grid,
     window_rates,
 )
-from tunebench.replay.noisy import RecordedGrid, held_out_capacity
+from tunebench.recorded.noisy import RecordedGrid, held_out_capacity
 from tunebench.testing.batching_sim import (
     Engine,
     StepCosts,
@@ -93,7 +93,7 @@ def test_the_same_seed_gives_the_same_requests_and_times():
     assert not np.isnan(a.end).any() and (a.first_token <= a.end).all()
 
 
-def test_the_recorded_grid_is_what_the_noisy_replay_reads(tmp_path):
+def test_the_recorded_grid_is_what_a_noisy_recorded_deployment_reads(tmp_path):
     knees = {"mns2-mnbt64": 7.0, "mns8-mnbt128": 27.0}
     rec = Recording(repeats=2)
     store = make_batching_grid(tmp_path, knees, rec)

@@ -90,12 +90,12 @@ def test_every_command_has_a_one_line_summary_in_the_help(cli):
     assert "[[SPEC]]" not in sweep and "[SPEC]" in sweep
 
 
-def test_a_replay_sweep_estimates_seconds_as_it_takes(tmp_path, cli):
-    """The replay answers from its recording: no server start, no window is waited for (the
+def test_a_sweep_on_a_recorded_run_estimates_seconds_as_it_takes(tmp_path, cli):
+    """A recorded run answers from its recording: no server start, no window is waited for (the
     estimate used to charge a server start and every window: about 1 min for this spec)."""
     from tests.conftest import REPO
 
-    spec = str(REPO / "tests/specs/pipeline-replay.yaml")
+    spec = str(REPO / "tests/specs/pipeline-recorded.yaml")
     planned = cli("sweep", spec, "--dry-run")
     assert planned.returncode == 0, planned.stderr
     estimate = planned.stdout.rsplit("estimated time: about ", 1)[1].split()
@@ -131,7 +131,8 @@ def test_a_vllm_bench_export_imports_back_with_its_configurations(tmp_path, cli)
 
 
 def test_progress_counts_whole_requests():
-    """A replay interpolates expected counts (26.33 ok): progress says what a person counts."""
+    """A recorded run interpolates expected counts (26.33 ok): progress says what a person
+    counts."""
     import io
 
     from rich.console import Console

@@ -18,7 +18,7 @@ def test_version(cli):
 
 
 def test_a_plan_of_one_says_configuration_and_point(cli, tmp_path):
-    data = yaml.safe_load((REPO / "tests/specs/pipeline-replay.yaml").read_text())
+    data = yaml.safe_load((REPO / "tests/specs/pipeline-recorded.yaml").read_text())
     data["deployment"]["run"] = str(REPO / "tests/fixtures/grid-cpu")
     data["server"] = {"args": {"max-num-seqs": 8, "max-num-batched-tokens": 128}}
     data["load"]["profiles"] = [{"kind": "poisson", "rate": 3, "max_seconds": 10}]

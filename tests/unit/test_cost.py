@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.unit.test_tune import FakeRunner, _replay_spec
+from tests.unit.test_tune import FakeRunner, _recorded_spec
 from tunebench.points.cost import accelerators, at_rate, cost_columns, replica_price
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import SilentReporter
@@ -74,11 +74,11 @@ def test_capacity_per_cost_prefers_the_cheaper_replica_that_serves_nearly_as_muc
     assert one_gpu == pytest.approx(10 * 3600 / 4) and one_gpu > two_gpus
 
 
-def test_a_priced_sweep_and_tune_on_replay_carry_cost_everywhere(tmp_path, cli):
+def test_a_priced_sweep_and_tune_on_a_recorded_run_carry_cost_everywhere(tmp_path, cli):
     grid = {f"mns{s}": ({"max-num-seqs": s}, 1.0 + s) for s in (1, 2, 4, 8)}
     grid["defaults"] = ({}, 4.0)
     recorded = make_rate_grid_run(tmp_path / "recorded", grid, rates=(1, 2, 4, 8, 12)).path
-    spec = _replay_spec(
+    spec = _recorded_spec(
         tmp_path,
         recorded,
         """
@@ -117,7 +117,7 @@ tune:
 def test_capacity_per_cost_without_a_price_is_one_clear_error(tmp_path, cli):
     grid = {"defaults": ({}, 4.0)}
     recorded = make_rate_grid_run(tmp_path / "recorded", grid).path
-    spec = _replay_spec(
+    spec = _recorded_spec(
         tmp_path,
         recorded,
         "tune: {objective: capacity-per-cost, trials: 1, space: {max-num-seqs: {choices: [1]}}}",
@@ -130,7 +130,7 @@ def test_capacity_per_cost_without_a_price_is_one_clear_error(tmp_path, cli):
 def test_the_report_of_a_priced_run_shows_cost(tmp_path, cli):
     grid = {"defaults": ({}, 4.0), "mns8": ({"max-num-seqs": 8}, 9.0)}
     recorded = make_rate_grid_run(tmp_path / "recorded", grid).path
-    spec = _replay_spec(
+    spec = _recorded_spec(
         tmp_path,
         recorded,
         """

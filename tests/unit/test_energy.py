@@ -21,7 +21,7 @@ from tunebench.points.energy import EnergyReading, energy_columns
 from tunebench.points.row import PointId, build_row
 from tunebench.spec.models import Energy
 
-LOCAL, REPLAY, HELM = (KINDS[k].whereabouts for k in ("local", "replay", "helm"))
+LOCAL, RECORDED, HELM = (KINDS[k].whereabouts for k in ("local", "recorded", "helm"))
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "energy"
 
@@ -236,7 +236,7 @@ def test_the_bearer_token_is_sent_and_never_part_of_what_the_meter_says(monkeypa
 # -- which meter, and the columns --------------------------------------------------------------
 def test_the_meter_is_chosen_by_the_spec_and_the_deployment():
     assert make_meter(Energy(source="off"), LOCAL) == "energy: source off in the spec"
-    assert "replayed" in make_meter(Energy(), REPLAY)
+    assert "recorded deployment" in make_meter(Energy(), RECORDED)
     assert "energy.prometheus_url" in make_meter(Energy(), HELM)
     meter = make_meter(Energy(prometheus_url="http://127.0.0.1:9090"), HELM)
     assert isinstance(meter, DcgmMeter)

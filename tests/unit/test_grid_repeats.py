@@ -1,5 +1,5 @@
-"""The recorded grid with repeats (tests/fixtures/grid-cpu-repeats): what the noisy replay
-and the held-out truth of the benchmarks stand on."""
+"""The recorded grid with repeats (tests/fixtures/grid-cpu-repeats): what a noisy recorded
+deployment and the held-out truth of the benchmarks stand on."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tunebench.points import trust
-from tunebench.replay.noisy import RecordedGrid, held_out_capacity, run_spread
-from tunebench.tune.replay import SearchRules, search_noisy
+from tunebench.recorded.noisy import RecordedGrid, held_out_capacity, run_spread
+from tunebench.tune.recorded import SearchRules, search_noisy
 
 GRID = FIXTURES / "grid-cpu-repeats"
 
@@ -47,7 +47,7 @@ def test_the_held_out_truth_separates_the_configurations(grid):
     assert 0.0 < run_spread(grid.configs, [1, 2], grid.slo) < 0.3
 
 
-def test_the_search_on_the_replay_part_lands_near_the_held_out_truth(grid):
+def test_the_search_on_the_played_part_lands_near_the_held_out_truth(grid):
     rng = np.random.default_rng(0)
     right = []
     for config in grid.configs:

@@ -13,17 +13,17 @@ import yaml
 from benchmarks.capacity_accuracy import long_truths
 from benchmarks.grid.record_truth import truth_spec
 from tests.conftest import FIXTURES, REPO
-from tunebench.replay.noisy import RecordedGrid
+from tunebench.recorded.noisy import RecordedGrid
 
 SPEC = yaml.safe_load((REPO / "benchmarks/grid/grid-cpu-long.yaml").read_text())
 
 
-def test_the_truth_measures_five_rates_ten_percent_apart_around_the_replay_capacity():
+def test_the_truth_measures_five_rates_ten_percent_apart_around_the_played_capacity():
     variant = {"name": "mns2-mnbt128", "args": {"max-num-seqs": 2, "max-num-batched-tokens": 128}}
     spec = truth_spec(SPEC, variant, 3.0, 300)
     assert spec["name"] == "grid-cpu-long-truth-mns2-mnbt128"
     assert "repeats" not in spec and spec["server"]["variants"] == [variant]
-    assert spec["server"]["args"] == SPEC["server"]["args"]  # the replay part's server
+    assert spec["server"]["args"] == SPEC["server"]["args"]  # the played part's server
     assert spec["deployment"] == SPEC["deployment"] and spec["slo"] == SPEC["slo"]
     profiles = spec["load"]["profiles"]
     assert profiles[0] == {"kind": "concurrent", "streams": 2, "max_seconds": 5}  # warm-up
@@ -66,7 +66,7 @@ def _p90s(run) -> dict[float, float]:
 
 
 def test_the_truth_is_the_long_measurements_crossing_and_a_bound_where_it_never_crossed():
-    grid = RecordedGrid(LONG / "replay")
+    grid = RecordedGrid(LONG / "played")
     slo = grid.slo
     assert slo == {"ttft_ms": {"p90": 100}}
     truths, rests_on = long_truths(
@@ -83,19 +83,19 @@ def test_the_truth_is_the_long_measurements_crossing_and_a_bound_where_it_never_
     # mns8-mnbt32's long start met the SLO at every rate it measured: only a bound
     assert max(_p90s(LONG / "truth-mns8-mnbt32").values()) < 100
     assert (truths["mns8-mnbt32"].kind, truths["mns8-mnbt32"].rate) == ("at-least", 3.43)
-    # no long measurement: the bounds the replay's own starts give (never "exact")
+    # no long measurement: the bounds the played part's own starts give (never "exact")
     assert (truths["defaults"].kind, truths["defaults"].rate) == ("at-least", 10.0)
     assert (truths["mns1-mnbt128"].kind, truths["mns1-mnbt128"].rate) == ("below", 1.5)
 
 
 def test_a_measurable_configuration_without_its_long_measurement_is_an_error():
-    grid = RecordedGrid(LONG / "replay")
+    grid = RecordedGrid(LONG / "played")
     with pytest.raises(SystemExit, match="no truth run measured mns2-mnbt128.*record_truth.py"):
         long_truths([LONG / "truth-mns8-mnbt32"], grid.configs, grid.slo)
 
 
 def test_long_starts_of_one_configuration_are_pooled_rate_by_rate():
-    grid = RecordedGrid(LONG / "replay")
+    grid = RecordedGrid(LONG / "played")
     run = LONG / "truth-mns2-mnbt128"
     one, said_one = long_truths([run, LONG / "truth-mns8-mnbt32"], grid.configs, grid.slo)
     # the same start twice: twice the requests at every rate, the same crossing
@@ -117,7 +117,7 @@ def test_three_long_starts_of_two_sequences_do_not_agree_on_a_capacity():
     assert {r["repeat"] for r in rows} == {"1", "2"}
     assert max(float(r["ttft_p90_ms"]) for r in rows) < 100
     assert max(float(r["target"]) for r in rows) == 3.72
-    grid = RecordedGrid(LONG / "replay")
+    grid = RecordedGrid(LONG / "played")
     runs = sorted(LONG.glob("truth-*"))
     truths, said = long_truths(runs, grid.configs, grid.slo)
     assert (truths["mns2-mnbt128"].kind, truths["mns2-mnbt128"].rate) == ("at-least", 3.72)

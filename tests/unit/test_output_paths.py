@@ -12,7 +12,7 @@ import pytest
 from tunebench.testing import make_synthetic_run
 
 REPO = Path(__file__).resolve().parents[2]
-REPLAY_SPEC = REPO / "tests/specs/pipeline-replay.yaml"  # a sweep without a server
+RECORDED_SPEC = REPO / "tests/specs/pipeline-recorded.yaml"  # a sweep without a server
 TUNE_SPEC = REPO / "tests/specs/tune-cpu.yaml"
 BATCH_SPEC = REPO / "sweeps/batch-recipes.yaml"
 IMPORTED = REPO / "tests/fixtures/vllm-bench/concurrent-8.json"
@@ -43,7 +43,7 @@ def nothing_runs(monkeypatch):
 def _commands(root: str, dry_run: bool) -> list[list[str]]:
     tail = ["--dry-run"] if dry_run else []
     return [
-        ["sweep", str(REPLAY_SPEC), "-o", root, *tail],
+        ["sweep", str(RECORDED_SPEC), "-o", root, *tail],
         ["tune", str(TUNE_SPEC), "-o", root, *tail],
         ["batch", str(BATCH_SPEC), "-o", root, *tail],
         *([] if dry_run else [["import", str(IMPORTED), "-o", root]]),
@@ -79,7 +79,7 @@ def test_only_the_last_level_of_a_run_root_is_made(cli, nothing_runs, tmp_path):
 
 def test_a_new_last_level_is_made_by_the_run_and_not_by_a_dry_run(cli, tmp_path):
     root = tmp_path / "runs"
-    assert cli("sweep", str(REPLAY_SPEC), "-o", str(root), "--dry-run").returncode == 0
+    assert cli("sweep", str(RECORDED_SPEC), "-o", str(root), "--dry-run").returncode == 0
     assert not root.exists()
     imported = cli("import", str(IMPORTED), "-o", str(root))
     assert imported.returncode == 0, imported.stderr
@@ -132,9 +132,9 @@ def test_scripts_models_and_values_written_to_a_place_that_takes_none_are_one_li
     error with a crash log before; a deep path that is not there is a typo, not made."""
     helm_spec = REPO / "sweeps/openshift-latency.yaml"
     for command, says in (
-        (["sweep", str(REPLAY_SPEC), "--slurm", "/proc/nope/job.sbatch"], "--slurm /proc/nope"),
+        (["sweep", str(RECORDED_SPEC), "--slurm", "/proc/nope/job.sbatch"], "--slurm /proc/nope"),
         (["batch", str(BATCH_SPEC), "--slurm", "/proc/nope/job.sbatch"], "--slurm /proc/nope"),
-        (["sweep", str(REPLAY_SPEC), "--slurm", "/proc/job.sbatch"], "cannot write it"),
+        (["sweep", str(RECORDED_SPEC), "--slurm", "/proc/job.sbatch"], "cannot write it"),
         (["demo-model", "--output", "/proc/nope/x"], "--output /proc/nope/x:"),
         (["helm-values", str(helm_spec), "--to", "/proc/nope"], "--to /proc/nope: cannot make"),
     ):

@@ -12,11 +12,11 @@ from tunebench.spec.plan import build_plan
 from tunebench.sweep.work import plan_work, repeat_of
 
 REPO = Path(__file__).resolve().parents[2]
-REPLAY_SPEC = REPO / "tests/specs/pipeline-replay.yaml"
+RECORDED_SPEC = REPO / "tests/specs/pipeline-recorded.yaml"
 
 
 def _spec_with_repeats(tmp_path: Path, repeats: int) -> Path:
-    data = yaml.safe_load(REPLAY_SPEC.read_text())
+    data = yaml.safe_load(RECORDED_SPEC.read_text())
     data["deployment"]["run"] = str(REPO / "tests/fixtures/grid-cpu")
     data["repeats"] = repeats
     data["load"]["profiles"] = [{"kind": "poisson", "rate": 3, "max_seconds": 10}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from tunebench.replay.noisy import RecordedGrid, held_out_capacity
+from tunebench.recorded.noisy import RecordedGrid, held_out_capacity
 from tunebench.testing.queueing import (
     QueueingConfig,
     QueueingGrid,

@@ -1,5 +1,5 @@
 """The report a user reads first: the summary table per configuration, and the quality
-table's "vs" cell; whole request counts where a replay interpolates."""
+table's "vs" cell; whole request counts where a recorded run interpolates."""
 
 from __future__ import annotations
 
@@ -118,8 +118,8 @@ def test_console_quality_table_has_no_nan(tmp_path):
     assert "(reference)" in line and "nan" not in shown.stdout.lower()
 
 
-def test_a_replay_stores_whole_request_counts():
-    from tunebench.replay.model import RecordedConfig
+def test_a_recorded_run_stores_whole_request_counts():
+    from tunebench.recorded.model import RecordedConfig
 
     recorded = RecordedConfig(
         "c1",

@@ -1,5 +1,5 @@
 """Re-validating a study's winner: the verdict's calibration over many seeds, the choice of
-contenders, and a whole `tunebench tune --revalidate` on a noisy replay."""
+contenders, and a whole `tunebench tune --revalidate` on a noisy recorded run."""
 
 from __future__ import annotations
 
@@ -73,12 +73,12 @@ def noisy_grid(tmp_path):
     ).path
 
 
-def test_tune_on_a_noisy_replay_revalidates_its_winner(tmp_path, noisy_grid):
+def test_tune_on_a_noisy_recorded_run_revalidates_its_winner(tmp_path, noisy_grid):
     spec = tmp_path / "tune.yaml"
     spec.write_text(f"""
 name: tune-noisy
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {noisy_grid}, noisy: true, seed: 3}}
+deployment: {{kind: recorded, run: {noisy_grid}, noisy: true, seed: 3}}
 server:
   args: {{max-model-len: 512}}
 load:
@@ -118,7 +118,7 @@ tune:
     checks = [c for c in manifest["configs"] if "-check" in c["config_id"]]
     assert len(checks) == 6  # 3 contenders x 2 runs, alternated
     assert [c["config_id"].rsplit("-", 1)[1] for c in checks] == ["check1"] * 3 + ["check2"] * 3
-    # the noisy replay's probes were drawn requests: the probes have samples and windows
+    # the noisy recorded run's probes were drawn requests: the probes have samples and windows
     # sized for the p90 (36 requests x 1.25 at the probe's rate)
     requests = (run / "requests").iterdir()
     assert any(path.stat().st_size > 1000 for path in requests)

@@ -20,7 +20,7 @@ from tunebench.roofline.plan import RooflinePlanner
 from tunebench.spec.loading import load_spec
 from tunebench.spec.models import RooflineSettings
 
-LOCAL, HELM, REPLAY = (KINDS[k].whereabouts for k in ("local", "helm", "replay"))
+LOCAL, HELM, RECORDED = (KINDS[k].whereabouts for k in ("local", "helm", "recorded"))
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "energy"
 
@@ -182,15 +182,15 @@ def test_a_gpu_server_takes_the_table_times_its_tensor_parallel_gpus(tiny, tmp_p
     assert record["devices"] == 2 and "table: NVIDIA H100 SXM" in record["note"]
 
 
-def test_remote_servers_need_a_named_device_and_replays_have_none(tiny, tmp_path):
+def test_remote_servers_need_a_named_device_and_recorded_runs_have_none(tiny, tmp_path):
     helm = RooflinePlanner(RooflineSettings(), HELM, None, tmp_path, _Measure(), lambda: [])
     none, record = helm.for_config("builtin:tiny-llama-random", {}, {})
     assert none is None and "roofline.device" in record["note"]
     named = RooflinePlanner(RooflineSettings(device="L4"), HELM, None, tmp_path, _Measure())
     roofline, _ = named.for_config("builtin:tiny-llama-random", {}, {})
     assert roofline is not None and roofline.bandwidth_gbs == 300.0
-    replay = RooflinePlanner(RooflineSettings(), REPLAY, None, tmp_path, _Measure())
-    assert replay.for_config("builtin:tiny-llama-random", {}, {})[0] is None
+    recorded = RooflinePlanner(RooflineSettings(), RECORDED, None, tmp_path, _Measure())
+    assert recorded.for_config("builtin:tiny-llama-random", {}, {})[0] is None
     off = RooflinePlanner(RooflineSettings(enabled=False), LOCAL, None, tmp_path, _Measure())
     assert "enabled false" in off.for_config("builtin:tiny-llama-random", {}, {})[1]["note"]
 

@@ -89,7 +89,8 @@ def test_sessions_that_never_finish_are_not_measured():
 
 
 def test_a_stored_row_is_judged_by_its_session_columns():
-    """Recorded runs (replay, tune replay) judge rows again without their samples."""
+    """Recorded runs (the recorded deployment, tune/recorded.py) judge rows again without
+    their samples."""
     row = {
         **ROW,
         "session_e2e_p50_s": 5.0,

@@ -192,11 +192,13 @@ def test_a_recorded_run_refuses_sessions_and_shared_prefixes(tmp_path, capsys, d
     path = tmp_path / "spec.yaml"
     path.write_text(
         "name: r\nmodel: builtin:tiny-llama-random\n"
-        f"deployment: {{kind: replay, run: {FIXTURES / 'grid-cpu'}}}\n"
+        f"deployment: {{kind: recorded, run: {FIXTURES / 'grid-cpu'}}}\n"
         f"load:\n  data: {data}\n"
         "  profiles:\n    - {kind: concurrent, streams: 2, max_seconds: 5}\n"
     )
     result = run_in_process(capsys, "sweep", str(path), "--dry-run")
     assert_one_line_error(
-        result, path, (f"load.data: a recorded run (deployment kind replay) cannot answer {what}",)
+        result,
+        path,
+        (f"load.data: a recorded run (deployment kind recorded) cannot answer {what}",),
     )

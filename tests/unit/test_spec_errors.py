@@ -722,9 +722,9 @@ SWEEP_CASES = [
         "tune.objective capacity needs a load profile of kind capacity",
     ),
     sweep(
-        "replay-without-run",
+        "recorded-without-run",
         OTHER,
-        variant("{kind: local}", "{kind: replay}"),
+        variant("{kind: local}", "{kind: recorded}"),
         "deployment.run",
         "required",
     ),

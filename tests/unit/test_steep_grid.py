@@ -15,7 +15,7 @@ import yaml
 from benchmarks.capacity_accuracy import ceiling, decode_ms, long_truths
 from tests.conftest import FIXTURES, REPO
 from tunebench.points.samples import needed
-from tunebench.replay.noisy import RecordedGrid
+from tunebench.recorded.noisy import RecordedGrid
 
 STEEP = FIXTURES / "grid-cpu-steep"
 SPEC = yaml.safe_load((REPO / "benchmarks/grid/grid-cpu-steep.yaml").read_text())
@@ -47,7 +47,7 @@ def _medians(runs, label=None) -> dict[float, tuple[float, int]]:
 
 
 def test_the_truth_lies_between_the_long_windows_around_the_first_miss():
-    grid = RecordedGrid(STEEP / "replay")
+    grid = RecordedGrid(STEEP / "played")
     truths, said = long_truths(sorted(STEEP.glob("truth-*")), grid.configs, grid.slo)
     for label in ("mns1-mnbt128", "mns2-mnbt128"):
         medians = _medians(sorted(STEEP.glob(f"truth-?-{label}")))
@@ -77,23 +77,23 @@ def test_the_same_load_decoded_at_different_speeds_on_different_starts():
             itl[row["repeat"]].append(float(row["itl_mean_ms"]))
     slow, fast = statistics.mean(itl["1"]), statistics.mean(itl["2"])
     assert slow / fast > 1.35
-    # decode_ms reads the same figure per start (the replay: a start's two lowest rates)
-    replay = list(csv.DictReader((STEEP / "replay/points.csv").open()))
+    # decode_ms reads the same figure per start (the played part: a start's two lowest rates)
+    played = list(csv.DictReader((STEEP / "played/points.csv").open()))
     lowest = [
         float(r["itl_mean_ms"])
-        for r in replay
+        for r in played
         if r["config_label"] == "mns1-mnbt32"
         and r["repeat"] == "2"
         and r["load_kind"] == "poisson"
         and float(r["target"]) in (2.0, 3.0)
     ]
-    grid = RecordedGrid(STEEP / "replay")
+    grid = RecordedGrid(STEEP / "played")
     (config,) = [c for c in grid.configs if c.label == "mns1-mnbt32"]
     assert abs(decode_ms(config.starts[2]) - statistics.mean(lowest)) < 1e-9
 
 
 def test_on_this_recording_half_of_the_deployed_starts_are_within_ten_percent_of_the_truth():
-    grid = RecordedGrid(STEEP / "replay")
+    grid = RecordedGrid(STEEP / "played")
     truths, _ = long_truths(sorted(STEEP.glob("truth-*")), grid.configs, grid.slo)
     assert ceiling(grid.configs, truths, grid.slo, grid.repeats) == 0.5
 

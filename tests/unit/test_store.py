@@ -122,7 +122,7 @@ def test_a_secret_met_while_running_never_reaches_the_manifest(tmp_path):
     remember("sk-remembered-secret-4410")
     store = RunStore.create(tmp_path, RunKind.TUNE, "t")
     store.record(
-        trials={"0": {"note": "replay: no configuration with api-key=sk-remembered-secret-4410"}}
+        trials={"0": {"note": "recorded: no configuration with api-key=sk-remembered-secret-4410"}}
     )
     store.update_config("c1", error="failed with sk-remembered-secret-4410")
     text = (store.path / "manifest.json").read_text()

@@ -9,11 +9,11 @@ from tunebench.report.next_steps import sweep_next_step
 from tunebench.testing import make_synthetic_run
 
 REPO = Path(__file__).resolve().parents[2]
-REPLAY_SPEC = REPO / "tests/specs/pipeline-replay.yaml"  # two configurations, no server
+RECORDED_SPEC = REPO / "tests/specs/pipeline-recorded.yaml"  # two configurations, no server
 
 
 def test_a_sweep_ends_with_its_best_and_the_next_command(cli, tmp_path):
-    result = cli("sweep", str(REPLAY_SPEC), "-o", str(tmp_path), "--no-report")
+    result = cli("sweep", str(RECORDED_SPEC), "-o", str(tmp_path), "--no-report")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     (run,) = tmp_path.iterdir()
@@ -28,7 +28,7 @@ def test_ctrl_c_names_the_command_that_continues_the_sweep(cli, tmp_path, monkey
         raise KeyboardInterrupt
 
     monkeypatch.setattr("tunebench.sweep.run.run_sweep", interrupted)
-    result = cli("sweep", str(REPLAY_SPEC), "-o", str(tmp_path))
+    result = cli("sweep", str(RECORDED_SPEC), "-o", str(tmp_path))
     assert result.returncode == 130
     (run,) = tmp_path.iterdir()
     assert f"continue with: tunebench sweep --resume {run}" in result.stderr

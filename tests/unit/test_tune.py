@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES
-from tunebench.replay.model import RecordedRun, true_capacity
+from tunebench.recorded.model import RecordedRun, true_capacity
 from tunebench.runner import ConfigOutcome
 from tunebench.seams.progress import SilentReporter
 from tunebench.spec.models import Tune
@@ -266,7 +266,7 @@ def test_importances_need_a_few_trials(tmp_path):
     assert abs(sum(importance.values()) - 1) < 1e-6
 
 
-# -- replay -------------------------------------------------------------------------------
+# -- a recorded run as the deployment ----------------------------------------------------
 
 GRID = {
     "slow": ({"max-num-seqs": 2}, 3.0),
@@ -275,7 +275,7 @@ GRID = {
 }
 
 
-def test_replay_interpolates_monotone_latency(tmp_path):
+def test_a_recorded_run_interpolates_monotone_latency(tmp_path):
     run = RecordedRun(make_rate_grid_run(tmp_path, GRID).path)
     fast = run.find({"max-num-seqs": 8})
     assert fast.label == "fast" and run.find({"max-num-seqs": 3}) is None
@@ -288,16 +288,16 @@ def test_replay_interpolates_monotone_latency(tmp_path):
     below = fast.point_at("poisson", 0.5)
     assert below["ttft_p95_ms"] == pytest.approx(50 / (1 - 1 / 9)) and below["achieved_rps"] == 0.5
     above = fast.point_at("poisson", 12)
-    assert "replay_extrapolated" in above["client_warnings"] and above["ttft_p95_ms"] > at_4
+    assert "recorded_extrapolated" in above["client_warnings"] and above["ttft_p95_ms"] > at_4
     assert run.find({"max-num-seqs": 64}).status == "failed"
 
 
-def _replay_spec(tmp_path, recorded, extra: str) -> str:
+def _recorded_spec(tmp_path, recorded, extra: str) -> str:
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
-name: replayed
+name: from-recording
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {recorded}}}
+deployment: {{kind: recorded, run: {recorded}}}
 load:
   data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
   profiles:
@@ -309,14 +309,14 @@ output: {tmp_path / "runs"}
     return str(spec)
 
 
-def test_sweep_capacity_profile_on_replay(tmp_path, cli):
+def test_sweep_capacity_profile_on_a_recorded_run(tmp_path, cli):
     # each law's crossing (0.8 x saturation) lies between two recorded rates below its
-    # saturation, where the replay's reciprocal interpolation is exact; with a recorded rate
+    # saturation, where the recorded run's reciprocal interpolation is exact; with a recorded rate
     # past saturation between them it is not (slow's answer would be 2.8 for a truth of 2.4)
     recorded = make_rate_grid_run(
         tmp_path / "recorded", GRID, rates=(1, 2, 2.8, 4, 6, 7.5, 8.5, 10)
     ).path
-    spec = _replay_spec(
+    spec = _recorded_spec(
         tmp_path,
         recorded,
         """
@@ -347,11 +347,11 @@ server:
     assert len(probes) == slow["capacity"]["probes"] + fast["capacity"]["probes"]
 
 
-def test_tune_on_replay_with_resume(tmp_path, cli):
+def test_tune_on_a_recorded_run_with_resume(tmp_path, cli):
     grid = {f"mns{s}": ({"max-num-seqs": s}, 1.0 + s) for s in (1, 2, 4, 8, 16)}
     grid["defaults"] = ({}, 4.0)
     recorded = make_rate_grid_run(tmp_path / "recorded", grid, rates=(1, 2, 4, 8, 12, 16, 20)).path
-    spec = _replay_spec(
+    spec = _recorded_spec(
         tmp_path,
         recorded,
         """
@@ -377,15 +377,15 @@ tune:
         0
     ] == pytest.approx(3.2, rel=0.05)
     assert [t["trial"] for t in summary["trials"] if t["baseline"]] == [0]
-    # max-num-seqs 3 was never recorded: replay fails it like a server that cannot start
+    # max-num-seqs 3 was never recorded: the recorded run fails it like a server that cannot start
     failed = [t for t in summary["trials"] if t["state"] == "FAIL"]
     assert all("recorded no configuration" in t["note"] for t in failed)
     assert summary["improvement_pct"] > 0
-    values = yaml.safe_load((helm / "replayed.yaml").read_text())
+    values = yaml.safe_load((helm / "from-recording.yaml").read_text())
     assert values["model"]["args"] == [f"--max-num-seqs={summary['best']['args']['max-num-seqs']}"]
     assert (run / "study.db").exists() and (run / "serve-command.sh").exists()
     storage = f"sqlite:///{run / 'study.db'}"
-    assert len(optuna.load_study(study_name="replayed", storage=storage).trials) >= 6
+    assert len(optuna.load_study(study_name="from-recording", storage=storage).trials) >= 6
 
 
 def test_two_objectives_give_a_pareto_front(tmp_path, cli):
@@ -396,7 +396,7 @@ def test_two_objectives_give_a_pareto_front(tmp_path, cli):
     spec.write_text(f"""
 name: pareto
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {recorded}}}
+deployment: {{kind: recorded, run: {recorded}}}
 load:
   data: {{kind: synthetic, prompt_tokens: 64, output_tokens: 32}}
   profiles:
@@ -530,7 +530,7 @@ def _secret_tune_spec(tmp_path) -> Path:
     spec.write_text(f"""
 name: tune-secret
 model: builtin:tiny-llama-random
-deployment: {{kind: replay, run: {FIXTURES / "grid-cpu"}}}
+deployment: {{kind: recorded, run: {FIXTURES / "grid-cpu"}}}
 server:
   args: {{max-model-len: 512, api-key: {TUNE_SECRET}}}
 load:
@@ -567,19 +567,19 @@ def test_tune_resume_refuses_a_masked_secret_when_the_spec_file_is_gone(tmp_path
 
 
 def test_tune_resume_uses_the_real_secret_from_the_unchanged_spec_file(tmp_path, monkeypatch):
-    from tunebench.replay.deployment import ReplayDeployment
+    from tunebench.recorded.deployment import RecordedDeployment
 
     spec, root, helm = _secret_tune_spec(tmp_path), tmp_path / "runs", str(tmp_path / "h")
     _tune("tune", str(spec), "--root", str(root), "--helm-dir", helm, "--no-report")
     (run,) = list(root.iterdir())
     seen: list[dict] = []
-    original = ReplayDeployment.start
+    original = RecordedDeployment.start
 
     def spy(self, config):
         seen.append(dict(config.args))
         return original(self, config)
 
-    monkeypatch.setattr(ReplayDeployment, "start", spy)
+    monkeypatch.setattr(RecordedDeployment, "start", spy)
     _tune("tune", "--resume", str(run), "--trials", "3", "--helm-dir", helm, "--no-report")
     assert seen and all(args["api-key"] == TUNE_SECRET for args in seen)
     for path in run.rglob("*"):  # trial notes quote the args: the secret is masked there too

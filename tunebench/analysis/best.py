@@ -5,12 +5,12 @@ The rule, in order (a tune run's own answer comes first):
      with the re-validation's verdict on its lead when the study ran one);
   2. a capacity search: the configuration with the highest capacity (req/s at the SLO);
   3. a run with an SLO and fixed request rates (poisson, constant): the configuration that
-     sustains the highest rate within the SLO, by the rule the replay, the benchmarks and
-     the capacity search share (points/capacity.py `sustained_capacity`: the SLO must hold
-     at every rate up to it; the median over repeats);
+     sustains the highest rate within the SLO, by the rule the recorded deployment, the
+     benchmarks and the capacity search share (points/capacity.py `sustained_capacity`: the
+     SLO must hold at every rate up to it; the median over repeats);
   4. a run with an SLO: the configuration whose best point has the highest goodput_rps
      (requests/s that met every threshold; output tok/s when the run has no per-request
-     samples, e.g. a replay), among points that met the SLO below the configuration's
+     samples, e.g. a recorded run), among points that met the SLO below the configuration's
      first miss (if none did: among all, flagged `slo_met: false`);
   5. otherwise: the configuration whose best point has the highest output tok/s.
 A configuration that fails the run's quality gate (analysis/quality.py) is never best, by

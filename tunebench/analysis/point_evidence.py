@@ -168,7 +168,7 @@ def measure_change(
                 len(sample_a),
                 len(sample_b),
                 f"no per-request samples on side {' and '.join(sides)} (a summary, an import "
-                "or a replay): a percentile's interval needs the requests",
+                "or a recorded run): a percentile's interval needs the requests",
             )
         column = metric.sample or ""
         found = quantile_bootstrap.quantile_change_between(

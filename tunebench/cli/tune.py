@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
             if store is not None
             else new_run_root(root, job.spec.output, job.spec_path)
         )
-        assemble.resolve_settings(job.spec, job.spec_path, output)  # a bad replay run fails here
+        assemble.resolve_settings(job.spec, job.spec_path, output)  # a bad recorded run fails here
         stores: list = [store] if store is not None else []
 
         def where() -> str | None:

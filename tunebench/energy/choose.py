@@ -28,8 +28,8 @@ def make_meter(
             verify=settings.verify_tls,
             settle_s=settings.settle_s,
         )
-    if server.replays_recorded_run:
-        return "a replayed deployment draws no power"
+    if server.plays_recorded_run:
+        return "a recorded deployment draws no power"
     if not server.on_this_host and source == "auto":
         # nvml or rapl named in the spec: the user says the server shares this host
         return (

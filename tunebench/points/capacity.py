@@ -429,11 +429,11 @@ class SustainedCapacity:
 
 def sustained_capacity(points: list[RatePoint]) -> SustainedCapacity | None:
     """The one rule for "how much load does this configuration sustain within the SLO",
-    shared by `results`, the report, the replay's truth and the benchmarks: walk up the
+    shared by `results`, the report, the recorded deployment's truth and the benchmarks: walk up the
     rates; the SLO must hold at every rate up to the capacity (a pass above a miss is luck,
     not capacity); between the last pass and the first miss the capacity is where 1/ratio,
     linear in the rate, reaches 1 (as the search interpolates; ratios taken as a running
-    maximum, as the replay makes latencies monotone). A pass the client could not drive
+    maximum, as the recorded deployment makes latencies monotone). A pass the client could not drive
     ends the walk: the capacity is at least the last pass."""
     if not points:
         return None

@@ -338,7 +338,7 @@ _CLIENT_TEXT = frozenset(
 
 
 def stored_client_cells(stored: Mapping[str, object], source: str) -> ClientCells:
-    """The client part of a row read back from points.csv (a recorded run replayed as a
+    """The client part of a row read back from points.csv (a recorded run played back as a
     deployment): its client columns only, numbers parsed from their text as written."""
     return client_cells(
         {k: _stored_value(v, k in _CLIENT_TEXT) for k, v in stored.items() if k in _CLIENT_KEYS},

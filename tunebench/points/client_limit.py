@@ -37,7 +37,10 @@ DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
 SATURATED_PCT = 90.0
 STARVED_PCT = 80.0
-REPLAY_BEYOND = "replay_extrapolated"  # a replayed point past the recording: not evidence
+# a recorded deployment's point past the recording: not evidence ("replay_extrapolated" in
+# runs from before the deployment kind was renamed from replay to recorded)
+RECORDED_BEYOND = "recorded_extrapolated"
+BEYOND_WARNINGS = (RECORDED_BEYOND, "replay_extrapolated")
 
 
 def verdict(row: RowView, tolerance: float = DEFAULT_TOLERANCE) -> LimitCells:
@@ -74,8 +77,8 @@ def verdict(row: RowView, tolerance: float = DEFAULT_TOLERANCE) -> LimitCells:
             f"client starved: the load generator's busiest thread waited for a CPU {waited:.0f}% "
             "of the time it had work"
         )
-    if REPLAY_BEYOND in warnings:
-        reasons.append("beyond the highest recorded rate (replay cannot tell)")
+    if any(w in BEYOND_WARNINGS for w in warnings):
+        reasons.append("beyond the highest recorded rate (a recorded run cannot tell)")
     return {"client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons)}
 
 

@@ -143,7 +143,7 @@ class ConsoleReporter:
             f"conc {number(row.get('achieved_concurrency'))}, "
             f"TTFT p50 {number(row.get('ttft_p50_ms'))} ms, "
             f"{number(row.get('output_tok_s'), 0)} tok/s, "
-            # whole requests: a replay interpolates expected counts (26.33)
+            # whole requests: a recorded run interpolates expected counts (26.33)
             f"{number(row.get('requests_ok'), 0)} ok / {number(row.get('requests_failed'), 0)} "
             f"failed{flag}"
         )

@@ -47,8 +47,8 @@ class RooflinePlanner:
         """The configuration's roofline and what to record of it (or why there is none)."""
         if not self.settings.enabled:
             return None, {"note": "roofline: enabled false in the spec"}
-        if self.server.replays_recorded_run:
-            return None, {"note": "a replayed deployment has no device"}
+        if self.server.plays_recorded_run:
+            return None, {"note": "a recorded deployment has no device"}
         path = Path(demo.resolve_builtin(model)).expanduser()
         if not path.is_dir():
             return None, {"note": f"the model's files ({model}) are not on this machine"}

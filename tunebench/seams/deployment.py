@@ -43,7 +43,7 @@ class ServerHandle:
     verify_tls: bool = True
     ca_bundle: str | None = None  # a CA file to trust instead of the system's (OpenShift routes)
     started_s: float | None = None  # seconds from launch to healthy; None if not started by us
-    effective: dict[str, Any] | None = None  # known effective configuration (replay); None: ask
+    effective: dict[str, Any] | None = None  # known effective configuration (recorded); None: ask
 
     @property
     def tls(self) -> bool | ssl.SSLContext:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from tunebench.processes import parse_cpus
 from tunebench.spec.base import Strict
@@ -42,7 +42,7 @@ class Placement(Strict):
     #: The server runs on this machine: its CPUs, GPUs and power draw are ours to read.
     on_this_host: ClassVar[bool] = False
     #: No server: a recorded run answers, with no device, power draw or model to ask.
-    replays_recorded_run: ClassVar[bool] = False
+    plays_recorded_run: ClassVar[bool] = False
     #: tunebench starts the server with the spec's engine args (which it then checks).
     passes_engine_args: ClassVar[bool] = False
     #: The model is a URI the cluster pulls, not a path or hub id this host can read: a
@@ -57,11 +57,11 @@ class Whereabouts:
 
     kind: str
     on_this_host: bool = False
-    replays_recorded_run: bool = False
+    plays_recorded_run: bool = False
 
     @classmethod
     def of(cls, settings: type[Placement] | Placement, kind: str) -> "Whereabouts":
-        return cls(kind, settings.on_this_host, settings.replays_recorded_run)
+        return cls(kind, settings.on_this_host, settings.plays_recorded_run)
 
 
 class LocalSettings(Placement):
@@ -117,17 +117,18 @@ class EndpointSettings(Placement):
         return value.rstrip("/") if value else value
 
 
-class ReplaySettings(Placement):
+class RecordedSettings(Placement):
     """Answer every point from an earlier run's recorded points; no server.
 
     By default a point is interpolated between the recorded ones: the same answer every
     time. With `noisy: true` (a run with per-request samples, ideally with repeats) each
     start draws one recorded server start and each point draws its requests from it, so a
-    replayed sweep or tune meets the noise a real one does (tunebench/replay/noisy.py)."""
+    sweep or tune on a recorded run meets the noise a real one does
+    (tunebench/recorded/noisy.py). `kind: replay` is its old name (OLD_KIND_NAMES)."""
 
-    replays_recorded_run: ClassVar[bool] = True
+    plays_recorded_run: ClassVar[bool] = True
 
-    kind: Literal["replay"]
+    kind: Literal["recorded"]
     run: str = Field(
         min_length=1, description="run directory (relative to the sweep file) or run id"
     )
@@ -142,9 +143,9 @@ class ReplaySettings(Placement):
         le=1,
         description="take this share of the recorded time: each start sleeps its recorded "
         "start-up seconds x time_scale, each point its window x time_scale (0: answer at "
-        "once); for timing parallel workers or schedules against a replay",
+        "once); for timing parallel workers or schedules against a recorded run",
     )
-    parallel: int = parallel_field("replayed side by side")
+    parallel: int = parallel_field("played back side by side")
 
 
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -225,10 +226,28 @@ class HelmSettings(Placement):
         return self
 
 
+#: Old names of deployment kinds, still read from sweep files and stored runs: `replay` was
+#: the recorded-run deployment's name while "replay" also named a trace played as load.
+OLD_KIND_NAMES: dict[str, str] = {"replay": "recorded"}
+
+
+def current_kind(kind: str) -> str:
+    """A deployment kind by its current name (`replay` -> `recorded`); others as given."""
+    return OLD_KIND_NAMES.get(kind, kind)
+
+
+def _current_kind_name(deployment: Any) -> Any:
+    """A `deployment:` section as written, its kind by its current name (before validation)."""
+    if isinstance(deployment, dict) and isinstance(deployment.get("kind"), str):
+        return {**deployment, "kind": current_kind(deployment["kind"])}
+    return deployment
+
+
 # A new deployment kind adds its settings model here and its wiring in tunebench/kinds.py.
 DeploymentSettings = Annotated[
-    Union[LocalSettings, EndpointSettings, ReplaySettings, HelmSettings],
+    Union[LocalSettings, EndpointSettings, RecordedSettings, HelmSettings],
     Field(discriminator="kind"),
+    BeforeValidator(_current_kind_name),
 ]
 
 #: Each kind's settings model, by the `kind` that picks it in a sweep file.

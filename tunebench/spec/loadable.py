@@ -138,7 +138,7 @@ def check_sweep(
     space = list(tune.space) if tune is not None else []
     placement = placement_of(deployment)
     if not placement.passes_engine_args:
-        return []  # an endpoint or a replay: no server of ours parses these args
+        return []  # an endpoint or a recorded run: no server of ours parses these args
     if placement.on_this_host:  # its own Python's vLLM, and the models loaded here
         notes = check_arg_names(spec.server, spec_path, names(deployment.python), space)
         notes += gpu_notes(spec.server, spec_path, has_gpu)

@@ -165,7 +165,7 @@ class SweepSpec(Strict):
         if isinstance(self.deployment, EndpointSettings):
             raise ValueError(
                 "tune: an endpoint deployment cannot change server args; use "
-                "deployment kind local or replay"
+                "deployment kind local or recorded"
             )
         if self.repeats > 1:
             raise ValueError(

@@ -7,6 +7,8 @@ so a newer tunebench's extra fields survive a read and write by this one.
 
 Schema versions: 2 adds `kind` and the status enum; version 1 runs (kind implied by a
 `tune` block, `kind: batch` or `deployment_kind: import`) are read and upgraded in memory.
+A deployment kind by an old name (`deployment_kind: replay`, now `recorded`) is read as its
+current name, as the spec it was run with is (spec/deployments.py OLD_KIND_NAMES).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tunebench.environment import host_info
 from tunebench.environment import versions as current_versions
@@ -32,6 +34,7 @@ from tunebench.points.records import (
     SentinelRecord,
 )
 from tunebench.redact import MASK, redact
+from tunebench.spec.deployments import current_kind
 from tunebench.spec.loading import read_yaml_mapping
 
 SCHEMA_VERSION = 2
@@ -158,6 +161,12 @@ class Manifest(_Open):
     # a batch run: its records and shards
     records: int | None = None
     shards: int | None = None
+
+    @field_validator("deployment_kind")
+    @classmethod
+    def _current_kind_name(cls, kind: str | None) -> str | None:
+        # a run recorded under an old name: `replay` -> `recorded`
+        return None if kind is None else current_kind(kind)
 
     @classmethod
     def new(

@@ -16,11 +16,11 @@ from tunebench.spec.plan import LoadPoint, Plan
 # Rough costs measured on a 2-core CPU box (docs/benchmarks.md).
 LOAD_PROCESS_S = 15.0  # a GuideLLM worker's start per configuration
 POINT_OVERHEAD_S = 3.0
-TYPICAL_PROBES = 5  # a replayed search's probes (nothing waits: only their count matters)
+TYPICAL_PROBES = 5  # a recorded run's search's probes (nothing waits: only their count matters)
 # The server a capacity search's estimate plays against: its SLO ratio (measured/limit) rises
 # as exp(KNEE_STEEPNESS x (rate/capacity - 1)), the capacity at the search's start rate.
 KNEE_STEEPNESS = 3.0
-REPLAY_POINT_S = 0.2  # a replayed point: read from the recording, no load process or window
+RECORDED_POINT_S = 0.2  # a recorded run's point: read from the recording, no load process or window
 QUALITY_PROMPT_S = 0.3  # one greedy quality prompt of 32 tokens (docs/quality.md)
 LM_EVAL_S = 15.0  # lm-eval's start-up and a small task (docs/quality.md)
 # A local server's first start on a GPU: weights read, torch.compile, CUDA graphs captured
@@ -49,12 +49,12 @@ def estimate_range(spec: SweepSpec, plan: Plan) -> tuple[float, float]:
 def estimate_seconds(spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0) -> float:
     """Every configuration, every repeat: a server start, a load process, its points (a
     capacity search only in the first repeat, as sweep/run.py plans it)."""
-    if kinds.kind_of(spec).replays_recorded_run:
+    if kinds.kind_of(spec).plays_recorded_run:
         # nothing starts and no window is waited for: the recording answers each point
         probes = sum(
             min(p.search.max_probes, TYPICAL_PROBES) if p.search else 1 for p in plan.points
         )
-        return len(plan.configs) * plan.repeats * probes * REPLAY_POINT_S + 2.0
+        return len(plan.configs) * plan.repeats * probes * RECORDED_POINT_S + 2.0
     # a cross-check measures every point with both drivers, each with its own worker
     drivers = 2 if spec.load.driver == "cross-check" else 1
     start = start_seconds(spec) + LOAD_PROCESS_S
@@ -126,7 +126,7 @@ def search_seconds(point: LoadPoint, quantile: float | None, capacity_factor: fl
 def quality_seconds(spec: SweepSpec) -> float:
     """The quality check of one configuration (once, not per repeat)."""
     quality = spec.quality
-    if quality is None or kinds.kind_of(spec).replays_recorded_run:
+    if quality is None or kinds.kind_of(spec).plays_recorded_run:
         return 0.0
     prompts = 16  # the shipped set; a user's file is read at plan time, not here
     seconds = prompts * QUALITY_PROMPT_S * quality.max_tokens / 32

@@ -1,9 +1,9 @@
 """Recorded grids from a queueing law, with capacities known exactly (not measured).
 
 A recorded grid (tests/fixtures/grid-cpu-repeats) grades a capacity search against a truth
-measured from held-out windows by the same crossing rule the replay interpolates with: a
-search can look right because it shares the rule. These grids instead come from a law
-whose capacity is a formula:
+measured from held-out windows by the same crossing rule the recorded deployment
+interpolates with: a search can look right because it shares the rule. These grids instead
+come from a law whose capacity is a formula:
 
 - each configuration saturates at `service_rps` (mu); a server start scales it by a
   log-normal factor (the between-start spread);
@@ -19,7 +19,7 @@ whose capacity is a formula:
 
 Every window holds `requests_per_window` requests, so its own quantiles are precise; the
 rates are a geometric grid up to the client's top rate. Written in the run format the
-replay reads (points.csv, requests/, repeats), so benchmarks/capacity_accuracy.py and
+recorded deployment reads (points.csv, requests/, repeats), so benchmarks/capacity_accuracy.py and
 benchmarks/tune_efficiency.py grade against `analytic_capacity` (`--synthetic SHAPE`).
 """
 

@@ -1,5 +1,5 @@
 """A sweep with deployment.parallel writes the same run as the sweep measured in turn: the
-same files and points in the same order (a replay deployment: deterministic points), plus
+same files and points in the same order (a recorded deployment: deterministic points), plus
 the fair-comparison note that `show` and the report print."""
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ from tunebench.store.run import read_points
 def test_a_parallel_sweep_writes_the_run_a_sweep_in_turn_writes(tmp_path):
     spec = _spec(tmp_path)
     parallel = spec_file(
-        tmp_path, spec.read_text(), "{kind: replay,", "{kind: replay, parallel: 3,", "parallel.yaml"
+        tmp_path,
+        spec.read_text(),
+        "{kind: recorded,",
+        "{kind: recorded, parallel: 3,",
+        "parallel.yaml",
     )
     in_turn = run_cli("sweep", str(spec), "-o", str(tmp_path / "turn"), "--no-report")
     assert in_turn.returncode == 0, in_turn.stderr
@@ -48,8 +52,8 @@ def test_ctrl_c_stops_every_configuration_running_at_once_and_resume_finishes(tm
     slow = spec_file(
         tmp_path,
         spec.read_text(),
-        "{kind: replay,",
-        "{kind: replay, parallel: 3, time_scale: 0.1,",
+        "{kind: recorded,",
+        "{kind: recorded, parallel: 3, time_scale: 0.1,",
         "slow.yaml",
     )
     runs = tmp_path / "runs"

@@ -1,10 +1,10 @@
-"""`deployment: {kind: replay, run: RUN}`: a server that answers from a recorded run.
+"""`deployment: {kind: recorded, run: RUN}`: a server that answers from a recorded run.
 
 `start(config)` finds the recorded configuration with the same engine args; a configuration
 that failed when recorded fails the same way, and one never recorded fails with the list
 of recorded ones. Nothing is started, so there is no process, log or metrics endpoint; the
-recorded effective configuration travels in the handle. A noisy replay (`noisy: true`)
-also draws which recorded server start this start is (replay/noisy.py).
+recorded effective configuration travels in the handle. A noisy recorded run (`noisy: true`)
+also draws which recorded server start this start is (recorded/noisy.py).
 """
 
 from __future__ import annotations
@@ -15,21 +15,21 @@ from pathlib import Path
 import numpy as np
 
 from tunebench.errors import DeploymentError, StoreError
+from tunebench.recorded.model import RecordedConfig, RecordedRun
+from tunebench.recorded.noisy import RecordedGrid, RecordedStart
 from tunebench.redact import redact
-from tunebench.replay.model import RecordedConfig, RecordedRun
-from tunebench.replay.noisy import RecordedGrid, RecordedStart
 from tunebench.seams.deployment import ServerHandle
-from tunebench.spec.deployments import ReplaySettings
+from tunebench.spec.deployments import RecordedSettings
 from tunebench.spec.plan import ServerConfig, format_value
 
 # a start's seconds when the recording did not keep them (time_scale only)
 DEFAULT_START_S = 40.0
 
 
-class ReplayDeployment:
-    kind = "replay"
+class RecordedDeployment:
+    kind = "recorded"
 
-    def __init__(self, settings: ReplaySettings):
+    def __init__(self, settings: RecordedSettings):
         self.recorded = RecordedRun(Path(settings.run))
         self.current: RecordedConfig | None = None
         self.grid: RecordedGrid | None = None
@@ -50,16 +50,16 @@ class ReplayDeployment:
                 f"{k}={format_value(v)}" for k, v in redact(config.args).items() if v is not None
             )
             raise DeploymentError(
-                f"replay: {self.recorded.name} recorded no configuration with args "
+                f"recorded: {self.recorded.name} recorded no configuration with args "
                 f"{wanted or '(defaults)'}; recorded: {self.recorded.describe_choices()}"
             )
         if recorded.status != "complete" and not recorded.rows:
-            raise DeploymentError(f"replay: {recorded.error or 'failed when recorded'}")
+            raise DeploymentError(f"recorded: {recorded.error or 'failed when recorded'}")
         if self.grid is not None:
             starts = self.grid.find(config.args)
             if starts is None or not any(r in starts.starts for r in self.repeats):
                 raise DeploymentError(
-                    f"replay: {recorded.label} has no recorded start with per-request "
+                    f"recorded: {recorded.label} has no recorded start with per-request "
                     f"samples in repeats {self.repeats}"
                 )
             self.start_drawn = starts.deploy(self.repeats, self.rng)
@@ -67,7 +67,7 @@ class ReplayDeployment:
         if self.time_scale:
             time.sleep(self.time_scale * (recorded.start_s or DEFAULT_START_S))
         return ServerHandle(
-            base_url=f"replay:{self.recorded.path.name}/{recorded.config_id}",
+            base_url=f"recorded:{self.recorded.path.name}/{recorded.config_id}",
             metrics_url="",
             served_model=recorded.label,
             started_s=0.0,

@@ -1,9 +1,9 @@
 """Capacity searches and tune trials against a recorded run, in memory (no run store).
 
-The same decisions as a sweep over a replay deployment (the CapacitySearch, its probe
+The same decisions as a sweep over a recorded deployment (the CapacitySearch, its probe
 windows, SLO evaluation and client-limited verdict), without writing files, so search
 strategies can be compared over many seeds in seconds (benchmarks/capacity_accuracy.py,
-benchmarks/tune_efficiency.py). Against the noisy replay (replay/noisy.py) every search
+benchmarks/tune_efficiency.py). Against a noisy recorded run (recorded/noisy.py) every search
 also counts what it cost: a deployment, and each probe's window plus its overhead.
 """
 
@@ -22,13 +22,13 @@ from tunebench.points.capacity import (
     probe_seconds,
 )
 from tunebench.points.slo import evaluate, highest_quantile
-from tunebench.replay.model import RecordedConfig, RecordedRun
-from tunebench.replay.noisy import GridCosts, RecordedGrid, RecordedStart
+from tunebench.recorded.model import RecordedConfig, RecordedRun
+from tunebench.recorded.noisy import GridCosts, RecordedGrid, RecordedStart
 from tunebench.spec.plan import DEFAULT_NOISE, ServerConfig
 from tunebench.tune.study import TrialOutcome
 
 
-def replay_probe(
+def recorded_probe(
     config: RecordedConfig,
     kind: str,
     rate: float,
@@ -56,7 +56,7 @@ def search_capacity(
     )
     while (rate := search.next_rate()) is not None:
         rate = float(f"{rate:.3g}")  # as the runner rounds probe rates
-        row = replay_probe(config, kind, rate, slo)
+        row = recorded_probe(config, kind, rate, slo)
         search.tell(
             rate, trust.flag(row["slo_met"]), trust.is_client_limited(row), row["slo_ratio"]
         )
@@ -64,7 +64,7 @@ def search_capacity(
 
 
 @dataclass
-class ReplayCapacityEvaluator:
+class RecordedCapacityEvaluator:
     """TrialEvaluator: a trial's capacity from the recording, warm-started like the runner."""
 
     recorded: RecordedRun
@@ -81,11 +81,11 @@ class ReplayCapacityEvaluator:
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
         recorded = self.recorded.find(config.args)
         if recorded is None:
-            return TrialOutcome(None, "replay: not recorded")
+            return TrialOutcome(None, "recorded: not recorded")
         if recorded.status != "complete":
             return TrialOutcome(
                 None,
-                f"replay: {recorded.error or 'failed when recorded'}",
+                f"recorded: {recorded.error or 'failed when recorded'}",
                 effective=recorded.effective,
             )
         search = search_capacity(
@@ -118,7 +118,7 @@ class SearchRules:
     sized_windows: bool = True  # lengthen windows for the SLO percentile (probe_seconds)
     sample_margin: float = SAMPLE_MARGIN  # ... to this many times the requests it needs
     bracketing_margin: float = BRACKETING_MARGIN  # ... at most this many before the bracket
-    max_rate: float | None = None  # what the client can drive (a replay: its top rate)
+    max_rate: float | None = None  # what the client can drive (a recorded run: its top rate)
 
 
 @dataclass
@@ -185,7 +185,7 @@ def search_noisy(
 
 @dataclass
 class NoisyCapacityEvaluator:
-    """TrialEvaluator on the noisy replay: each trial deploys (draws a recorded start of
+    """TrialEvaluator on a noisy recorded run: each trial deploys (draws a recorded start of
     the configuration among `repeats`) and searches its capacity, warm-started like the
     runner; `cost` sums what every trial paid."""
 
@@ -205,11 +205,11 @@ class NoisyCapacityEvaluator:
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
         recorded = self.grid.find(config.args)
         if recorded is None:
-            return TrialOutcome(None, "replay: not recorded")
+            return TrialOutcome(None, "recorded: not recorded")
         if not any(r in recorded.starts for r in self.repeats):
             return TrialOutcome(
                 None,
-                f"replay: {recorded.error or 'failed when recorded'}",
+                f"recorded: {recorded.error or 'failed when recorded'}",
                 effective=recorded.effective,
             )
         start = recorded.deploy(self.repeats, self.rng)

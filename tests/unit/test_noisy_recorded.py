@@ -1,5 +1,5 @@
-"""The noisy replay (a recorded grid with repeats as a noisy server) and its held-out truth,
-on a synthetic recording whose latency law is known."""
+"""The noisy recorded deployment (a recorded grid with repeats as a noisy server) and its
+held-out truth, on a synthetic recording whose latency law is known."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tunebench.errors import StoreError
-from tunebench.replay.noisy import RecordedGrid, held_out_capacity, run_spread
+from tunebench.recorded.noisy import RecordedGrid, held_out_capacity, run_spread
 from tunebench.testing.runs import make_repeats_grid_run, make_synthetic_run
-from tunebench.tune.replay import SearchRules, noisy_probe, search_noisy
+from tunebench.tune.recorded import SearchRules, noisy_probe, search_noisy
 
 SATURATION = {
     "slow": ({"max-num-seqs": 1}, 3.0),
@@ -68,7 +68,7 @@ def test_between_rates_latency_grows_and_beyond_the_recording_is_not_evidence(gr
     high = noisy_probe(start, 3.0, 600.0, grid.slo, rng)["ttft_p50_ms"]
     assert low < middle < high
     beyond = noisy_probe(start, 7.0, 30.0, grid.slo, rng)
-    assert beyond["client_limited"] and "replay_extrapolated" in beyond["client_warnings"]
+    assert beyond["client_limited"] and "recorded_extrapolated" in beyond["client_warnings"]
 
 
 def test_the_held_out_truth_follows_the_latency_law(grid):
@@ -82,7 +82,7 @@ def test_the_held_out_truth_follows_the_latency_law(grid):
     assert 0.0 < spread < 0.15
 
 
-def test_a_search_on_the_noisy_replay_lands_near_the_held_out_truth(grid):
+def test_a_search_on_the_noisy_recorded_run_lands_near_the_held_out_truth(grid):
     rng = np.random.default_rng(3)
     rules = SearchRules(window_s=10.0)
     for config in grid.configs:
@@ -98,7 +98,7 @@ def test_a_search_on_the_noisy_replay_lands_near_the_held_out_truth(grid):
         assert np.mean(answers) >= 0.8, config.label
 
 
-def test_a_run_without_per_request_samples_cannot_be_a_noisy_replay(tmp_path):
+def test_a_run_without_per_request_samples_cannot_be_played_noisy(tmp_path):
     store = make_synthetic_run(tmp_path, configs=1)  # concurrent points only
     with pytest.raises(StoreError, match="per-request samples"):
         RecordedGrid(store.path)

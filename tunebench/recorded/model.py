@@ -7,7 +7,7 @@ linearly in the load target, latencies linearly in their reciprocal (see
 maximum): a server is not faster under more load, and measurement noise must not create
 several SLO crossings. Below the lowest recorded target latencies stay at that point's
 values and rates scale with the target; above the highest they are extrapolated from the
-last two points and the point is flagged `replay_extrapolated`.
+last two points and the point is flagged `recorded_extrapolated`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ INTERPOLATED = (
 
 @dataclass
 class ConfigRecord:
-    """A recorded configuration as its run's manifest holds it (what every replay reads)."""
+    """A recorded configuration as its run's manifest holds it (what every recorded
+    deployment reads)."""
 
     config_id: str
     label: str
@@ -64,7 +65,7 @@ class ConfigRecord:
 
 @dataclass
 class RecordedConfig(ConfigRecord):
-    """Interpolated between its recorded points (the interpolating replay)."""
+    """Interpolated between its recorded points (the interpolating recorded deployment)."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)  # its points, from points.csv
     start_s: float | None = None  # how long its server took to start when recorded
@@ -76,7 +77,7 @@ class RecordedConfig(ConfigRecord):
             key=lambda r: float(r["target"]),
         )
         if not rows:
-            raise StoreError(f"replay: configuration {self.label} recorded no {kind} points")
+            raise StoreError(f"recorded: configuration {self.label} recorded no {kind} points")
         targets = [float(r["target"]) for r in rows]
         latency = [c for c in rows[0] if c.startswith(LATENCY_PREFIXES)]
         monotone = _running_max(rows, latency)
@@ -100,7 +101,7 @@ class RecordedConfig(ConfigRecord):
                 )
             warnings = _warnings(rows[nearest])
             if target > targets[-1]:
-                warnings.append("replay_extrapolated")
+                warnings.append(client_limit.RECORDED_BEYOND)
         else:
             i = next((k for k in range(1, len(rows)) if targets[k] >= target), len(rows) - 1)
             a, b = i - 1, i
@@ -113,7 +114,7 @@ class RecordedConfig(ConfigRecord):
                 )
             warnings = _warnings(rows[a if share < 0.5 else b])
             if share > 1:
-                warnings.append("replay_extrapolated")
+                warnings.append(client_limit.RECORDED_BEYOND)
         for column in COUNT_COLUMNS:
             # whole requests: points.csv counts requests, and a stored 26.33 reads as a
             # measurement that never happened (the rates above keep the expected value)
@@ -172,9 +173,9 @@ class RecordedRun:
         try:
             store = RunStore.open(path)
         except StoreError as exc:
-            raise StoreError(f"replay: cannot read the recorded run: {exc}") from None
+            raise StoreError(f"recorded: cannot read the recorded run: {exc}") from None
         except OSError as exc:
-            raise StoreError(f"replay: cannot read the recorded run {path}: {exc}") from None
+            raise StoreError(f"recorded: cannot read the recorded run {path}: {exc}") from None
         manifest = store.manifest
         self.name = manifest.name
         self.slo = (manifest.spec or {}).get("slo")

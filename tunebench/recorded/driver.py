@@ -1,5 +1,5 @@
-"""The LoadDriver of a replay deployment: each point is interpolated from the recording, or,
-for a noisy replay, drawn from the requests of the recorded start the deployment drew."""
+"""The LoadDriver of a recorded deployment: each point is interpolated from the recording,
+or, for a noisy recorded run, drawn from the requests of the recorded start the deployment drew."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Callable
 
 from tunebench.errors import LoadError, StoreError
 from tunebench.points.cells import stored_client_cells
-from tunebench.replay.deployment import ReplayDeployment
+from tunebench.recorded.deployment import RecordedDeployment
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
 from tunebench.spec.plan import LoadPoint
@@ -17,8 +17,8 @@ from tunebench.spec.plan import LoadPoint
 NOISY_DEFAULT_SECONDS = 10.0  # a noisy point without max_seconds: the requests of 10 s
 
 
-class ReplayDriver:
-    def __init__(self, deployment: ReplayDeployment):
+class RecordedDriver:
+    def __init__(self, deployment: RecordedDeployment):
         self.deployment = deployment
         self._points: list[LoadPoint] = []
         self.retried: list[dict[str, str]] = []  # nothing to retry: no generator runs
@@ -50,11 +50,11 @@ class ReplayDriver:
     def _result(self, point: LoadPoint) -> ClientResult:
         recorded = self.deployment.current
         if recorded is None:
-            raise LoadError("replay: no configuration is deployed")
+            raise LoadError("recorded: no configuration is deployed")
         if point.target is None:
             raise LoadError(
-                f"replay: {point.point_id} has no target to interpolate at; "
-                "replay concurrent, throughput, poisson, constant or capacity points"
+                f"recorded: {point.point_id} has no target to interpolate at; a recorded "
+                "run answers concurrent, throughput, poisson, constant or capacity points"
             )
         samples: list[dict] = []
         try:
@@ -67,7 +67,7 @@ class ReplayDriver:
             else:
                 drawn = recorded.point_at(point.kind, float(point.target))
             # the recorded row's client columns; the rules judge the point afresh
-            columns = stored_client_cells(drawn, f"replay of {recorded.label}")
+            columns = stored_client_cells(drawn, f"recorded run of {recorded.label}")
         except StoreError as exc:
             raise LoadError(str(exc)) from None
         warnings = [w for w in str(columns.get("client_warnings") or "").split(";") if w]

@@ -1,7 +1,8 @@
-"""The recorded CPU grid (tests/fixtures/grid-cpu) through the interpolating replay: the
-search logic on noise-free data (the truth here is the same interpolation the search probes,
-so this checks the logic, not accuracy under noise: tests/unit/test_noisy_replay.py and
-benchmarks/capacity_accuracy.py grade that against held-out data)."""
+"""The recorded CPU grid (tests/fixtures/grid-cpu) through the interpolating recorded
+deployment: the search logic on noise-free data (the truth here is the same interpolation
+the search probes, so this checks the logic, not accuracy under noise:
+tests/unit/test_noisy_recorded.py and benchmarks/capacity_accuracy.py grade that against
+held-out data)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from tests.conftest import FIXTURES
 from tunebench.points import client_limit
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.slo import evaluate
-from tunebench.replay.model import RecordedRun
-from tunebench.tune.replay import search_capacity
+from tunebench.recorded.model import RecordedRun
+from tunebench.tune.recorded import search_capacity
 
 GRID = FIXTURES / "grid-cpu"
 SLO = {"ttft_ms": {"p95": 250}}
@@ -33,7 +34,7 @@ def test_the_grid_was_measured_on_the_cpu_server(grid):
     assert {c.label for c in measured} >= {"defaults", "mns8-mnbt512", "mns1-mnbt32"}
 
 
-def test_replay_reproduces_recorded_points(grid):
+def test_the_recorded_deployment_reproduces_recorded_points(grid):
     config = next(c for c in grid.configs if c.label == "mns8-mnbt512")
     for row in config.rows:
         if row["load_kind"] != "poisson":
@@ -44,7 +45,7 @@ def test_replay_reproduces_recorded_points(grid):
 
 
 def last_rate_passed(config) -> bool:
-    """Is the replay's truth for `config` a lower bound ("at least")?"""
+    """Is the recorded deployment's truth for `config` a lower bound ("at least")?"""
     points = [
         RatePoint(
             float(r["target"]),
@@ -95,7 +96,7 @@ def test_capacity_search_is_right_on_every_recorded_configuration(grid):
             assert search.capacity >= 0.95 * passed, (config.label, passed, search.probes)
             continue
         if search.client_bound:
-            # "at least this much": the replayed client fell behind below the crossing; a
+            # "at least this much": the recorded client fell behind below the crossing; a
             # lower bound must not overstate the first recorded miss
             assert search.capacity <= 1.05 * missed, (config.label, missed, search.probes)
             continue

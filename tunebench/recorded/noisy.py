@@ -1,21 +1,22 @@
 """A recorded grid with repeats as a noisy server, and the truth held out from it.
 
-The interpolating replay (replay/model.py) answers every probe with the same numbers, so a
-search tested on it never meets noise. This one answers like a server does:
+The interpolating recorded deployment (recorded/model.py) answers every probe with the same
+numbers, so a search tested on it never meets noise. This one answers like a server does:
 
 - a deployment draws one recorded server start (a `repeat`) from those it may use: the
   between-run variability is the recording's own;
 - each probe of that deployment draws n ~ Poisson(rate x window) requests from the requests
   that start recorded, each from the quantile function interpolated between the two
-  recorded rates around the probe's (reciprocally, like replay/model.py: queueing latency
+  recorded rates around the probe's (reciprocally, like recorded/model.py: queueing latency
   grows like 1/(1 - load)); a short window is as noisy as a real one, a longer one less;
 - `extra` adds noise on top: one log-normal factor (sd `extra`) on a probe's latencies.
 
-The truth a benchmark grades against comes from the repeats the replay never draws (held
-out): their requests pooled per recorded rate, the SLO evaluated at each rate, and the
-capacity the crossing between the last rate that met it below the first miss and that miss
-(`held_out_capacity`). `run_spread` measures how much the capacity of one configuration
-moves between server starts, which sets what "indistinguishable from the best" means.
+The truth a benchmark grades against comes from the repeats the recorded deployment never
+draws (held out): their requests pooled per recorded rate, the SLO evaluated at each rate,
+and the capacity the crossing between the last rate that met it below the first miss and
+that miss (`held_out_capacity`). `run_spread` measures how much the capacity of one
+configuration moves between server starts, which sets what "indistinguishable from the
+best" means.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tunebench.numbers import to_float
 from tunebench.points import client_limit
 from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.slo import SLO_METRICS, evaluate
-from tunebench.replay.model import ConfigRecord
+from tunebench.recorded.model import ConfigRecord
 from tunebench.spec.plan import args_key
 from tunebench.store.run import RunStore, read_requests
 
@@ -108,7 +109,7 @@ class RecordedStart:
         row.update({c: near.row.get(c) for c in CLIENT_STATE})
         warnings = [w for w in str(row.get("client_warnings") or "").split(";") if w]
         if share > 1:
-            warnings.append(client_limit.REPLAY_BEYOND)
+            warnings.append(client_limit.RECORDED_BEYOND)
         row["client_warnings"] = ";".join(warnings)
         row["requests_ok"] = count
         row["requests_failed"] = 0
@@ -149,7 +150,7 @@ class GridConfig(ConfigRecord):
         """A deployment: one of the recorded starts in `repeats`, drawn at random."""
         usable = [r for r in repeats if r in self.starts]
         if not usable:
-            raise StoreError(f"replay: {self.label} recorded no start in repeats {repeats}")
+            raise StoreError(f"recorded: {self.label} recorded no start in repeats {repeats}")
         return self.starts[usable[int(rng.integers(len(usable)))]]
 
 
@@ -162,7 +163,7 @@ class RecordedGrid:
         try:
             store = RunStore.open(self.path)
         except (StoreError, OSError) as exc:
-            raise StoreError(f"replay: cannot read the recorded grid {path}: {exc}") from None
+            raise StoreError(f"recorded: cannot read the recorded grid {path}: {exc}") from None
         manifest = store.manifest
         self.name = manifest.name
         self.slo = (manifest.spec or {}).get("slo")
@@ -191,7 +192,7 @@ class RecordedGrid:
         self.repeats = sorted({r for c in self.configs for r in c.starts})
         if not self.repeats:
             raise StoreError(
-                f"replay: {path} holds no {kind} points with per-request samples "
+                f"recorded: {path} holds no {kind} points with per-request samples "
                 "(requests/<config>.csv); record the grid with tunebench sweep"
             )
 
@@ -306,7 +307,7 @@ def run_spread(
 
 
 def mix_reciprocal(a: np.ndarray, b: np.ndarray, share: float) -> np.ndarray:
-    """Between two latencies, interpolating the reciprocal (see replay/model.py); beyond b
+    """Between two latencies, interpolating the reciprocal (see recorded/model.py); beyond b
     (share > 1) the reciprocal keeps falling and at 0 the server is saturated."""
     with np.errstate(divide="ignore", invalid="ignore"):
         inverse = 1 / a + (1 / b - 1 / a) * share

@@ -1,0 +1,1 @@
+"""Recorded: answer load points from an earlier run's recorded points, without a server."""

@@ -1,1 +1,0 @@
-"""Replay: answer load points from an earlier run's recorded points, without a server."""
