@@ -81,7 +81,7 @@ class RecordedCapacityEvaluator:
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
         recorded = self.recorded.find(config.args)
         if recorded is None:
-            return TrialOutcome(None, "recorded: not recorded")
+            return TrialOutcome(None, "recorded: these args were not recorded")
         if recorded.status != "complete":
             return TrialOutcome(
                 None,
@@ -205,7 +205,7 @@ class NoisyCapacityEvaluator:
     def evaluate(self, config: ServerConfig) -> TrialOutcome:
         recorded = self.grid.find(config.args)
         if recorded is None:
-            return TrialOutcome(None, "recorded: not recorded")
+            return TrialOutcome(None, "recorded: these args were not recorded")
         if not any(r in recorded.starts for r in self.repeats):
             return TrialOutcome(
                 None,
