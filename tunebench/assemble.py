@@ -29,6 +29,7 @@ from tunebench.runner import ConfigRunner, PointExtras, PointRules
 from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.load import LoadDriver
 from tunebench.seams.progress import Reporter
+from tunebench.spec.deployments import LocalSettings
 from tunebench.spec.kserve_chart import tokenizer_for
 from tunebench.spec.models import SessionsData, SweepSpec, SyntheticData
 from tunebench.spec.plan import Plan, ServerConfig, build_plan, gpus_per_server, trace_context
@@ -106,6 +107,8 @@ def parallel_gpus(spec: SweepSpec) -> list[str] | None:
     settings = spec.deployment
     if not kind_of(spec).on_this_host or parallel_of(spec) < 2:
         return None
+    # the settings of a server on this host say which GPUs and environment it gets
+    assert isinstance(settings, LocalSettings), "a server on this host has local settings"
     if settings.gpus:
         return list(settings.gpus)
     visible = settings.env.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -122,6 +125,7 @@ def check_parallel(spec: SweepSpec, spec_path: Path, configs: list[ServerConfig]
     gpus = parallel_gpus(spec)
     if gpus is None:
         return
+    assert isinstance(spec.deployment, LocalSettings)  # GPUs to share: a server on this host
     if spec.deployment.port is not None:
         raise SpecError(
             f"{spec_path}: deployment.port: servers measured at once need ports of their "

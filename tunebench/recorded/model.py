@@ -125,7 +125,8 @@ class RecordedConfig(ConfigRecord):
 
 
 def _running_max(rows: list[dict[str, Any]], columns: list[str]) -> list[dict[str, float | None]]:
-    out, best = [], {}
+    out: list[dict[str, float | None]] = []
+    best: dict[str, float] = {}
     for row in rows:
         current = {}
         for column in columns:
@@ -192,7 +193,8 @@ class RecordedRun:
         key = args_key(args)
         matches = [c for c in self.configs if args_key(c.args) == key]
         complete = [c for c in matches if c.status == "complete"]
-        return (complete or matches or [None])[0]
+        found = complete or matches
+        return found[0] if found else None
 
     def describe_choices(self, limit: int = 6) -> str:
         shown = [c.label for c in self.configs[:limit]]

@@ -46,7 +46,8 @@ class ClientResult:
 
 
 class LoadDriver(Protocol):
-    retried: list[dict[str, str]]
+    @property
+    def retried(self) -> list[dict[str, str]]: ...
 
     def prepare(self, points: list[LoadPoint], work_dir: Path) -> None: ...
 

@@ -65,6 +65,20 @@ class TuneParam(Strict):
         )
         return "int" if ints else "float"
 
+    @property
+    def choice_list(self) -> list[ParamValue]:
+        """A categorical param's choices (the validator made sure it has them)."""
+        if self.choices is None:
+            raise ValueError(f"a {self.kind} param has no choices")
+        return list(self.choices)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """An int or float param's (low, high) (the validator made sure it has both)."""
+        if self.low is None or self.high is None:
+            raise ValueError(f"a {self.kind} param has no bounds")
+        return self.low, self.high
+
 
 class Tune(Strict):
     """`tunebench tune`: an Optuna study over engine args; see tunebench/tune/study.py."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.cost import replica_price
+from tunebench.points.records import CapacityRecord
 from tunebench.quality.verdicts import gate_failure
 from tunebench.runner import ConfigRunner
 from tunebench.runner.config_runner import WARM_START, WarmStart
@@ -68,11 +71,11 @@ class RunnerEvaluator:
         return gate_failure(self.store, config.config_id)
 
     def _capacity(
-        self, capacity: dict | None, effective: dict, config: ServerConfig
+        self, capacity: CapacityRecord | None, effective: dict, config: ServerConfig
     ) -> TrialOutcome:
         if not capacity:
             return TrialOutcome(None, "no capacity probe ran", effective=effective)
-        attrs = {
+        attrs: dict[str, Any] = {
             "capacity_rps": capacity["rate"],
             "probes": capacity["probes"],
             "probe_rates": capacity["probe_rates"],
@@ -103,25 +106,25 @@ class RunnerEvaluator:
         return TrialOutcome([rate], None, attrs, effective)
 
     def _throughput(self, config: ServerConfig, effective: dict) -> TrialOutcome:
-        rows = [
-            r
+        measured = [
+            (speed, r)
             for r in self.store.rows
             if r["config_id"] == config.config_id
             and trust.is_valid(r)
-            and to_float(r.get("output_tok_s")) is not None
+            and (speed := to_float(r.get("output_tok_s"))) is not None
         ]
-        if not rows:
+        if not measured:
             return TrialOutcome(None, "no valid point measured", effective=effective)
-        best = max(rows, key=lambda r: to_float(r["output_tok_s"]))
-        values = [to_float(best["output_tok_s"])]
-        if self.objective == "throughput-latency":
-            values.append(to_float(best.get("ttft_p95_ms")))
+        speed, best = max(measured, key=lambda found: found[0])
+        ttft = to_float(best.get("ttft_p95_ms"))
         attrs = {
-            "output_tok_s": values[0],
-            "ttft_p95_ms": to_float(best.get("ttft_p95_ms")),
+            "output_tok_s": speed,
+            "ttft_p95_ms": ttft,
             "at_point": best["point_id"],
             "client_limited": str(best.get("client_limited")) == "True",
         }
-        return TrialOutcome(
-            values, None if None not in values else "metric missing", attrs, effective
-        )
+        if self.objective != "throughput-latency":
+            return TrialOutcome([speed], None, attrs, effective)
+        if ttft is None:
+            return TrialOutcome(None, "metric missing", attrs, effective)
+        return TrialOutcome([speed, ttft], None, attrs, effective)

@@ -27,7 +27,7 @@ class Hint:
 def neighbour(param: TuneParam, current: Any, way: str) -> Any | None:
     """The next value of `param` from `current` in direction `way` (up/down), or None."""
     if param.kind == "categorical":
-        numbers = [c for c in param.choices if isinstance(c, (int, float)) and c is not True]
+        numbers = [c for c in param.choice_list if isinstance(c, (int, float)) and c is not True]
         if current not in numbers:
             return None
         ordered = sorted(numbers)
@@ -35,7 +35,7 @@ def neighbour(param: TuneParam, current: Any, way: str) -> Any | None:
         return ordered[index] if 0 <= index < len(ordered) else None
     if param.kind != "int" or not isinstance(current, int):
         return None  # a float range has no "next" value worth a deployment
-    low, high = int(param.low), int(param.high)
+    low, high = (int(bound) for bound in param.bounds)
     if param.log:
         value = current * 2 if way == "up" else max(1, current // 2)
     else:
@@ -48,7 +48,7 @@ def neighbour(param: TuneParam, current: Any, way: str) -> Any | None:
 def optuna_value(param: TuneParam, value: Any) -> Any:
     """How Optuna stores a value of `param` (space.suggest: an ordered choice is an index)."""
     if param.kind == "categorical" and param.ordered:
-        return list(param.choices).index(value)
+        return param.choice_list.index(value)
     return value
 
 

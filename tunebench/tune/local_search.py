@@ -74,11 +74,11 @@ def neighbours(dist: BaseDistribution, value: Any) -> list[Any]:
         return [int(v) for v in moves if dist.low <= v <= dist.high and v != value]
     if isinstance(dist, FloatDistribution):
         if dist.log:
-            moves = [value * 2, value / 2]
+            spread = [value * 2, value / 2]
         else:
-            step = dist.step or (dist.high - dist.low) / 4
-            moves = [value + step, value - step]
-        return [v for v in moves if dist.low <= v <= dist.high and not math.isclose(v, value)]
+            width = dist.step or (dist.high - dist.low) / 4
+            spread = [value + width, value - width]
+        return [v for v in spread if dist.low <= v <= dist.high and not math.isclose(v, value)]
     return []
 
 

@@ -27,10 +27,10 @@ class Suggests(Protocol):
     """The part of optuna.trial.Trial that a space uses (a seam for tests)."""
 
     def suggest_int(
-        self, name: str, low: int, high: int, step: int = 1, log: bool = False
+        self, name: str, low: int, high: int, *, step: int = 1, log: bool = False
     ) -> int: ...
     def suggest_float(
-        self, name: str, low: float, high: float, step: float | None = None, log: bool = False
+        self, name: str, low: float, high: float, *, step: float | None = None, log: bool = False
     ) -> float: ...
     def suggest_categorical(self, name: str, choices: list) -> Any: ...
 
@@ -44,18 +44,17 @@ def suggest(space: dict[str, TuneParam], trial: Suggests) -> dict[str, Any]:
         kind = param.kind
         if kind == "categorical" and param.ordered:
             # an index the sampler treats as a number, so neighbours inform each other
-            values[name] = param.choices[trial.suggest_int(name, 0, len(param.choices) - 1)]
+            choices = param.choice_list
+            values[name] = choices[trial.suggest_int(name, 0, len(choices) - 1)]
         elif kind == "categorical":
-            values[name] = trial.suggest_categorical(name, list(param.choices))
+            values[name] = trial.suggest_categorical(name, param.choice_list)
         elif kind == "int":
             step = int(param.step) if param.step else 1
-            values[name] = trial.suggest_int(
-                name, int(param.low), int(param.high), step=step, log=param.log
-            )
+            low, high = param.bounds
+            values[name] = trial.suggest_int(name, int(low), int(high), step=step, log=param.log)
         else:
-            values[name] = trial.suggest_float(
-                name, float(param.low), float(param.high), step=param.step, log=param.log
-            )
+            low, high = param.bounds
+            values[name] = trial.suggest_float(name, low, high, step=param.step, log=param.log)
     return values
 
 
@@ -73,7 +72,8 @@ def engine_args(base: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     for name, value in params.items():
         if "." in name:
             arg, key = name.split(".", 1)
-            mapping = args.get(arg) if isinstance(args.get(arg), dict) else {}
+            found = args.get(arg)
+            mapping: dict[str, Any] = found if isinstance(found, dict) else {}
             if value is None:
                 mapping.pop(key, None)
             else:

@@ -12,7 +12,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 import optuna
 import sqlalchemy.exc
@@ -25,7 +25,8 @@ STUDY_FILE = "study.db"
 
 
 # Each objective's values, in order: (the column it reads, which way is better).
-OBJECTIVES: dict[str, tuple[tuple[str, str], ...]] = {
+Direction = Literal["minimize", "maximize"]
+OBJECTIVES: dict[str, tuple[tuple[str, Direction], ...]] = {
     "capacity": (("capacity_rps", "maximize"),),
     "capacity-per-cost": (("requests_per_cost", "maximize"),),
     "throughput": (("output_tok_s", "maximize"),),
@@ -33,7 +34,7 @@ OBJECTIVES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def directions(objective: str) -> list[str]:
+def directions(objective: str) -> list[Direction]:
     return [direction for _, direction in OBJECTIVES[objective]]
 
 
@@ -144,12 +145,13 @@ def heartbeat(study: optuna.Study, trial: optuna.Trial, interval_s: float) -> It
         return
     stop = threading.Event()
 
-    storage.record_heartbeat(trial._trial_id)  # before anything else can happen
+    record = getattr(storage, "record_heartbeat")  # noqa: B009  (RDBStorage has it; checked above)
+    record(trial._trial_id)  # before anything else can happen
 
     def beat() -> None:
         while True:
             try:
-                storage.record_heartbeat(trial._trial_id)
+                record(trial._trial_id)
             except Exception:  # a lost connection: the next beat may get through
                 pass
             if stop.wait(interval_s):

@@ -93,7 +93,7 @@ class Tuner:
         return deployments(self.study)
 
     def _measured(self) -> dict[str, optuna.trial.FrozenTrial]:
-        done = {}
+        done: dict[str, optuna.trial.FrozenTrial] = {}
         for trial in self.study.get_trials(deepcopy=False):
             key = trial.user_attrs.get("args_key")
             if (
@@ -178,7 +178,7 @@ class Tuner:
             return False
         size = 1
         for param in self.tune.space.values():
-            size *= len(param.choices)
+            size *= len(param.choice_list)
         tried = {
             t.user_attrs.get("args_key")
             for t in self.study.get_trials(deepcopy=False)
@@ -318,6 +318,7 @@ class Tuner:
 
     def _follow_hints(self, number: int, config: ServerConfig, params: dict[str, Any]) -> None:
         """Enqueue what the trial's diagnosis suggests, unless measured or queued already."""
+        assert self.hinter is not None  # called only when the tune follows hints
         hint = next_trial(self.tune.space, params, self.hinter(config), number)
         if hint is None:
             return
