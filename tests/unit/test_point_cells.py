@@ -12,6 +12,7 @@ from tunebench.points.cells import (
     CellError,
     PointRow,
     client_cells,
+    request_samples,
     stored_client_cells,
 )
 from tunebench.points.row import PointId, build_row
@@ -108,3 +109,11 @@ def test_build_row_gives_typed_cells_args_and_turns_apart() -> None:
     flat = row.csv_cells()
     assert flat["max-num-seqs"] == "8" and flat["turn1_requests"] == 5
     assert flat["requests_ok"] == 10
+
+
+def test_requests_from_elsewhere_are_typed_samples_or_refused_by_name() -> None:
+    drawn = [{"ttft_ms": 12.5, "output_tokens": 64}, {"ttft_ms": 13.0, "output_tokens": 64}]
+    assert request_samples(drawn, "recorded c1") == drawn
+    with pytest.raises(CellError, match="recorded c1: not a request column: ttft_p50"):
+        request_samples([{"ttft_p50": 12.5}], "recorded c1")
+    assert set(keys(cells.RequestSample)) >= set(columns.REQUEST_COLUMNS) - {"point_id", "repeat"}

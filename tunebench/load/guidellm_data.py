@@ -13,7 +13,7 @@ from typing import Any
 
 from tunebench.load.guidellm_report import measured_window, replay_requests
 from tunebench.load.trace import Workload
-from tunebench.points.cells import PrefixCells
+from tunebench.points.cells import PrefixCells, RequestSample
 from tunebench.points.prefix import requests_before_window, workload_columns, zipf_weights
 from tunebench.points.trace import arrival_fidelity
 from tunebench.spec.models import FileData, SessionsData, SharedPrefix, SyntheticData, TraceData
@@ -97,7 +97,7 @@ def prefix_evidence(
 
 
 def replay_evidence(
-    workload: Workload, benchmark: dict[str, Any], samples: list[dict[str, Any]]
+    workload: Workload, benchmark: dict[str, Any], samples: list[RequestSample]
 ) -> dict[str, Any]:
     """A replay point's columns from its own workload, not GuideLLM's targets: each request
     found by the trace time it carried, its lag against its due time, and its samples given

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunebench.points.cells import RequestSample
 from tunebench.points.columns import CLIENT_COLUMNS  # noqa: F401  (re-exported: what this fills)
 from tunebench.spec.load_kind import LoadKind
 
@@ -122,16 +123,16 @@ def dispatch_lag(benchmark: dict[str, Any]) -> dict[str, Any]:
     return {"dispatch_lag_p50_ms": at(0.50), "dispatch_lag_p95_ms": at(0.95)}
 
 
-def request_samples(benchmark: dict[str, Any], sessions: bool = False) -> list[dict[str, Any]]:
+def request_samples(benchmark: dict[str, Any], sessions: bool = False) -> list[RequestSample]:
     """Per-request samples of the successful requests, in order of their start (the compare
     statistics resample them in time order and bin their completions over the window).
     `sessions`: multi-turn data, each sample names its session, its turn (from 1) and the
     prompt tokens the server found cached (its usage answer; None unless the server reports
     it)."""
-    out = []
+    out: list[RequestSample] = []
     for request in (benchmark.get("requests") or {}).get("successful") or []:
         start, end = _request_times(request)
-        sample = {
+        sample: RequestSample = {
             "ttft_ms": request.get("time_to_first_token_ms"),
             "itl_ms": request.get("inter_token_latency_ms"),
             "tpot_ms": request.get("time_per_output_token_ms"),
@@ -150,8 +151,9 @@ def request_samples(benchmark: dict[str, Any], sessions: bool = False) -> list[d
         if trace_time is not None:  # a replayed trace: which of its requests this was
             sample["trace_time"], sample["clock_start"] = trace_time, clock_start
         out.append(sample)
-    if all(s["start_time"] is not None for s in out):
-        out.sort(key=lambda s: s["start_time"])
+    starts = [s.get("start_time") for s in out]
+    if all(start is not None for start in starts):
+        out.sort(key=lambda s: s.get("start_time") or 0.0)
     return out
 
 

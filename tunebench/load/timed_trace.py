@@ -40,6 +40,7 @@ from tunebench.load.trace import fit_lengths
 from tunebench.load.trace_formats import FittedRequest, FittedSlice, TraceRequest
 from tunebench.load.trace_prompts import reuse_tokens
 from tunebench.load.vllm_bench_report import in_start_order, indexed_samples
+from tunebench.points.cells import RequestSample
 from tunebench.points.trace import arrival_fidelity
 from tunebench.store.files import write_atomic
 
@@ -216,7 +217,7 @@ def replay_clock(data: dict[str, Any]) -> float | None:
 
 def replay_evidence(
     workload: TimedTraceWorkload, data: dict[str, Any]
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[RequestSample]]:
     """A replay point's trace columns and samples from vLLM's result: request i of vLLM's
     lists is request i of the dataset file; each one sent is timed against its due time,
     each one answered carries the lengths asked of it (points/trace.py judges them)."""
@@ -233,7 +234,7 @@ def replay_evidence(
         for index, sent in enumerate(data["start_times"]):
             if sent is not None:
                 lags.append(float(sent) - (clock + workload.due_s(index)))
-    samples = []
+    samples: list[RequestSample] = []
     for index, sample in indexed_samples(data):
         request = workload.fitted.requests[index]
         if clock is not None and offset is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tunebench.points.cells import RequestSample
+
 # Keys `vllm bench serve --metadata KEY=VALUE` adds to its result: which configuration and
 # repeat a point belongs to (tunebench export writes them, tunebench import reads them).
 LABEL_KEY = "tunebench_config_label"
@@ -86,7 +88,7 @@ def client_columns(data: dict) -> dict[str, Any]:
     return row
 
 
-def indexed_samples(data: dict) -> list[tuple[int, dict[str, Any]]]:
+def indexed_samples(data: dict) -> list[tuple[int, RequestSample]]:
     """(position in vLLM's lists, sample) of each successful request (a failed request has
     ttft 0), in the order vLLM sent them to its request functions: the order of its dataset,
     which a replay's workload is matched against."""
@@ -95,7 +97,7 @@ def indexed_samples(data: dict) -> list[tuple[int, dict[str, Any]]]:
     outs, ins = data.get("output_lens") or [], data.get("input_lens") or []
     starts = data.get("start_times") or []
     offset = data.get("epoch_offset")
-    samples = []
+    samples: list[tuple[int, RequestSample]] = []
     for i, ttft in enumerate(ttfts):
         if not ttft:
             continue
@@ -105,7 +107,7 @@ def indexed_samples(data: dict) -> list[tuple[int, dict[str, Any]]]:
         start = None
         if offset is not None and i < len(starts) and starts[i] is not None:
             start = float(starts[i]) + float(offset)
-        sample = {
+        sample: RequestSample = {
             "ttft_ms": ttft * 1000,
             "itl_ms": 1000 * sum(gaps) / len(gaps) if gaps else None,
             "tpot_ms": (
@@ -123,14 +125,14 @@ def indexed_samples(data: dict) -> list[tuple[int, dict[str, Any]]]:
     return samples
 
 
-def in_start_order(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def in_start_order(samples: list[RequestSample]) -> list[RequestSample]:
     """The samples in order of their start, when every start is known."""
     if samples and all(s["start_time"] is not None for s in samples):
-        return sorted(samples, key=lambda s: s["start_time"])
+        return sorted(samples, key=lambda s: s.get("start_time") or 0.0)
     return samples
 
 
-def request_samples(data: dict) -> list[dict[str, Any]]:
+def request_samples(data: dict) -> list[RequestSample]:
     """Per-request samples of the successful requests, in order of their start when start
     times are known."""
     return in_start_order([sample for _, sample in indexed_samples(data)])

@@ -15,7 +15,7 @@ each TypedDict here to its tuple there (tests/unit/test_point_cells.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
@@ -362,3 +362,54 @@ def _stored_value(value: object, text: bool) -> Cell:
         return float(written)
     except ValueError:
         raise CellError(f"not a number: {written!r}") from None
+
+
+class RequestSample(TypedDict, total=False):
+    """One successful request of a point, as its load driver measured it (a row of
+    requests/<config>.csv once stored: points/columns.py REQUEST_COLUMNS, with the point and
+    repeat the store adds)."""
+
+    ttft_ms: float | None
+    itl_ms: float | None
+    tpot_ms: float | None
+    e2e_s: float | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+    start_time: float | None
+    end_time: float | None
+    # a replayed trace: when it was due, the lengths asked for, the prefix it shares
+    scheduled_time: float | None
+    trace_prompt_tokens: int | None
+    trace_output_tokens: int | None
+    reuse_tokens: int | None
+    # a multi-turn session: which one, which turn (from 1), the prompt tokens found cached
+    session: str | None
+    turn: int | None
+    cached_tokens: int | None
+    # GuideLLM's replay: the trace time and clock a request carried, read and dropped by
+    # the driver (load/guidellm_data.py) before the point is stored
+    trace_time: float | None
+    clock_start: float | None
+
+
+#: A request as the rules that also judge stored runs read it: a driver's `RequestSample`,
+#: or a row of requests/<config>.csv read back (its cells are text there).
+SampleView = Mapping[str, Any]
+
+
+_SAMPLE_KEYS = frozenset(RequestSample.__annotations__)
+
+
+def request_samples(raw: Iterable[Mapping[str, object]], source: str) -> list[RequestSample]:
+    """Requests drawn or read elsewhere (a recorded run's), as typed samples: every key
+    must be a request column and every value a cell, as `client_cells` checks the columns."""
+    out: list[RequestSample] = []
+    for sample in raw:
+        unknown = sorted(set(sample) - _SAMPLE_KEYS)
+        if unknown:
+            raise CellError(f"{source}: not a request column: {', '.join(unknown)}")
+        for key, value in sample.items():
+            if value is not None and not isinstance(value, (str, int, float)):
+                raise CellError(f"{source}: {key} is {type(value).__name__}, not a cell")
+        out.append(cast(RequestSample, dict(sample)))  # checked above
+    return out

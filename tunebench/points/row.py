@@ -8,14 +8,21 @@ the same rules, and returns the typed row the store keeps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tunebench.numbers import to_float
 from tunebench.points import client_limit, prefix, slo, tokens, trace
 from tunebench.points import samples as samples_rule
-from tunebench.points.cells import ClientCells, PointCells, PointRow, RowView, ServerCells
+from tunebench.points.cells import (
+    ClientCells,
+    PointCells,
+    PointRow,
+    RowView,
+    SampleView,
+    ServerCells,
+)
 from tunebench.points.cost import cost_columns
 from tunebench.points.energy import EnergyReading, energy_columns
 from tunebench.points.machine import MachineReading, machine_columns
@@ -60,7 +67,7 @@ def build_row(
     point: PointId,
     varied: Mapping[str, object],
     client: ClientCells,
-    samples: list[dict[str, Any]],
+    samples: Sequence[SampleView],
     server: ServerCells,
     *,
     turns: Mapping[str, float | int | None] | None = None,

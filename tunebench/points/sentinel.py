@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from tunebench.points.cells import SampleView
 from tunebench.points.records import SentinelRecord
 from tunebench.points.steadiness import (
     LEAST_CHANGE,
@@ -68,7 +69,7 @@ class SentinelVerdict:
         return record
 
 
-def _levels(samples: list[dict[str, Any]]) -> list[float] | str:
+def _levels(samples: Sequence[SampleView]) -> list[float] | str:
     series = per_token_series(samples)
     bins = min(BINS, len(series) // LEAST_PER_BIN)
     if bins < LEAST_BINS:
@@ -77,8 +78,8 @@ def _levels(samples: list[dict[str, Any]]) -> list[float] | str:
 
 
 def sentinel_verdict(
-    first: list[dict[str, Any]],
-    sentinel: list[dict[str, Any]],
+    first: Sequence[SampleView],
+    sentinel: Sequence[SampleView],
     threshold_z: float = THRESHOLD_Z,
     least_change: float = LEAST_CHANGE,
 ) -> SentinelVerdict | str:

@@ -22,20 +22,21 @@ or why there is none; a point without sessions is never passed on them.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from tunebench.numbers import to_float
-from tunebench.points.cells import RowView, SessionCells
+from tunebench.points.cells import RowView, SampleView, SessionCells
 from tunebench.points.trace import percentile
 
 
-def is_sessions(samples: list[dict[str, Any]]) -> bool:
+def is_sessions(samples: Sequence[SampleView]) -> bool:
     return any("turn" in s for s in samples)
 
 
-def turn_columns(samples: list[dict[str, Any]]) -> dict[str, float | int | None]:
+def turn_columns(samples: Sequence[SampleView]) -> dict[str, float | int | None]:
     """`turn<k>_*` columns for every turn with a measured request."""
-    by_turn: dict[int, list[dict[str, Any]]] = {}
+    by_turn: dict[int, list[SampleView]] = {}
     for sample in samples:
         turn = to_float(sample.get("turn"))
         if turn is not None:
@@ -63,7 +64,7 @@ def turn_columns(samples: list[dict[str, Any]]) -> dict[str, float | int | None]
     return out
 
 
-def _sessions(samples: list[dict[str, Any]], turns: int | None) -> tuple[int, list[float]]:
+def _sessions(samples: Sequence[SampleView], turns: int | None) -> tuple[int, list[float]]:
     """Sessions seen, and the first start to last answer (s) of each complete one."""
     spans: dict[Any, list[tuple[float, float]]] = {}
     counts: dict[Any, set[int]] = {}
@@ -83,7 +84,7 @@ def _sessions(samples: list[dict[str, Any]], turns: int | None) -> tuple[int, li
     return len(counts), durations
 
 
-def session_columns(samples: list[dict[str, Any]], turns: int | None) -> SessionCells:
+def session_columns(samples: Sequence[SampleView], turns: int | None) -> SessionCells:
     """Per-session figures of a point; `turns`: the turns each session asks for."""
     seen, durations = _sessions(samples, turns)
     return {
@@ -99,13 +100,13 @@ def session_columns(samples: list[dict[str, Any]], turns: int | None) -> Session
 NO_SESSIONS = "not checked: no sessions in this point"
 
 
-def has_sessions(row: RowView, samples: list[dict[str, Any]]) -> bool:
+def has_sessions(row: RowView, samples: Sequence[SampleView]) -> bool:
     """Did this point run sessions? Its samples say so, or (a stored row judged again
     without its samples) its session columns do."""
     return is_sessions(samples) or bool(to_float(row.get("session_turns")))
 
 
-def session_e2e(row: RowView, samples: list[dict[str, Any]], q: float) -> tuple[float | None, str]:
+def session_e2e(row: RowView, samples: Sequence[SampleView], q: float) -> tuple[float | None, str]:
     """The q-quantile of complete sessions' wall time (s), or None and why."""
     if not has_sessions(row, samples):
         return None, NO_SESSIONS
@@ -125,7 +126,7 @@ def session_e2e(row: RowView, samples: list[dict[str, Any]], q: float) -> tuple[
 
 
 def turn_ttft(
-    row: RowView, samples: list[dict[str, Any]], q: float
+    row: RowView, samples: Sequence[SampleView], q: float
 ) -> tuple[float | None, int | None, str]:
     """The worst turn's q-quantile TTFT (ms) and that turn, or None and why."""
     if not has_sessions(row, samples):

@@ -19,13 +19,14 @@ it; `turn_ttft_ms` does, as a limit on each request's TTFT.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tunebench.points import sessions
-from tunebench.points.cells import RowView, SloCells
+from tunebench.points.cells import RowView, SampleView, SloCells
 
 # SLO metric -> (points.csv column prefix, unit suffix, per-request sample column)
 SLO_METRICS = {
@@ -59,7 +60,7 @@ def thresholds_of(slo: dict[str, Any] | None) -> list[Threshold]:
     return out
 
 
-def _point_value(row: RowView, samples: list[dict[str, Any]], threshold: Threshold) -> float | None:
+def _point_value(row: RowView, samples: Sequence[SampleView], threshold: Threshold) -> float | None:
     prefix, unit, sample = SLO_METRICS[threshold.metric]
     column = f"{prefix}_p{threshold.percentile}_{unit}"
     value = row.get(column)
@@ -89,7 +90,7 @@ def slo_from_items(items: list[str]) -> dict[str, dict[str, float]]:
     return slo
 
 
-def evaluate(row: RowView, samples: list[dict[str, Any]], slo: dict[str, Any] | None) -> SloCells:
+def evaluate(row: RowView, samples: Sequence[SampleView], slo: dict[str, Any] | None) -> SloCells:
     """SLO columns for one point; all None when the sweep sets no SLO."""
     thresholds = thresholds_of(slo)
     max_error_rate = (slo or {}).get("max_error_rate")
@@ -145,7 +146,7 @@ def evaluate(row: RowView, samples: list[dict[str, Any]], slo: dict[str, Any] | 
 
 
 def _measured(
-    row: RowView, samples: list[dict[str, Any]], threshold: Threshold
+    row: RowView, samples: Sequence[SampleView], threshold: Threshold
 ) -> tuple[float | None, str, str]:
     """(value, why there is none, where it was found) of one threshold at a point."""
     q = threshold.percentile / 100

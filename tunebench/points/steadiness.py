@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 from tunebench.numbers import to_float
+from tunebench.points.cells import SampleView
 
 #: Bins a window is cut into (fewer when it holds fewer requests).
 MAX_BINS = 16
@@ -80,7 +82,7 @@ class Steadiness:
         )
 
 
-def _per_token_ms(sample: dict[str, Any]) -> float | None:
+def _per_token_ms(sample: SampleView) -> float | None:
     """Time per output token of one request: its inter-token latency, else its TPOT."""
     for key in ("itl_ms", "tpot_ms"):
         value = to_float(sample.get(key))
@@ -89,7 +91,7 @@ def _per_token_ms(sample: dict[str, Any]) -> float | None:
     return None
 
 
-def per_token_series(samples: Iterable[dict[str, Any]]) -> list[tuple[float, float]]:
+def per_token_series(samples: Iterable[SampleView]) -> list[tuple[float, float]]:
     """(middle time, log time per token) of every request that has both, in time order."""
     out = []
     for sample in samples:
@@ -147,7 +149,7 @@ def stretches(levels: list[float]) -> list[tuple[int, int, float, float]]:
 
 
 def steadiness(
-    samples: list[dict[str, Any]],
+    samples: Sequence[SampleView],
     window_start: float | None = None,
     threshold_z: float = THRESHOLD_Z,
     least_change: float = LEAST_CHANGE,

@@ -17,10 +17,10 @@ makes the point invalid:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from tunebench.numbers import to_float
-from tunebench.points.cells import PointCells
+from tunebench.points.cells import PointCells, SampleView
 
 TOLERANCE = 0.05  # tokenizers round-trip text; counts may differ by a few percent
 SHORT_SHARE = 0.05  # share of requests allowed below a fixed length (stop strings, EOS)
@@ -28,7 +28,7 @@ SHORT_SHARE = 0.05  # share of requests allowed below a fixed length (stop strin
 
 def reconcile(
     row: PointCells,
-    samples: list[dict[str, Any]],
+    samples: Sequence[SampleView],
     expected_output_tokens: int | None = None,
 ) -> list[str]:
     """Reasons the point's client and server counts disagree (empty: they agree)."""

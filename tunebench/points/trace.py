@@ -26,10 +26,10 @@ counts) is not taken as passed: the point is unverified and says what was not ch
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
 
 from tunebench.numbers import to_float
-from tunebench.points.cells import ArrivalLag, LengthFit, PointCells, RowView, TraceFit
+from tunebench.points.cells import ArrivalLag, LengthFit, PointCells, RowView, SampleView, TraceFit
 
 LATE_MS = 50.0
 LATE_SHARE = 0.05
@@ -60,7 +60,7 @@ def arrival_fidelity(lags_s: list[float]) -> ArrivalLag:
     }
 
 
-def length_fidelity(samples: list[dict[str, Any]]) -> LengthFit:
+def length_fidelity(samples: Sequence[SampleView]) -> LengthFit:
     """Server-counted lengths of the successful requests against the lengths asked for."""
     pairs: list[tuple[float, float, float, float]] = []
     for sample in samples:
@@ -102,7 +102,7 @@ def predicted_hits(reuse_tokens: int, prompt_tokens: int, block_size: int) -> in
     return block_size * (max(usable, 0) // block_size)
 
 
-def predicted_hit_rate(samples: list[dict[str, Any]], block_size: int | None) -> float | None:
+def predicted_hit_rate(samples: Sequence[SampleView], block_size: int | None) -> float | None:
     """Predicted prefix-cache hits over prompt tokens of a point's requests."""
     if not block_size:
         return None
@@ -117,11 +117,11 @@ def predicted_hit_rate(samples: list[dict[str, Any]], block_size: int | None) ->
     return round(hits / queries, 4) if queries else None
 
 
-def is_replay(samples: list[dict[str, Any]]) -> bool:
+def is_replay(samples: Sequence[SampleView]) -> bool:
     return any("trace_prompt_tokens" in s for s in samples)
 
 
-def trace_columns(samples: list[dict[str, Any]], block_size: int | None) -> TraceFit:
+def trace_columns(samples: Sequence[SampleView], block_size: int | None) -> TraceFit:
     """Length fidelity and the predicted prefix hit rate from a replayed point's samples."""
     out: TraceFit = {**length_fidelity(samples)}
     out["prefix_hit_rate_predicted"] = predicted_hit_rate(samples, block_size)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from tunebench.errors import LoadError, StoreError
-from tunebench.points.cells import stored_client_cells
+from tunebench.points.cells import request_samples, stored_client_cells
 from tunebench.recorded.deployment import RecordedDeployment
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult
@@ -76,7 +76,14 @@ class RecordedDriver:
             time.sleep(self.deployment.time_scale * duration)
         now = time.time()
         return ClientResult(
-            point, point.point_id, columns, now - duration, now, None, warnings, samples
+            point,
+            point.point_id,
+            columns,
+            now - duration,
+            now,
+            None,
+            warnings,
+            request_samples(samples, f"recorded {recorded.label}"),
         )
 
     @property

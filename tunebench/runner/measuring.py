@@ -15,7 +15,7 @@ from tunebench.machine.watch import MachineWatch
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import series_csv
 from tunebench.metrics.summary import summarize_window
-from tunebench.points.cells import PointRow
+from tunebench.points.cells import PointRow, RequestSample
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
 from tunebench.points.roofline import Roofline
@@ -68,7 +68,7 @@ class Measuring:
     effective: dict[str, Any] = field(default_factory=dict)
     unverified: list[str] = field(default_factory=list)  # args the server gave no read-back of
     sentinel: LoadPoint | None = None  # the first point again, after the last (points/sentinel)
-    first_samples: list[dict[str, Any]] | None = None  # the first point's, for the sentinel
+    first_samples: list[RequestSample] | None = None  # the first point's, for the sentinel
 
     def row(
         self,

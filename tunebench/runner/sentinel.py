@@ -4,8 +4,7 @@ machine did not hold its speed between the two."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from tunebench.points.cells import RequestSample
 from tunebench.points.machine import DRIFT_PREFIX
 from tunebench.points.records import SentinelRecord
 from tunebench.points.sentinel import sentinel_verdict
@@ -20,7 +19,7 @@ def judge_sentinel(
     config_id: str,
     repeat: int,
     first: str,
-    first_samples: list[dict[str, Any]] | None,
+    first_samples: list[RequestSample] | None,
     result: ClientResult,
 ) -> None:
     """`result` is the sentinel's window; `first` the point it repeats, `first_samples` that

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
-from tunebench.points.cells import ClientCells
+from tunebench.points.cells import ClientCells, RequestSample
 from tunebench.seams.deployment import ServerHandle
 from tunebench.spec.plan import LoadPoint
 
@@ -41,7 +41,7 @@ class ClientResult:
     end_time: float
     raw_report: Path | None = None
     warnings: list[str] = field(default_factory=list)
-    samples: list[dict[str, Any]] = field(default_factory=list)  # per successful request
+    samples: list[RequestSample] = field(default_factory=list)  # per successful request
     turns: dict[str, float | int | None] = field(default_factory=dict)  # a sessions point's
 
 

@@ -16,10 +16,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator, Mapping
+from typing import IO, Any, Iterator, Mapping, Sequence
 
 from tunebench.errors import PathError, StoreError
-from tunebench.points.cells import Cell, PointRow
+from tunebench.points.cells import Cell, PointRow, SampleView
 from tunebench.points.columns import REQUEST_COLUMNS, point_columns
 from tunebench.processes import stop_leftover_group
 from tunebench.redact import redact, redact_text
@@ -248,7 +248,7 @@ class RunStore:
         write_atomic(self.layout.points, csv_text(columns + extra, self.rows))
 
     def add_requests(
-        self, config_id: str, point_id: str, samples: list[dict[str, Any]], repeat: int = 1
+        self, config_id: str, point_id: str, samples: Sequence[SampleView], repeat: int = 1
     ) -> None:
         """Per-request samples of one point, in requests/<config>.csv (rewritten atomically)."""
         with self._writing:
