@@ -50,3 +50,16 @@ def test_sentinel_and_roofline_records_read_back_as_written() -> None:
     assert entry is not None
     assert entry.sentinel == sentinel and entry.sentinels == [sentinel]
     assert entry.roofline == roofline
+
+
+def test_a_tune_runs_study_and_trials_read_back_typed() -> None:
+    trial = {"trial": 0, "config_id": "t0", "state": "COMPLETE", "baseline": True}
+    trial.update(params={}, values=[2.5], note="")
+    data = {**BASE, "kind": "tune", "tune": {"objective": "capacity", "study": "study.db"}}
+    read = Manifest.from_data({**data, "trials": {"0": trial}}, Path("runs/r1/manifest.json"))
+    assert read.tune == {"objective": "capacity", "study": "study.db"}
+    assert read.trials == {"0": trial}
+    with pytest.raises(StoreError, match=r"manifest key trials.0.values"):
+        Manifest.from_data(
+            {**data, "trials": {"0": {**trial, "values": "fast"}}}, Path("runs/r1/manifest.json")
+        )

@@ -108,3 +108,27 @@ class ParallelRecord(TypedDict, total=False):
 
     configurations: int
     note: str
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class TuneRecord(TypedDict, total=False):
+    """A tune run's study (tune/session.py): its objective, where the study lives (a
+    database URL with its password masked, or study.db in the run) and this worker."""
+
+    objective: str
+    study: str
+    study_name: str
+    worker: str
+
+
+@with_config(_KEEP_UNKNOWN_KEYS)
+class TrialRecord(TypedDict, total=False):
+    """One trial of a tune run as it ended (tune/results.py `trial_row`)."""
+
+    trial: int
+    config_id: str | None
+    state: str  # Optuna's: COMPLETE, FAIL, PRUNED, RUNNING, WAITING
+    baseline: bool
+    params: dict[str, Any]  # the engine args it tried, as the spec names them
+    values: list[float] | None
+    note: str | None

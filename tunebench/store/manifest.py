@@ -32,6 +32,8 @@ from tunebench.points.records import (
     QualityRecord,
     RooflineRecord,
     SentinelRecord,
+    TrialRecord,
+    TuneRecord,
 )
 from tunebench.redact import MASK, redact
 from tunebench.spec.deployments import current_kind
@@ -156,8 +158,8 @@ class Manifest(_Open):
     merged_from: list[str] | None = None
     hosts_differ: bool | None = None
     # a tune run: its objective, study and workers; every trial's row as it ends
-    tune: dict[str, Any] | None = None
-    trials: dict[str, Any] | None = None
+    tune: TuneRecord | None = None
+    trials: dict[str, TrialRecord] | None = None  # by trial number
     # a batch run: its records and shards
     records: int | None = None
     shards: int | None = None

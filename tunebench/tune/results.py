@@ -11,6 +11,7 @@ from typing import Any
 import optuna
 import yaml
 
+from tunebench.points.records import TrialRecord
 from tunebench.redact import redact, redact_text
 from tunebench.spec.kserve_chart import chart_args
 from tunebench.spec.plan import engine_arg_list
@@ -30,7 +31,7 @@ def _deployed_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     ]
 
 
-def trial_row(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+def trial_row(trial: optuna.trial.FrozenTrial) -> TrialRecord:
     attrs = trial.user_attrs
     return {
         "trial": trial.number,
