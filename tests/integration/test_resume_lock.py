@@ -7,10 +7,8 @@ import csv
 import json
 from pathlib import Path
 
-from tests.conftest import FIXTURES, REPO, run_cli
+from tests.conftest import FIXTURES, run_cli
 from tunebench.store.run import RunStore, read_points
-
-SPEC = REPO / "tests" / "specs" / "resume-recorded.yaml"
 
 
 def make_spec(tmp_path: Path) -> Path:

@@ -22,7 +22,7 @@ from tunebench.points.capacity import (
     probe_seconds,
 )
 from tunebench.points.slo import evaluate, highest_quantile
-from tunebench.recorded.model import RecordedConfig, RecordedRun
+from tunebench.recorded.model import RecordedConfig
 from tunebench.recorded.noisy import GridCosts, RecordedGrid, RecordedStart
 from tunebench.spec.plan import DEFAULT_NOISE, ServerConfig
 from tunebench.tune.study import TrialOutcome
@@ -61,50 +61,6 @@ def search_capacity(
             rate, trust.flag(row["slo_met"]), trust.is_client_limited(row), row["slo_ratio"]
         )
     return search
-
-
-@dataclass
-class RecordedCapacityEvaluator:
-    """TrialEvaluator: a trial's capacity from the recording, warm-started like the runner."""
-
-    recorded: RecordedRun
-    slo: dict
-    kind: str = "poisson"
-    start_rate: float = 1.0
-    tolerance: float = 0.05
-    max_probes: int = 12
-
-    def __post_init__(self) -> None:
-        self.hint: float | None = None
-        self.probes = 0  # load points run, over all trials
-
-    def evaluate(self, config: ServerConfig) -> TrialOutcome:
-        recorded = self.recorded.find(config.args)
-        if recorded is None:
-            return TrialOutcome(None, "recorded: these args were not recorded")
-        if recorded.status != "complete":
-            return TrialOutcome(
-                None,
-                f"recorded: {recorded.error or 'failed when recorded'}",
-                effective=recorded.effective,
-            )
-        search = search_capacity(
-            recorded,
-            self.slo,
-            self.hint or self.start_rate,
-            self.hint is not None,
-            self.kind,
-            self.tolerance,
-            self.max_probes,
-        )
-        self.probes += len(search.probes)
-        if search.capacity:
-            self.hint = search.capacity
-        return TrialOutcome(
-            [float(search.capacity or 0.0)],
-            attrs={"probes": len(search.probes)},
-            effective=recorded.effective,
-        )
 
 
 @dataclass(frozen=True)
