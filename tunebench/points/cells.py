@@ -313,17 +313,24 @@ def client_cells(raw: Mapping[str, object], source: str) -> ClientCells:
     The reports are JSON whose shape the tools own; this is the one place their numbers
     become typed cells, so a new column a driver writes without declaring it fails here
     (naming `source`) instead of reaching points.csv unnoticed."""
-    unknown = sorted(set(raw) - _CLIENT_KEYS)
+    # checked: declared keys, cell values (a TypedDict cannot be built from a loop)
+    return cast(ClientCells, _checked(raw, _CLIENT_KEYS, "client column", source))
+
+
+def _checked(
+    raw: Mapping[str, object], declared: frozenset[str], what: str, source: str
+) -> dict[str, Cell]:
+    """`raw` with every key declared and every value a cell, or CellError naming `source`."""
+    unknown = sorted(set(raw) - declared)
     if unknown:
-        raise CellError(f"{source}: not a client column: {', '.join(unknown)}")
+        raise CellError(f"{source}: not a {what}: {', '.join(unknown)}")
     cells: dict[str, Cell] = {}
     for key, value in raw.items():
         if value is not None and not isinstance(value, (str, int, float)):
             raise CellError(f"{source}: {key} is {type(value).__name__}, not a cell")
         # a statistic the report could not give (NaN) is no number: the rules read None
         cells[key] = None if isinstance(value, float) and math.isnan(value) else value
-    # checked above: declared keys, cell values (a TypedDict cannot be built from a loop)
-    return cast(ClientCells, cells)
+    return cells
 
 
 def declared_type(annotation: object) -> str:
@@ -403,13 +410,7 @@ _SAMPLE_KEYS = frozenset(RequestSample.__annotations__)
 def request_samples(raw: Iterable[Mapping[str, object]], source: str) -> list[RequestSample]:
     """Requests drawn or read elsewhere (a recorded run's), as typed samples: every key
     must be a request column and every value a cell, as `client_cells` checks the columns."""
-    out: list[RequestSample] = []
-    for sample in raw:
-        unknown = sorted(set(sample) - _SAMPLE_KEYS)
-        if unknown:
-            raise CellError(f"{source}: not a request column: {', '.join(unknown)}")
-        for key, value in sample.items():
-            if value is not None and not isinstance(value, (str, int, float)):
-                raise CellError(f"{source}: {key} is {type(value).__name__}, not a cell")
-        out.append(cast(RequestSample, dict(sample)))  # checked above
-    return out
+    return [
+        cast(RequestSample, _checked(sample, _SAMPLE_KEYS, "request column", source))
+        for sample in raw
+    ]
