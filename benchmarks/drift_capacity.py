@@ -11,8 +11,9 @@ a probe was flagged `machine speed changed`. Each sweep here runs `--configs`
 configurations of the built-in tiny model (server on CPU 0, GuideLLM on CPU 1, as
 drift_detection.py; max-num-seqs 16, 17, ..., above what the load keeps running, so they
 run alike): a 5-s warm-up, then one `kind: capacity` point of short poisson probes (64/128
-tokens, SLO TTFT p90 <= 40 ms, from 4 req/s, at most 10 req/s and 5 probes: about a minute
-of probes on a 2-core machine; later configurations start from the last capacity). The
+tokens, SLO TTFT p90 <= 40 ms, from 4 req/s, at most 10 req/s and 5 probes: 76 s of probes
+untouched on a 2-core VM; a search whose probes keep missing goes down in rate and its
+windows grow, up to 80 s each; later configurations start from the last capacity). The
 first configuration runs untouched; into each later one a throttle of its server
 (tunebench/testing/throttle.py: a cgroup CPU quota of 1 - slowdown where writable, else or
 with `--method sigstop` a SIGSTOP duty cycle no counter shows) is planted `--offset` s
@@ -54,7 +55,8 @@ from drift_detection import spec as detection_spec  # noqa: E402
 # the first requests after a start pay for CPU kernels compiled on first use: not in a probe
 WARMUP = {"kind": "concurrent", "streams": 2, "max_seconds": 5}
 # Probe windows are max(8 s, 1.25 x 36 / rate s) (points/capacity.py probe_seconds): 12 s at
-# 4 req/s, 8 s from 5.6 req/s on; five probes and GuideLLM's pauses make about a minute.
+# 4 req/s, 8 s from 5.6 req/s on, 23 s at 2 req/s, at most 80 s (10 x max_seconds); five
+# probes and GuideLLM's pauses between them (6-15 s) made 76 s untouched on a 2-core VM.
 SEARCH = {
     "kind": "capacity",
     "arrival": "poisson",
