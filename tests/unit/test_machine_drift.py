@@ -69,7 +69,7 @@ def test_an_unsteady_window_is_drift_saying_where_and_how_much():
     cells, drift = machine_columns(moved, QUIET)
     assert drift == (
         f"{DRIFT_PREFIX}: its requests ran 43% slower inside t=8-16 s of the window "
-        "(9.0 noise units, 120 requests in 16 bins)"
+        "(9.0 noise units, 120 requests after the first wave, in 16 bins)"
     )
     assert (cells["window_change_pct"], cells["window_change_from_s"]) == (43.0, 8.0)
     assert "; " not in drift  # one reason among a point's "; "-separated reasons
@@ -141,7 +141,7 @@ def test_a_point_whose_requests_slowed_is_unverified_but_valid():
     assert isinstance(found, Steadiness)
     assert [r for r in reasons if is_drift(r)] == [
         f"{DRIFT_PREFIX}: its requests ran 50% slower inside t=13-20 s of the window "
-        f"({found.z:.1f} noise units, 120 requests in 16 bins)"
+        f"({found.z:.1f} noise units, 119 requests after the first wave, in 16 bins)"
     ]
     steady = _row(_requests(slow_from=None), QUIET)
     assert not any(is_drift(r) for r in steady["unverified_reason"].split("; "))
@@ -362,6 +362,26 @@ def test_a_capacity_search_whose_probe_the_machine_moved_under_says_so():
     from tunebench.report.text import describe_capacity
 
     assert "machine drifted during the search" in describe_capacity(summary)
+
+
+def test_only_the_search_s_own_probes_count_and_a_resumed_search_keeps_their_drift():
+    """A flagged point of the configuration that is not a probe (a warm-up before the
+    search) says nothing of the search's probes; a probe stored by an earlier attempt does."""
+    from tunebench.runner.probing import CapacityProbing
+    from tunebench.spec.plan import LoadPoint, SearchSettings
+
+    point = LoadPoint("capacity", "capacity", None, 5.0, None, None, search=SearchSettings())
+    moved = {"valid": True, "slo_met": True, "unverified_reason": f"{DRIFT_PREFIX}: x"}
+    probing = CapacityProbing(point, None, {"ttft_ms": {"p95": 500}})
+    probing.observe("concurrent-2", moved)  # type: ignore[arg-type]
+    (probe,) = probing.next_points()
+    probing.observe(probe.point_id, {"valid": True, "slo_met": True, "target": probe.target})
+    assert probing.summary()["drift"] is None
+    resumed = CapacityProbing(point, None, {"ttft_ms": {"p95": 500}})
+    resumed.seed([{**moved, "point_id": "capacity-1", "target": 1.0}])
+    assert resumed.summary()["drift"] == (
+        f"machine drifted during the search (1 of 1 probes; first: capacity-1: {DRIFT_PREFIX}: x)"
+    )
 
 
 def test_the_report_plots_the_machine_over_the_run_from_the_points():

@@ -7,7 +7,7 @@ from typing import Any
 from tunebench.numbers import to_float
 from tunebench.points import trust
 from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
-from tunebench.points.cells import PointCells
+from tunebench.points.cells import PointCells, RowView
 from tunebench.points.machine import is_drift
 from tunebench.points.records import CapacityRecord
 from tunebench.points.slo import highest_quantile
@@ -60,6 +60,7 @@ class CapacityProbing:
         """Probes an earlier attempt of this configuration stored (a resumed run)."""
         for row in rows:
             if str(row.get("point_id", "")).startswith("capacity-") and row.get("target"):
+                self._note_drift(str(row["point_id"]), row)
                 self.search.tell(
                     float(row["target"]),
                     trust.flag(row.get("slo_met")),
@@ -67,12 +68,17 @@ class CapacityProbing:
                     to_float(row.get("slo_ratio")),
                 )
 
-    def observe(self, point_id: str, row: PointCells) -> None:
+    def _note_drift(self, point_id: str, row: RowView) -> None:
         moved = [r for r in trust.unverified_reasons(row) if is_drift(r)]
         if moved:
             self.drifted.append(f"{point_id}: {moved[0]}")
+
+    def observe(self, point_id: str, row: PointCells) -> None:
+        """One measured point of the configuration; only the search's own probes count (a
+        configuration's other points, e.g. a warm-up before the search, are not probes)."""
         rate = self._pending.pop(point_id, None)
         if rate is not None:
+            self._note_drift(point_id, row)
             self.search.tell(
                 rate,
                 trust.flag(row.get("slo_met")),
