@@ -1,6 +1,6 @@
 """What watching the machine costs the demo sweep, and how often it flags an unplanted run.
 
-    python benchmarks/drift_overhead.py [--spec sweeps/cpu-demo.yaml] [--repeats 3]
+    python benchmarks/drift_overhead.py [--spec sweeps/cpu-demo.yaml] [--repeats 3] [--keep DIR]
 
 Runs the sweep as a user would (a fresh `tunebench sweep` process, timed from outside; a
 non-zero exit fails the benchmark) in alternated rounds of two variants:
@@ -114,6 +114,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, default=REPO / "sweeps/cpu-demo.yaml")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--keep", type=Path, help="keep the runs here (their requests, for a later look)"
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         sys.exit("--repeats: at least 1")
@@ -121,9 +124,10 @@ def main() -> None:
     # points flagged / points, per variant: the windows' own steadiness test runs in both
     flags: dict[str, list[int]] = {"off": [0, 0], "on": [0, 0]}
     with tempfile.TemporaryDirectory(prefix="drift-overhead-") as tmp:
-        root = Path(tmp)
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         for variant in walls:
-            (root / f"{variant}-spec").mkdir()
+            (root / f"{variant}-spec").mkdir(exist_ok=True)
         specs = {
             "off": _variant_spec(args.spec, OFF, root / "off-spec"),
             "on": _variant_spec(args.spec, None, root / "on-spec"),
