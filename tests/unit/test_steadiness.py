@@ -129,6 +129,25 @@ def test_a_window_whose_queue_grew_is_not_taken_for_the_machine():
     assert isinstance(tested, Steadiness) and not tested.steady  # the same ITL rise: flagged
 
 
+def test_prompts_that_grow_through_the_window_are_no_queue():
+    """A sessions point: later turns carry the history, so their prefill takes longer; the
+    wait per prompt token holds, and the window is tested."""
+    turns = [
+        {
+            "start_time": i * 0.1,
+            "end_time": i * 0.1 + 0.3,
+            "prompt_tokens": 64 * (1 + i // 25),  # four turns, each with the ones before
+            "ttft_ms": 10.0 * (1 + i // 25),
+            "itl_ms": 4.0 + 0.01 * (i % 5),
+        }
+        for i in range(100)
+    ]
+    verdict = steadiness(turns, 0.0)
+    assert isinstance(verdict, Steadiness) and verdict.steady, verdict
+    unknown = [{k: v for k, v in r.items() if k != "prompt_tokens"} for r in turns]
+    assert isinstance(steadiness(unknown, 0.0), str)  # lengths unknown: the wait alone grew
+
+
 def test_a_level_shift_is_found_where_it_happens_and_sized():
     rows = [
         {"start_time": float(i), "end_time": i + 0.5, "itl_ms": 2.0 * (1.5 if i >= 60 else 1.0)}

@@ -141,18 +141,22 @@ def after_first_wave(samples: Sequence[SampleView]) -> list[SampleView]:
 
 def queue_growth(samples: Sequence[SampleView]) -> float | None:
     """How much longer the window's last quarter of requests (by start) waited for their
-    first token than its first quarter: median over median; None with too few to tell."""
+    first token than its first quarter: median over median; None with too few to tell.
+    Where every request's prompt length is known the wait is per prompt token, so prompts
+    that grow through the window (a session's later turns carry its history) are no queue."""
     timed = []
     for sample in samples:
         start, ttft = to_float(sample.get("start_time")), to_float(sample.get("ttft_ms"))
         if start is not None and ttft is not None and ttft > 0:
-            timed.append((start, ttft))
+            timed.append((start, ttft, to_float(sample.get("prompt_tokens"))))
+    if timed and all(prompt for _, _, prompt in timed):
+        timed = [(start, ttft / prompt, prompt) for start, ttft, prompt in timed if prompt]
     quarter = len(timed) // 4
     if quarter < LEAST_PER_BIN:
         return None
     timed.sort()
-    first = statistics.median(t for _, t in timed[:quarter])
-    last = statistics.median(t for _, t in timed[-quarter:])
+    first = statistics.median(t for _, t, _ in timed[:quarter])
+    last = statistics.median(t for _, t, _ in timed[-quarter:])
     return last / first
 
 
