@@ -21,8 +21,8 @@ The window's first wave is left out of the test (not of the point's figures): th
 sent before any request of the window had finished. A closed-loop point starts every stream's
 prompt at once into a server that had nothing to do, and the load generator starts its
 workers in the same moment, so those requests decode in a state the rest of the window never
-returns to; on this machine's quiet demo runs they ran 20-60% slower than the rest, and a
-test that read them called the load's own start a change of the machine
+returns to; on this machine's quiet demo runs they decoded up to 2.5 times as slow as the
+window's median, and a test that read them called the load's own start a change of the machine
 (benchmarks/drift_overhead.py). A machine that slows down stays slow past its first wave.
 
 A window whose queue grew through it is not tested either: when the offered load outruns the
@@ -213,14 +213,16 @@ def steadiness(
 ) -> Steadiness | str:
     """The steadiness verdict on a window's requests after its first wave, or why none could
     be reached."""
-    growth = queue_growth(samples)
+    settled = after_first_wave(samples)
+    # a closed loop's first wave queues up from nothing: its waits are no growth either
+    growth = queue_growth(settled)
     if growth is not None and growth >= QUEUE_GROWTH:
         return (
             f"steadiness not tested: the queue grew through the window (TTFT x{growth:.0f} "
             "from its first quarter of requests to its last): the load outran the server, "
             "whose time per token rises as its batch fills"
         )
-    series = per_token_series(after_first_wave(samples))
+    series = per_token_series(settled)
     bins = min(MAX_BINS, len(series) // LEAST_PER_BIN)
     if bins < LEAST_BINS:
         return (
