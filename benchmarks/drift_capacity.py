@@ -1,6 +1,6 @@
 """Does tunebench say so when the machine slows down during a capacity search? Planted throttles.
 
-    python benchmarks/drift_capacity.py [--slowdowns 0.3 0.5] [--configs 3] [--offset 25]
+    python benchmarks/drift_capacity.py [--slowdowns 0.3 0.5] [--configs 3] [--offset 12]
         [--throttle 30] [--method auto|sigstop] [--repeats 1] [--output /tmp/drift-capacity]
 
 A capacity search reads one probe after another off the same server: a machine that slows
@@ -17,8 +17,10 @@ windows grow, up to 80 s each; later configurations start from the last capacity
 first configuration runs untouched; into each later one a throttle of its server
 (tunebench/testing/throttle.py: a cgroup CPU quota of 1 - slowdown where writable, else or
 with `--method sigstop` a SIGSTOP duty cycle no counter shows) is planted `--offset` s
-after its server is ready (about 15 s into the search, after the warm-up) for `--throttle`
-s, ended early when the search ends: the probes in the middle of the search run slower.
+after its server is ready (by then the 5-s warm-up is over and the search under way: a
+later configuration starts from the last capacity, and a search that meets its SLO there at
+`max_rate` ends after one 8-s probe, so a plant 25 s after the start missed such searches)
+for `--throttle` s, ended early when the search ends: the probes under it run slower.
 
 Per configuration it prints whether it was planted, the capacity found and its probes, the
 record's drift text, which probes were flagged and by which evidence (cgroup telemetry, the
@@ -247,7 +249,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--slowdowns", type=float, nargs="+", default=[0.3, 0.5])
     parser.add_argument("--configs", type=int, default=3)
-    parser.add_argument("--offset", type=float, default=25.0)
+    parser.add_argument("--offset", type=float, default=12.0)
     parser.add_argument("--throttle", type=float, default=30.0)
     parser.add_argument("--method", choices=["auto", "sigstop"], default="auto")
     parser.add_argument("--repeats", type=int, default=1)
