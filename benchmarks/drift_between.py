@@ -73,14 +73,17 @@ def _manifest(run: Path) -> dict:
 def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, tuple[float, float, str]]]:
     spec_path = out / f"between-{slowdown}.yaml"
     spec_path.write_text(yaml.safe_dump(spec(args.configs, args.window)))
-    runs = out / f"runs-{slowdown}-{time.time():.0f}"
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec_path), "-o", str(runs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    stamp = f"{time.time():.0f}"
+    runs = out / f"runs-{slowdown}-{stamp}"
+    # to a file, not a pipe nobody reads until the end: a long sweep would fill it and stall
+    log_path = out / f"sweep-{slowdown}-{stamp}.log"
+    with log_path.open("w") as log:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec_path), "-o", str(runs)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     planted: dict[str, tuple[float, float, str]] = {}
     run = None
     try:
@@ -112,12 +115,13 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, tuple[f
                     flush=True,
                 )
             time.sleep(0.5)
-        output, _ = sweep.communicate()
+        sweep.wait()
     finally:
         if sweep.poll() is None:
             stop_session(sweep)
     if sweep.returncode != 0 or run is None:
-        print(output[-3000:])
+        print(f"sweep failed (exit {sweep.returncode}); its output ({log_path}) ends:")
+        print(log_path.read_text()[-3000:])
         raise SystemExit(1)
     return run, planted
 
