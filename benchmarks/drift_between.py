@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from tunebench.testing.throttle import Throttle  # noqa: E402
 sys.path.insert(0, str(REPO / "benchmarks"))
 from drift_detection import point_rows  # noqa: E402
 from drift_detection import spec as detection_spec  # noqa: E402
+from sweep_process import fail, start_sweep  # noqa: E402
 
 EVIDENCE = {
     "telemetry": "throttled by its CPU quota",
@@ -75,15 +75,8 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, tuple[f
     spec_path.write_text(yaml.safe_dump(spec(args.configs, args.window)))
     stamp = f"{time.time():.0f}"
     runs = out / f"runs-{slowdown}-{stamp}"
-    # to a file, not a pipe nobody reads until the end: a long sweep would fill it and stall
     log_path = out / f"sweep-{slowdown}-{stamp}.log"
-    with log_path.open("w") as log:
-        sweep = subprocess.Popen(
-            [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec_path), "-o", str(runs)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    sweep = start_sweep(spec_path, runs, log_path)
     planted: dict[str, tuple[float, float, str]] = {}
     run = None
     try:
@@ -120,9 +113,7 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, tuple[f
         if sweep.poll() is None:
             stop_session(sweep)
     if sweep.returncode != 0 or run is None:
-        print(f"sweep failed (exit {sweep.returncode}); its output ({log_path}) ends:")
-        print(log_path.read_text()[-3000:])
-        raise SystemExit(1)
+        fail(sweep, log_path)
     return run, planted
 
 

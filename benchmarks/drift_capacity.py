@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -53,6 +52,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from drift_between import EVIDENCE  # noqa: E402
 from drift_detection import point_rows  # noqa: E402
 from drift_detection import spec as detection_spec  # noqa: E402
+from sweep_process import fail, start_sweep  # noqa: E402
 
 # the first requests after a start pay for CPU kernels compiled on first use: not in a probe
 WARMUP = {"kind": "concurrent", "streams": 2, "max_seconds": 5}
@@ -123,13 +123,7 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, Plant]]
     spec_path.write_text(yaml.safe_dump(spec(args.configs)))
     runs = out / f"runs-{slowdown}-{stamp}"
     log_path = out / f"sweep-{slowdown}-{stamp}.log"
-    with log_path.open("w") as log:
-        sweep = subprocess.Popen(
-            [sys.executable, "-m", "tunebench.cli.main", "sweep", str(spec_path), "-o", str(runs)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    sweep = start_sweep(spec_path, runs, log_path)
     ready: dict[str, tuple[float, int]] = {}  # config -> (seen running at, its server's pgid)
     planted: dict[str, Plant] = {}
     run = None
@@ -166,9 +160,7 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, Plant]]
         if sweep.poll() is None:
             stop_session(sweep)
     if sweep.returncode != 0 or run is None:
-        print(f"sweep failed (exit {sweep.returncode}); its output ({log_path}) ends:")
-        print(log_path.read_text()[-3000:])
-        raise SystemExit(1)
+        fail(sweep, log_path)
     return run, planted
 
 

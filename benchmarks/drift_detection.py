@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,9 @@ sys.path.insert(0, str(REPO))
 from tunebench.environment import host_info  # noqa: E402
 from tunebench.processes import stop_session  # noqa: E402
 from tunebench.testing.throttle import Throttle  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from sweep_process import fail, start_sweep  # noqa: E402
 
 
 def spec(points: int, window: int) -> dict:
@@ -84,14 +86,10 @@ def _server_pgid(run: Path) -> int | None:
 def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
     spec_path = out / f"drift-{slowdown}.yaml"
     spec_path.write_text(yaml.safe_dump(spec(args.points, args.window)))
-    runs = out / f"runs-{slowdown}-{time.time():.0f}"
-    sweep = subprocess.Popen(
-        [str(REPO / ".venv/bin/tunebench"), "sweep", str(spec_path), "-o", str(runs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    stamp = f"{time.time():.0f}"
+    runs = out / f"runs-{slowdown}-{stamp}"
+    log_path = out / f"sweep-{slowdown}-{stamp}.log"
+    sweep = start_sweep(spec_path, runs, log_path)
     planted: dict[str, tuple[float, float, str]] = {}
     try:
         run = None
@@ -119,13 +117,12 @@ def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
                     flush=True,
                 )
             time.sleep(0.5)
-        output, _ = sweep.communicate()
+        sweep.wait()
     finally:
         if sweep.poll() is None:
             stop_session(sweep)
     if sweep.returncode != 0:
-        print(output[-3000:])
-        raise SystemExit(1)
+        fail(sweep, log_path)
     rows = point_rows(run) if run else []
     for index, row in enumerate(rows):
         row["planted"] = planted.get(str(index))
