@@ -92,7 +92,8 @@ def test_too_few_requests_is_said_not_guessed():
     few = [{"start_time": i, "end_time": i + 1, "itl_ms": 2.0} for i in range(10)]
     many = [{"start_time": i, "end_time": i + 1, "itl_ms": 2.0} for i in range(60)]
     assert sentinel_verdict(many, few) == (
-        "sentinel not compared: the sentinel has 10 requests with timings (24 needed)"
+        "sentinel not compared: the sentinel has 9 requests with timings after the first wave "
+        "(24 needed)"
     )
 
 

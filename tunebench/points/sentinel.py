@@ -3,11 +3,12 @@ last. Nothing about the load differs between the two, so a difference in the tim
 output token beyond their noise is the machine's: it did not hold its speed while the
 configuration was measured, and every point of it is unverified.
 
-The two windows are read as the steadiness test reads one (points/steadiness.py): bins of
-equal count, each bin's median log time per token, the noise from neighbouring bins of
-both windows. A change counts when it is beyond `THRESHOLD_Z` noise units and at least
-`LEAST_CHANGE` (the same 20%: windows of a steady spell of this machine differ by up to
-13-20%; tests/unit/test_sentinel.py grades the rule on pairs of recorded windows).
+The two windows are read as the steadiness test reads one (points/steadiness.py): their
+first waves left out (each window starts every stream at once), bins of equal count, each
+bin's median log time per token, the noise from neighbouring bins of both windows. A change
+counts when it is beyond `THRESHOLD_Z` noise units and at least `LEAST_CHANGE` (the same
+20%: windows of a steady spell of this machine differ by up to 13-20%;
+tests/unit/test_sentinel.py grades the rule on pairs of recorded windows).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tunebench.points.steadiness import (
     LEAST_CHANGE,
     LEAST_PER_BIN,
     THRESHOLD_Z,
+    after_first_wave,
     bin_levels,
     noise,
     per_token_series,
@@ -69,11 +71,18 @@ class SentinelVerdict:
         return record
 
 
+def _series(samples: Sequence[SampleView]) -> list[tuple[float, float]]:
+    return per_token_series(after_first_wave(samples))
+
+
 def _levels(samples: Sequence[SampleView]) -> list[float] | str:
-    series = per_token_series(samples)
+    series = _series(samples)
     bins = min(BINS, len(series) // LEAST_PER_BIN)
     if bins < LEAST_BINS:
-        return f"{len(series)} requests with timings ({LEAST_BINS * LEAST_PER_BIN} needed)"
+        return (
+            f"{len(series)} requests with timings after the first wave "
+            f"({LEAST_BINS * LEAST_PER_BIN} needed)"
+        )
     return [level for _, _, level in bin_levels(series, bins)]
 
 
@@ -98,8 +107,8 @@ def sentinel_verdict(
         held=not moved,
         change=round(change, 4),
         z=round(abs(z), 2),
-        first_requests=len(per_token_series(first)),
-        sentinel_requests=len(per_token_series(sentinel)),
+        first_requests=len(_series(first)),
+        sentinel_requests=len(_series(sentinel)),
         inconclusive=large and not moved,
     )
 

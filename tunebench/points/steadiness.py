@@ -144,19 +144,18 @@ def queue_growth(samples: Sequence[SampleView]) -> float | None:
     first token than its first quarter: median over median; None with too few to tell.
     Where every request's prompt length is known the wait is per prompt token, so prompts
     that grow through the window (a session's later turns carry its history) are no queue."""
-    timed = []
+    waits = []
     for sample in samples:
         start, ttft = to_float(sample.get("start_time")), to_float(sample.get("ttft_ms"))
         if start is not None and ttft is not None and ttft > 0:
-            timed.append((start, ttft, to_float(sample.get("prompt_tokens"))))
-    if timed and all(prompt for _, _, prompt in timed):
-        timed = [(start, ttft / prompt, prompt) for start, ttft, prompt in timed if prompt]
+            waits.append((start, ttft, to_float(sample.get("prompt_tokens")) or 0.0))
+    per_token = all(prompt > 0 for _, _, prompt in waits)
+    timed = sorted((start, ttft / prompt if per_token else ttft) for start, ttft, prompt in waits)
     quarter = len(timed) // 4
     if quarter < LEAST_PER_BIN:
         return None
-    timed.sort()
-    first = statistics.median(t for _, t, _ in timed[:quarter])
-    last = statistics.median(t for _, t, _ in timed[-quarter:])
+    first = statistics.median(t for _, t in timed[:quarter])
+    last = statistics.median(t for _, t in timed[-quarter:])
     return last / first
 
 
