@@ -25,6 +25,18 @@ returns to; on this machine's quiet demo runs they decoded up to 2.5 times as sl
 window's median, and a test that read them called the load's own start a change of the machine
 (benchmarks/drift_overhead.py). A machine that slows down stays slow past its first wave.
 
+Time per token is read at equal batch. A server's step takes longer the more sequences it
+decodes at once, so in an open-loop window (poisson, constant rate) near the knee a burst of
+arrivals that fills the batch for a second or two slows every token of it, on a machine that
+held its speed (on this machine: probes at 9-10 req/s whose stretch of a doubled batch ran
+26% slower). Each request's batch is read from the window itself (the mean number of the
+window's requests in flight while it decoded), each bin gets its median log batch beside its
+level, and the levels are taken at the window's mean batch with the slope of time per token
+on batch that neighbouring bins show (as the noise is: a level shift moves one neighbouring
+difference, not the median of them). A machine that slows down keeps its own change: the
+slope explains only what the batch did, and the rest stays. A closed loop runs one batch
+throughout (its streams), and nothing is adjusted.
+
 A window whose queue grew through it is not tested either: when the offered load outruns the
 server (a capacity search's probe above the knee), the batch fills through the window and
 every step decodes more sequences, so the time per token rises with the load on a machine
@@ -44,6 +56,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Iterable
+
+import numpy as np
 
 from tunebench.numbers import to_float
 from tunebench.points.cells import SampleView
@@ -70,6 +84,13 @@ LEAST_CHANGE = 0.20
 #: recordings 20-30% of 20-s windows hold a 2-4-s stretch 20% off the rest: real, but too
 #: short to move a figure.
 LEAST_IMPACT = 0.05
+#: Neighbouring bins whose median batch differs by at least this (log units: 10%) say how
+#: time per token follows the batch; fewer than `LEAST_SLOPE_PAIRS` such pairs: no slope.
+LEAST_BATCH_STEP = 1.0
+LEAST_SLOPE_PAIRS = 3
+#: The slope of log time per token on log batch lies in [0, 1]: a step never gets faster
+#: with more sequences, and costs at most in proportion to them.
+MAX_BATCH_SLOPE = 0.25
 #: A queue that grew through the window: its last quarter of requests waited this many times
 #: as long for their first token as its first quarter (median TTFT). Measured on this
 #: machine: 0.9-1.2 on the demo's windows (closed loops above max-num-seqs included, whose
@@ -92,13 +113,16 @@ class Steadiness:
     to_s: float
     requests: int
     bins: int
+    # log time per token per log batch the levels were adjusted by (0: not adjusted)
+    batch_slope: float = 0.0
 
     def describe(self) -> str:
         where = "inside" if self.change > 0 else "outside"
+        batch = ", at equal batch" if self.batch_slope > 0 else ""
         return (
             f"{abs(self.change):.0%} slower {where} t={self.from_s:.0f}-{self.to_s:.0f} s of "
             f"the window ({self.z:.1f} noise units, {self.requests} requests after the first wave, "
-            f"in {self.bins} bins)"
+            f"in {self.bins} bins{batch})"
         )
 
 
@@ -122,6 +146,71 @@ def per_token_series(samples: Iterable[SampleView]) -> list[tuple[float, float]]
         out.append(((start + end) / 2, math.log(per_token)))
     out.sort()
     return out
+
+
+def _span(sample: SampleView) -> tuple[float, float] | None:
+    start, end = to_float(sample.get("start_time")), to_float(sample.get("end_time"))
+    if start is None or end is None or end < start:
+        return None
+    return start, end
+
+
+def batch_series(
+    settled: Sequence[SampleView], everyone: Sequence[SampleView]
+) -> list[tuple[float, float, float]]:
+    """(middle time, log time per token, log mean batch) of every request of `settled` that
+    has them, in time order. A request's batch is the mean number of `everyone`'s requests
+    in flight (started, not finished) over its decode (from its first token to its end;
+    its whole span where the first token's time is unknown)."""
+    spans = [span for s in everyone if (span := _span(s)) is not None]
+    if not spans:
+        return []
+    times = np.array([t for span in spans for t in span])
+    steps = np.array([1.0, -1.0] * len(spans))
+    order = np.argsort(times, kind="stable")
+    times, count = times[order], np.cumsum(steps[order])
+    # the integral of the in-flight count up to each event
+    area = np.concatenate(([0.0], np.cumsum(count[:-1] * np.diff(times))))
+
+    def integral(t: float) -> float:
+        k = int(np.searchsorted(times, t, side="right")) - 1
+        return 0.0 if k < 0 else float(area[k] + count[k] * (t - times[k]))
+
+    def in_flight(t: float) -> float:
+        k = int(np.searchsorted(times, t, side="right")) - 1
+        return 0.0 if k < 0 else float(count[k])
+
+    out = []
+    for sample in settled:
+        per_token, span = _per_token_ms(sample), _span(sample)
+        if per_token is None or span is None:
+            continue
+        start, end = span
+        ttft = to_float(sample.get("ttft_ms"))
+        decode_from = start
+        if ttft is not None and 0 < ttft / 1000 < end - start:
+            decode_from = start + ttft / 1000
+        if end > decode_from:
+            batch = (integral(end) - integral(decode_from)) / (end - decode_from)
+        else:
+            batch = in_flight(decode_from)
+        out.append(((start + end) / 2, math.log(per_token), max(batch, 1.0)))
+    out.sort()
+    return out
+
+
+def batch_slope(levels: Sequence[float], batches: Sequence[float]) -> float:
+    """How log time per token follows log batch across the window, from neighbouring bins
+    whose batch moved: the median of their ratios, within [0, `MAX_BATCH_SLOPE`]; 0 when
+    too few neighbours moved to tell (a closed loop's steady batch)."""
+    ratios = [
+        (lb - la) / (bb - ba)
+        for la, lb, ba, bb in zip(levels, levels[1:], batches, batches[1:])
+        if abs(bb - ba) >= LEAST_BATCH_STEP
+    ]
+    if len(ratios) < LEAST_SLOPE_PAIRS:
+        return 0.0
+    return min(MAX_BATCH_SLOPE, max(0.0, statistics.median(ratios)))
 
 
 def after_first_wave(samples: Sequence[SampleView]) -> list[SampleView]:
@@ -221,7 +310,8 @@ def steadiness(
             "from its first quarter of requests to its last): the load outran the server, "
             "whose time per token rises as its batch fills"
         )
-    series = per_token_series(settled)
+    timed = batch_series(settled, samples)
+    series = [(middle, level) for middle, level, _ in timed]
     bins = min(MAX_BINS, len(series) // LEAST_PER_BIN)
     if bins < LEAST_BINS:
         return (
@@ -229,7 +319,12 @@ def steadiness(
             f"wave ({LEAST_BINS * LEAST_PER_BIN} needed)"
         )
     grouped = bin_levels(series, bins)
-    levels = [level for _, _, level in grouped]
+    batches = [level for _, _, level in bin_levels([(m, b) for m, _, b in timed], bins)]
+    raw = [level for _, _, level in grouped]
+    slope = batch_slope(raw, batches)
+    centre = statistics.fmean(batches)
+    # each bin's level at the window's mean batch
+    levels = [level - slope * (batch - centre) for level, batch in zip(raw, batches)]
     candidates = stretches(levels)
 
     def impact(stretch: tuple[int, int, float, float]) -> float:
@@ -261,4 +356,5 @@ def steadiness(
         to_s=max(0.0, grouped[b - 1][1] - origin),
         requests=len(series),
         bins=bins,
+        batch_slope=round(slope, 3),
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -161,8 +161,16 @@ def simulate(
     return serve(engine, poisson_arrivals(rate, count, seed), workload)
 
 
-def serve(engine: Engine, arrival: np.ndarray, workload: Workload = Workload()) -> Served:
-    """Play the engine over requests arriving at `arrival` (sorted seconds)."""
+def serve(
+    engine: Engine,
+    arrival: np.ndarray,
+    workload: Workload = Workload(),
+    slowdown: Callable[[float], float] | None = None,
+) -> Served:
+    """Play the engine over requests arriving at `arrival` (sorted seconds). `slowdown`, a
+    function of the simulated time, multiplies the step times (a machine that changes speed
+    under the server: 1.5 decodes 50% slower); a run of decode-only steps taken at once
+    keeps the factor of its first step."""
     n = len(arrival)
     prompt, output = workload.prompt_tokens, workload.output_tokens
     costs = engine.costs
@@ -215,6 +223,8 @@ def serve(engine: Engine, arrival: np.ndarray, workload: Workload = Workload()) 
             now = float(arrival[min(admitted, n - 1)])
             continue
         step = engine.step_seconds(tokens, seqs, blocks_used / blocks_total)
+        if slowdown is not None:
+            step *= slowdown(now)
         steps = 1
         if not chunks:
             # Decode-only: every following step is the same until a sequence finishes or
