@@ -2,6 +2,7 @@
 
     python benchmarks/drift_capacity.py [--slowdowns 0.3 0.5] [--configs 3] [--offset 12]
         [--throttle 30] [--method auto|sigstop] [--repeats 1] [--output /tmp/drift-capacity]
+        [--slo-ms 40]
 
 A capacity search reads one probe after another off the same server: a machine that slows
 down part way through makes the probes under it miss, and the capacity found is the slow
@@ -14,7 +15,8 @@ run alike): a 5-s warm-up, then one `kind: capacity` point of short poisson prob
 tokens, SLO TTFT p90 <= 40 ms, from 4 req/s, at most 10 req/s and 5 probes: 76 s of probes
 untouched on a 2-core VM; a search whose probes keep missing goes down in rate and its
 windows grow, up to 80 s each; later configurations start from the last capacity). The
-first configuration runs untouched; into each later one a throttle of its server
+first configuration runs untouched (every one with `--slowdowns 0`: an A/A sweep of
+`--configs` searches); into each later one a throttle of its server
 (tunebench/testing/throttle.py: a cgroup CPU quota of 1 - slowdown where writable, else or
 with `--method sigstop` a SIGSTOP duty cycle no counter shows) is planted `--offset` s
 after its server is ready (by then the 5-s warm-up is over and the search under way: a
@@ -72,7 +74,7 @@ SLO = {"ttft_ms": {"p90": 40}}
 DRIFTED = "machine drifted during the search"
 
 
-def spec(configs: int) -> dict:
+def spec(configs: int, slo_ms: float = SLO["ttft_ms"]["p90"]) -> dict:
     """drift_detection.py's server, client and machine, as `configs` configurations of one
     capacity search each. 128 output tokens keep more requests running than 32 do, so that
     TTFT climbs within the rates one core of GuideLLM drives."""
@@ -82,7 +84,7 @@ def spec(configs: int) -> dict:
     out["server"]["matrix"] = {"max-num-seqs": [16 + i for i in range(configs)]}
     out["load"]["data"]["output_tokens"] = 128
     out["load"]["profiles"] = [dict(WARMUP), dict(SEARCH)]
-    out["slo"] = SLO
+    out["slo"] = {"ttft_ms": {"p90": slo_ms}}
     return out
 
 
@@ -120,7 +122,7 @@ def _plant(
 def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, Plant]]:
     stamp = f"{time.time():.0f}"
     spec_path = out / f"capacity-{slowdown}.yaml"
-    spec_path.write_text(yaml.safe_dump(spec(args.configs)))
+    spec_path.write_text(yaml.safe_dump(spec(args.configs, args.slo_ms)))
     runs = out / f"runs-{slowdown}-{stamp}"
     log_path = out / f"sweep-{slowdown}-{stamp}.log"
     sweep = start_sweep(spec_path, runs, log_path)
@@ -141,6 +143,8 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[Path, dict[str, Plant]]
                     # "running" once its server is ready; the warm-up begins within seconds
                     ready[config_id] = (time.time(), int(pgid))
             for config_id, (since, pgid) in ready.items():
+                if not slowdown:  # an A/A sweep: every search untouched
+                    break
                 if config_id in planted or time.time() < since + args.offset:
                     continue
                 if _status(run, config_id) == "running":
@@ -178,6 +182,7 @@ def _ms(cell: str | None) -> str:
 
 def summarise(slowdown: float, run: Path, planted: dict[str, Plant], tally: dict) -> None:
     print(f"slowdown {slowdown:.0%} (time per token x{1 / (1 - slowdown):.2f}): {run}")
+    # an A/A sweep (slowdown 0) plants nothing: every search is untouched
     rows = point_rows(run)
     for config in _manifest(run).get("configs", []):
         config_id = config["config_id"]
@@ -246,11 +251,18 @@ def main() -> None:
     parser.add_argument("--method", choices=["auto", "sigstop"], default="auto")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--output", type=Path, default=Path("/tmp/drift-capacity"))
+    parser.add_argument(
+        "--slo-ms",
+        type=float,
+        default=SLO["ttft_ms"]["p90"],
+        help="the searches' SLO, TTFT p90 in ms (a tighter one puts the knee below their "
+        "max_rate of 10 req/s on a faster machine, so the probes meet it)",
+    )
     args = parser.parse_args()
     if args.configs < 2:
         parser.error("--configs: at least 2 (the first runs untouched)")
-    if not all(0 < s < 1 for s in args.slowdowns):
-        parser.error("--slowdowns: shares between 0 and 1")
+    if not all(0 <= s < 1 for s in args.slowdowns):
+        parser.error("--slowdowns: shares from 0 (nothing planted: an A/A sweep) to below 1")
     if args.offset < 0 or args.throttle <= 0 or args.repeats < 1:
         parser.error("--offset >= 0, --throttle > 0 and --repeats >= 1 are required")
     args.output.mkdir(parents=True, exist_ok=True)
