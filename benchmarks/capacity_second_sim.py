@@ -77,6 +77,7 @@ from tunebench.store.manifest import ConfigStatus, RunKind  # noqa: E402
 from tunebench.store.run import RunStore  # noqa: E402
 from tunebench.testing.batching_sim import (  # noqa: E402
     Engine,
+    StepCosts,
     Workload,
     poisson_arrivals,
     serve,
@@ -111,12 +112,13 @@ class Recording:
     speed_sd: float = 0.04
 
 
-def grid_engines() -> list[tuple[str, dict[str, int], Engine]]:
-    out = [("defaults", {}, Engine(DEFAULTS["max-num-seqs"], DEFAULTS["max-num-batched-tokens"]))]
+def grid_engines(costs: StepCosts = StepCosts()) -> list[tuple[str, dict[str, int], Engine]]:
+    defaults = Engine(DEFAULTS["max-num-seqs"], DEFAULTS["max-num-batched-tokens"], costs)
+    out = [("defaults", {}, defaults)]
     for seqs in SEQS:
         for tokens in TOKENS:
             args = {"max-num-seqs": seqs, "max-num-batched-tokens": tokens}
-            out.append((f"mns{seqs}-mnbt{tokens}", args, Engine(seqs, tokens)))
+            out.append((f"mns{seqs}-mnbt{tokens}", args, Engine(seqs, tokens, costs)))
     return out
 
 
@@ -160,9 +162,9 @@ def true_capacity(engine: Engine, count: int, seed: int = 0) -> tuple[float, lis
     return r0 + (SLO_MS - v0) / (v1 - v0) * (r1 - r0), curve
 
 
-def truths_cached(count: int) -> dict[str, dict[str, Any]]:
+def truths_cached(count: int, costs: StepCosts = StepCosts()) -> dict[str, dict[str, Any]]:
     """Every configuration's truth, computed once per simulator setting and request count."""
-    engines = grid_engines()
+    engines = grid_engines(costs)
     key = json.dumps(
         [count, SLO_MS, QUANTILE, [(label, asdict(e)) for label, _, e in engines]],
         sort_keys=True,
@@ -208,11 +210,15 @@ def record_window(
 
 
 def make_batching_grid(
-    root: Path, knees: dict[str, float], rec: Recording = Recording(), name: str = "batching"
+    root: Path,
+    knees: dict[str, float],
+    rec: Recording = Recording(),
+    name: str = "batching",
+    costs: StepCosts = StepCosts(),
 ) -> RunStore:
     """The grid as a recorded run (points.csv, requests/, repeats = server starts) whose
     windows sit around each configuration's truth `knees[label]`."""
-    engines = [e for e in grid_engines() if e[0] in knees]
+    engines = [e for e in grid_engines(costs) if e[0] in knees]
     store = RunStore.create(
         Path(root),
         RunKind.SWEEP,

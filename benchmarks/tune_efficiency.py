@@ -63,18 +63,25 @@ from tunebench.tune.study import Tuner  # noqa: E402
 
 #: The batching simulation's between-start speed spread (log sd): its recording's own.
 BATCHING_SPEED_SD = 0.04
+#: The batching simulation's grids: its own KV cache (4096 tokens: vLLM's defaults run into it
+#: and still come within 2% of the best), and one of 1024 tokens (64 blocks: ten sequences of
+#: 96 tokens), where every configuration of more than 8 sequences fills the cache and slows.
+BATCHING_GRIDS = {"batching": 4096, "batching-small-kv": 1024}
 
 
-def batching_grid() -> tuple[dict[str, float], Path]:
+def batching_grid(name: str) -> tuple[dict[str, float], Path]:
     """The second simulator's grid (benchmarks/capacity_second_sim.py): every configuration's
     true capacity from long simulations (cached under /tmp), and a recording of 3 starts x
     5 Poisson windows around each knee to tune on."""
     import benchmarks.capacity_second_sim as second
+    from tunebench.testing.batching_sim import StepCosts
 
     assert second.Recording.speed_sd == BATCHING_SPEED_SD
-    truth = second.truths_cached(second.TRUTH_REQUESTS)
+    costs = StepCosts(kv_capacity_tokens=BATCHING_GRIDS[name])
+    truth = second.truths_cached(second.TRUTH_REQUESTS, costs)
     knees = {label: float(t["rate"]) for label, t in truth.items()}
-    store = second.make_batching_grid(Path(tempfile.mkdtemp()), knees, second.Recording())
+    root = Path(tempfile.mkdtemp())
+    store = second.make_batching_grid(root, knees, second.Recording(), name, costs)
     return knees, store.path
 
 
@@ -128,13 +135,11 @@ def full_grid(grid, slo, played, rules, seed):
     rng = np.random.default_rng(seed)
     costs = grid.costs()
     seconds, found = 0.0, {}
-    # the recorded rates, each with its recorded window: what measuring the grid costs
-    windows = {
-        w.target: w.seconds for c in grid.configs for s in c.starts.values() for w in s.windows
-    }
     for config in grid.configs:
         if not any(r in config.starts for r in played):
             continue
+        # its recorded rates, each with its recorded window: what measuring it costs
+        windows = {w.target: w.seconds for s in config.starts.values() for w in s.windows}
         start = config.deploy(played, rng)
         seconds += costs.deployment_s
         points = []
@@ -170,11 +175,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--synthetic",
-        choices=sorted(TUNING_SHAPES) + ["batching"],
+        choices=sorted(TUNING_SHAPES) + sorted(BATCHING_GRIDS),
         help="a grid recorded from a queueing law where vLLM's defaults are not the best "
-        "(tunebench/testing/queueing.py), graded against the law's capacities; 'batching': "
-        "the continuous-batching simulation of benchmarks/capacity_second_sim.py, graded "
-        "against its long simulations",
+        "(tunebench/testing/queueing.py), graded against the law's capacities; 'batching', "
+        "'batching-small-kv': the continuous-batching simulation of "
+        "benchmarks/capacity_second_sim.py, graded against its long simulations",
     )
     parser.add_argument(
         "--close",
@@ -194,8 +199,8 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     law = None
     batching: dict[str, float] | None = None
-    if args.synthetic == "batching":
-        batching, args.grid = batching_grid()
+    if args.synthetic in BATCHING_GRIDS:
+        batching, args.grid = batching_grid(args.synthetic)
     elif args.synthetic:
         law = TUNING_SHAPES[args.synthetic]()
         args.grid = make_queueing_grid(Path(tempfile.mkdtemp()), law, args.synthetic).path
@@ -235,7 +240,7 @@ def main() -> None:
     where = (
         f"the law's ({args.synthetic})"
         if law is not None
-        else "long simulations (batching)"
+        else f"long simulations ({args.synthetic})"
         if batching is not None
         else f"held-out (repeat {held})"
     )
