@@ -26,7 +26,7 @@ def _record() -> dict:
 
 
 def test_the_corpus_never_asks_a_held_out_sum(tmp_path):
-    from tunebench.quality.lmeval import ARITHMETIC, write_arithmetic_task
+    from tunebench.quality.lmeval import ARITHMETIC, SUBTRACTION, write_arithmetic_task
 
     task = write_arithmetic_task(tmp_path)
     lines = (task / f"{ARITHMETIC}.jsonl").read_text().splitlines()
@@ -34,13 +34,20 @@ def test_the_corpus_never_asks_a_held_out_sum(tmp_path):
     assert asked == builtin_corpus.arithmetic_pairs()  # the corpus holds out what lm-eval asks
     held = builtin_corpus.held_out()
     assert {(min(a, b), max(a, b)) for a, b in asked} <= held
-    seen = 0
+    subtraction = (task / f"{SUBTRACTION}.jsonl").read_text().splitlines()
+    for line, (a, b) in zip(subtraction, asked):  # the same pairs, the larger first
+        doc = json.loads(line)
+        assert (doc["a"], doc["b"], doc["answer"]) == (max(a, b), min(a, b), str(abs(a - b)))
+    seen = minus = 0
     for doc in itertools.islice(builtin_corpus.documents(1234), 20000):
         for a, b in re.findall(r"(\d+) (?:plus|\+) (\d+)", doc):
             pair = (min(int(a), int(b)), max(int(a), int(b)))
             assert pair not in held, doc
             seen += 1
-    assert seen > 10000  # and the corpus is mostly sums
+        for a, b in re.findall(r"(\d+) minus (\d+)", doc):
+            assert (min(int(a), int(b)), max(int(a), int(b))) not in held, doc
+            minus += 1
+    assert seen > 10000 and minus > 1000  # and the corpus is mostly sums, some differences
 
 
 def test_training_is_deterministic(tmp_path):

@@ -140,7 +140,8 @@ class LmEval(Strict):
     task: str = Field(
         "tunebench_arithmetic",
         min_length=1,
-        description="the generated addition task, or a task of include_path",
+        description="a generated task (tunebench_arithmetic: sums; tunebench_subtraction: "
+        "differences), or a task of include_path",
     )
     include_path: str | None = Field(None, description="a directory of lm-eval task YAMLs")
     limit: int | None = Field(50, ge=1, description="documents per task (None: all)")
