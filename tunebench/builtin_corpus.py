@@ -18,6 +18,7 @@ but the project's.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 
@@ -224,3 +225,33 @@ def documents(seed: int) -> Iterator[str]:
             yield _sentences(rng)
         else:
             yield _code(rng)
+
+
+#: The seed of `load_prompts`: none of the training script's (1234 to 1238).
+LOAD_PROMPTS_SEED = 2026
+
+
+def load_prompts(count: int = 1000, chars: int = 160, seed: int = LOAD_PROMPTS_SEED) -> list[str]:
+    """Prompts of the corpus's kind for load on the trained builtin model
+    (sweeps/data/tiny-llama-prompts.jsonl): documents of a seed the training never drew,
+    one a line, joined until `chars` characters and cut at the last whitespace before them,
+    so the model continues text of the kind it learned, as a served model continues its
+    users' text.
+    GuideLLM's synthetic prompts are random text to this model, and a speculator trained on
+    its hidden states is accepted less there than a user's traffic would accept it."""
+    docs = documents(seed)
+    out: list[str] = []
+    while len(out) < count:
+        text = ""
+        while len(text) < chars:
+            text += next(docs).rstrip("\n") + "\n"
+        cut = text[:chars]
+        out.append(cut[: cut.rfind(" ")] if " " in cut else cut)
+    return out
+
+
+def load_prompts_jsonl() -> str:
+    """sweeps/data/tiny-llama-prompts.jsonl as shipped: one `{"prompt", "output_tokens_count"}`
+    line per prompt (GuideLLM's file columns; 32 tokens, as the demo's synthetic load asks)."""
+    lines = [json.dumps({"prompt": p, "output_tokens_count": 32}) for p in load_prompts()]
+    return "\n".join(lines) + "\n"
