@@ -162,6 +162,24 @@ def test_a_capacity_point_becomes_probes_stored_as_points(tmp_path):
     assert runner.capacity_hint == capacity["rate"]  # the next configuration starts warm
 
 
+def test_a_capacity_the_machine_moved_under_does_not_start_the_next_search(tmp_path):
+    """A search flagged `machine drifted during the search` found the slowed machine's
+    capacity: the next configuration starts from the last one measured on a steady machine."""
+    from tunebench.runner.probing import CapacityProbing
+
+    search = LoadPoint("capacity", "capacity", None, 5.0, None, None, search=SearchSettings())
+    _, runner = make_runner(tmp_path, FakeDeployment(), FakeLoadDriver(), slo=SLO)
+    runner.capacity_hint = 7.0  # an earlier configuration's, measured on a steady machine
+    for reason, hint in (("machine speed changed: its requests ran 40% slower", 7.0), ("", 1.0)):
+        probing = CapacityProbing(search, None, SLO)
+        (probe,) = probing.next_points()
+        row = {"valid": True, "slo_met": True, "unverified_reason": reason}
+        probing.observe(probe.point_id, {**row, "target": probe.target})
+        summary = runner._record_capacity(CONFIG, probing)
+        assert summary is not None and bool(summary["drift"]) == bool(reason)
+        assert runner.capacity_hint == hint
+
+
 def test_a_resumed_configuration_continues_its_search_from_the_stored_probes(tmp_path):
     def measure(point):
         return fake_columns(point, ttft_ms=50.0 / max(1e-3, 1 - point.target / 10))

@@ -108,7 +108,8 @@ class ConfigRunner:
         # per configuration, once its server is verified and before its first point
         self.before_load = tuple(before_load)
         self.extras = extras
-        # A capacity search starts from the last configuration's capacity (a warm start).
+        # A capacity search starts from the last configuration's capacity (a warm start),
+        # the last one the machine held its speed under.
         self.capacity_hint: float | None = None
 
     def run(
@@ -398,7 +399,9 @@ class ConfigRunner:
         summary = probing.summary()
         self.store.update_config(config.config_id, capacity=summary)
         self.reporter.capacity_found(config, summary)
-        if summary["rate"]:
+        # A capacity the machine moved under is no start for the next search: its rate is
+        # the slowed machine's, and a warm start brackets near it with small steps.
+        if summary["rate"] and not summary["drift"]:
             self.capacity_hint = summary["rate"]
         return summary
 
