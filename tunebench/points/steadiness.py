@@ -142,11 +142,10 @@ def per_token_series(samples: Iterable[SampleView]) -> list[tuple[float, float]]
     """(middle time, log time per token) of every request that has both, in time order."""
     out = []
     for sample in samples:
-        per_token = _per_token_ms(sample)
-        start, end = to_float(sample.get("start_time")), to_float(sample.get("end_time"))
-        if per_token is None or start is None or end is None:
+        per_token, span = _per_token_ms(sample), _span(sample)
+        if per_token is None or span is None:
             continue
-        out.append(((start + end) / 2, math.log(per_token)))
+        out.append(((span[0] + span[1]) / 2, math.log(per_token)))
     out.sort()
     return out
 

@@ -25,8 +25,8 @@ SUBTRACTION = "tunebench_subtraction"
 #: The generated tasks: name -> the operation's word. Both ask the task's held-out pairs
 #: (tunebench/builtin_corpus.py `arithmetic_pairs`): the sum, or the larger minus the
 #: smaller (the corpus's subtractions never go below zero). The trained builtin model,
-#: greedy, answers 100 and 95 of 100; the subtraction, seen ten times less often in its
-#: corpus, leaves a quantized copy room to lose.
+#: greedy, answers every sum and misses a few differences, which its corpus holds ten times
+#: less often: a quantized copy has room to lose there (docs/benchmarks.md).
 GENERATED_TASKS = {ARITHMETIC: "plus", SUBTRACTION: "minus"}
 
 _ARITHMETIC_YAML = """\
