@@ -132,3 +132,19 @@ def test_guidellm_worker_processes_follow_the_clients_cpus(monkeypatch):
     assert worker_processes(set(range(64))) == 8  # capped
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)))
     assert worker_processes(None) == 8  # unpinned: this process's CPUs
+
+
+def test_a_dataset_that_ran_out_is_a_client_limit_the_window_names(fixtures, benchmark):
+    """A real report whose 30-row file ran out at 4 streams: GuideLLM stopped queuing with
+    `requests_exhausted`; the point is client-limited, saying so. A report that ended at its
+    own max_seconds is not."""
+    from tunebench.points.client_limit import verdict
+
+    report = json.loads((fixtures / "guidellm/v0.8.1-data-ran-out-c4.json").read_text())
+    row = client_columns(report["benchmarks"][0])
+    assert "requests_exhausted" in row["client_warnings"].split(";")
+    assert row["requests_ok"] == 30
+    limited = verdict({**row, "load_kind": "concurrent", "target": 4})
+    assert limited["client_limited"] is True
+    assert limited["client_limited_reason"].startswith("its dataset ran out after 30 requests")
+    assert "requests_exhausted" not in client_columns(benchmark)["client_warnings"]

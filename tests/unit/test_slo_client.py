@@ -196,6 +196,28 @@ def test_no_slo_gives_empty_columns():
             True,
             "client saturated: its busiest thread used 97% of a core",
         ),
+        # a file dataset of 30 rows at 4 streams for 10 s: every row sent in 1 s, the rest
+        # of the window drained (its concurrency alone, 3.7, would have passed)
+        (
+            {
+                "load_kind": "concurrent",
+                "target": 4,
+                "achieved_concurrency": 3.7,
+                "requests_ok": 30,
+                "requests_failed": 0,
+                "requests_incomplete": 0,
+                "client_warnings": "requests_exhausted",
+            },
+            True,
+            "its dataset ran out after 30 requests: the load stopped before the point's end "
+            "(give load.data more rows than the busiest point sends)",
+        ),
+        # a replayed trace ends when its slice does: that is its design, not a shortfall
+        (
+            {"load_kind": "replay", "target": 1, "client_warnings": "requests_exhausted"},
+            False,
+            "",
+        ),
     ],
 )
 def test_client_limited(row, limited, reason):

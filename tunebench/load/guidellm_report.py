@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tunebench.points.cells import RequestSample
+from tunebench.points.client_limit import DATA_RAN_OUT
 from tunebench.points.columns import CLIENT_COLUMNS  # noqa: F401  (re-exported: what this fills)
 from tunebench.spec.load_kind import LoadKind
 
@@ -97,8 +98,17 @@ def client_columns(benchmark: dict[str, Any]) -> dict[str, Any]:
             row[f"{prefix}_{which}_{unit}"] = _stat(dist, which)
     row.update(dispatch_lag(benchmark))
     codes = [w.get("code", "?") for w in benchmark.get("warnings") or [] if isinstance(w, dict)]
+    if ran_out_of_data(benchmark):
+        codes.append(DATA_RAN_OUT)
     row["client_warnings"] = ";".join(codes)
     return row
+
+
+def ran_out_of_data(benchmark: dict[str, Any]) -> bool:
+    """Whether the benchmark stopped sending because its dataset had no rows left (GuideLLM
+    0.8 records the constraint that ended queuing in `scheduler_state`)."""
+    state = benchmark.get("scheduler_state") or {}
+    return DATA_RAN_OUT in (state.get("end_queuing_constraints") or {})
 
 
 def dispatch_lag(benchmark: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,9 @@ A point is `client_limited` when the load it got is not the load it names:
 - either of the above is *above* its target by more than `tolerance` (over-driven: the
   point measured a heavier load than its label, so its numbers cannot be credited to it), or
 - GuideLLM itself warned that it fell behind (`root_late`: requests sent late), or
+- its dataset ran out (GuideLLM's `requests_exhausted`): every row was sent before the
+  point's own limit, so the load stopped early and the window's end drained with fewer
+  streams or arrivals than named (a replayed trace ends that way by design: not flagged), or
 - a replayed trace's requests went out late: more than 5% sent over 50 ms after their trace
   time (points/trace.py), or
 - the load generator was short of CPU (load/client_usage.py): its busiest thread used
@@ -35,12 +38,17 @@ from tunebench.spec.load_kind import LoadKind
 
 DEFAULT_TOLERANCE = 0.10
 CLIENT_WARNINGS = ("root_late",)
+# GuideLLM's name for the end of a dataset (the constraint that stopped queuing, stored in
+# client_warnings by load/guidellm_report.py): every row was sent before a limit of the point
+DATA_RAN_OUT = "requests_exhausted"
 SATURATED_PCT = 90.0
 STARVED_PCT = 80.0
 # a recorded deployment's point past the recording: not evidence ("replay_extrapolated" in
 # runs from before the deployment kind was renamed from replay to recorded)
 RECORDED_BEYOND = "recorded_extrapolated"
 BEYOND_WARNINGS = (RECORDED_BEYOND, "replay_extrapolated")
+# the window's requests by how they ended: together, what the client sent
+SENT_COUNTS = ("requests_ok", "requests_failed", "requests_incomplete")
 
 
 def verdict(row: RowView, tolerance: float = DEFAULT_TOLERANCE) -> LimitCells:
@@ -77,6 +85,12 @@ def verdict(row: RowView, tolerance: float = DEFAULT_TOLERANCE) -> LimitCells:
             f"client starved: the load generator's busiest thread waited for a CPU {waited:.0f}% "
             "of the time it had work"
         )
+    if DATA_RAN_OUT in warnings and kind != LoadKind.REPLAY:
+        sent = sum(int(to_float(row.get(c)) or 0) for c in SENT_COUNTS)
+        reasons.append(
+            f"its dataset ran out after {sent} requests: the load stopped before the point's "
+            "end (give load.data more rows than the busiest point sends)"
+        )
     if any(w in BEYOND_WARNINGS for w in warnings):
         reasons.append("beyond the highest recorded rate (a recorded run cannot tell)")
     return {"client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons)}
@@ -97,9 +111,7 @@ def rate_slack(kind: str, target: float, duration_s: float | None, tolerance: fl
 def sent_rate(row: RowView) -> float | None:
     """Requests the client sent per second in the window; the completed rate as a fallback."""
     duration = to_float(row.get("duration_s"))
-    counts = [
-        to_float(row.get(c)) for c in ("requests_ok", "requests_failed", "requests_incomplete")
-    ]
+    counts = [to_float(row.get(c)) for c in SENT_COUNTS]
     if duration and counts[0] is not None:
         return sum(c or 0 for c in counts) / duration
     return to_float(row.get("achieved_rps"))
