@@ -11,6 +11,7 @@ import pytest
 
 from tunebench.runner import ConfigRunner, PointRules
 from tunebench.runner.config_runner import stop_together
+from tunebench.runner.measuring import PointExtras
 from tunebench.seams.progress import SilentReporter
 from tunebench.spec.models import Metrics
 from tunebench.spec.plan import LoadPoint, SearchSettings, ServerConfig
@@ -85,6 +86,35 @@ def test_a_load_failure_keeps_the_finished_points_and_names_the_lost_one(tmp_pat
     assert "(point concurrent-2 not measured)" in entry.error
     assert [r["point_id"] for r in read_points(store.path)] == ["concurrent-1"]
     assert deployment.stops >= 1
+
+
+def test_a_sentinel_the_load_generator_failed_leaves_the_points_and_says_it_checked_nothing(
+    tmp_path,
+):
+    store = RunStore.create(
+        tmp_path, RunKind.SWEEP, "t", varied_args=["max-num-seqs"], versions={}, host={}
+    )
+    runner = ConfigRunner(
+        store,
+        FakeDeployment(),
+        lambda config: FakeLoadDriver(fail_at="concurrent-1~sentinel"),
+        Metrics(),
+        SilentReporter(),
+        extras=PointExtras(sentinel_seconds=5.0),
+    )
+    outcome = runner.run(CONFIG, POINTS)
+    # every point was measured: the configuration is complete, not failed
+    assert outcome.status == "complete" and outcome.points_done == 3
+    entry = store.manifest.config("c1")
+    assert entry.status.value == "complete" and entry.error is None
+    assert entry.sentinels == [
+        {
+            "point": "concurrent-1",
+            "repeat": 1,
+            "note": "sentinel not measured: fake load generator failed on concurrent-1~sentinel",
+        }
+    ]
+    assert [r["point_id"] for r in read_points(store.path)] == [p.point_id for p in POINTS]
 
 
 def test_a_server_that_dies_during_the_load_aborts_it(tmp_path):

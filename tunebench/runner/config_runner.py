@@ -26,7 +26,7 @@ from tunebench.points.validity import verify_args
 from tunebench.redact import redact_text, secret_values
 from tunebench.runner.measuring import Measuring, PointExtras, PointRules
 from tunebench.runner.probing import CapacityProbing
-from tunebench.runner.sentinel import judge_sentinel
+from tunebench.runner.sentinel import judge_sentinel, sentinel_not_measured
 from tunebench.runner.watch import ServerWatch
 from tunebench.seams.before_load import BeforeLoad
 from tunebench.seams.deployment import Deployment, ServerHandle
@@ -356,6 +356,19 @@ class ConfigRunner:
                 handle, on_result, on_start, next_points=probing.next_points if probing else None
             )
         except LoadError as exc:
+            sentinel = state.sentinel
+            if sentinel is not None and state.in_flight == sentinel.point_id:
+                # every point was measured and stored; only the check after them failed: the
+                # configuration is complete, and its sentinel record says what it could not see
+                sentinel_not_measured(
+                    store,
+                    self.reporter,
+                    config.config_id,
+                    state.repeat,
+                    sentinel.point_id.removesuffix(SENTINEL_SUFFIX),
+                    str(exc),
+                )
+                return self._complete(state, probing, driver)
             capacity = self._record_capacity(config, probing)
             failed = state.in_flight
             error = str(exc) + (f" (point {failed} not measured)" if failed else "")
@@ -378,8 +391,14 @@ class ConfigRunner:
                 state.effective,
                 state.reasons,
             )
+        return self._complete(state, probing, driver)
+
+    def _complete(
+        self, state: Measuring, probing: CapacityProbing | None, driver: LoadDriver
+    ) -> ConfigOutcome:
+        config = state.config
         capacity = self._record_capacity(config, probing)
-        store.update_config(
+        self.store.update_config(
             config.config_id,
             status=ConfigStatus.COMPLETE,
             points_done=state.done,

@@ -54,6 +54,20 @@ def judge_sentinel(
             reason = f"{DRIFT_PREFIX}: {verdict.describe(first)}"
             store.mark_unverified(config_id, repeat, reason)
             reporter.note(f"  [yellow]{reason}[/]")
+    _keep(store, config_id, repeat, record)
+
+
+def sentinel_not_measured(
+    store: RunStore, reporter: Reporter, config_id: str, repeat: int, first: str, error: str
+) -> None:
+    """The sentinel's window failed (the load generator stalled or died): the points before
+    it stand, and the record says the machine's hold over them was not checked."""
+    note = f"sentinel not measured: {error}"
+    reporter.note(f"  [yellow]{note}[/]: whether the machine held its speed is not checked")
+    _keep(store, config_id, repeat, {"point": first, "repeat": repeat, "note": note})
+
+
+def _keep(store: RunStore, config_id: str, repeat: int, record: SentinelRecord) -> None:
     # every repeat's record is kept: a later repeat's sentinel does not replace an earlier one
     entry = store.manifest.config(config_id)
     kept = [r for r in (entry.sentinels if entry else None) or [] if r.get("repeat") != repeat]
