@@ -7,7 +7,10 @@ this machine (one server, one stream, constant load, 10 minutes each):
   <= 5%;
 - power: the same pairs with the later window's time per token 30% or 50% longer.
 Measured: 0 of 119 A/A pairs flagged (their own change: median 4.6%, 90th percentile 12%);
-30% found in 93 of 119, 50% in 117; sized within 15 points in 107 and 102. Windows of a
+30% found in 92 of 119, 50% in 118; sized within 15 points in 108 and 102. The sentinel as a
+sweep runs it, ended at its request cap (SENTINEL_REQUESTS past its first wave: about 6.5 of
+these windows' 10 s): 2 of 119 A/A pairs flagged, 30% found in 95 and 50% in 117, sized in
+106 and 99. Windows of a
 steady spell of this machine still differ by up to 12%, so a 30% change is not always
 beyond the 20% a flag needs: the sentinel catches large drifts, the probe and telemetry the
 rest.
@@ -21,7 +24,7 @@ import statistics
 import pytest
 
 from tests.unit.test_steadiness import RECORDINGS, _requests
-from tunebench.points.sentinel import SentinelVerdict, sentinel_verdict
+from tunebench.points.sentinel import SENTINEL_REQUESTS, SentinelVerdict, sentinel_verdict
 
 
 def _window(rows: list[dict], start: float, seconds: float) -> list[dict]:
@@ -71,21 +74,39 @@ def _verdict(first: list[dict], sentinel: list[dict]) -> SentinelVerdict:
     return verdict
 
 
-def test_pairs_from_a_steady_spell_agree(pairs):
-    flags = [v for v in (_verdict(a, b) for a, b in pairs) if not v.held]
+def _cut(sentinel: list[dict], cut: bool) -> list[dict]:
+    """The sentinel as a sweep runs it: ended at its request cap (one stream: a first wave of
+    one, then SENTINEL_REQUESTS) when that comes before its 10 s."""
+    ordered = sorted(sentinel, key=lambda r: r["start_time"])
+    return ordered[: 1 + SENTINEL_REQUESTS] if cut else ordered
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["10 s", "request cap"])
+def test_pairs_from_a_steady_spell_agree(pairs, cut):
+    flags = [v for v in (_verdict(a, _cut(b, cut)) for a, b in pairs) if not v.held]
     assert len(flags) / len(pairs) <= 0.05, (len(flags), len(pairs))
 
 
+def test_the_request_cap_shortens_these_sentinels(pairs):
+    """The recordings run about 10 requests a second: the cap ends their 10-s sentinels
+    early, so the tests above grade a shorter window, not the same one."""
+    cut = sum(len(b) > 1 + SENTINEL_REQUESTS for _, b in pairs)
+    assert cut / len(pairs) >= 0.9, (cut, len(pairs))
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["10 s", "request cap"])
 @pytest.mark.parametrize("slowdown, least_found", [(0.3, 0.75), (0.5, 0.95)])
-def test_a_slower_sentinel_is_found_and_sized(pairs, slowdown, least_found):
+def test_a_slower_sentinel_is_found_and_sized(pairs, slowdown, least_found, cut):
     found = sized = 0
     for first, sentinel in pairs:
-        slowed = [{**r, "itl_ms": r["itl_ms"] * (1 + slowdown)} for r in sentinel]
+        slowed = [{**r, "itl_ms": r["itl_ms"] * (1 + slowdown)} for r in _cut(sentinel, cut)]
         verdict = _verdict(first, slowed)
         found += not verdict.held
         sized += abs(verdict.change - slowdown) <= 0.15
     assert found / len(pairs) >= least_found, (found, len(pairs))
-    assert sized / len(pairs) >= 0.85, (sized, len(pairs))
+    # cut at the cap, a sentinel sizes a 50% change within 15 points in 99 of 119 pairs
+    # against 102 at 10 s; a cap of 32 requests sizes 91 and fails this, one of 24 the finding
+    assert sized / len(pairs) >= (0.80 if cut else 0.85), (sized, len(pairs))
 
 
 def test_too_few_requests_is_said_not_guessed():

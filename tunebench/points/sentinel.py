@@ -38,6 +38,11 @@ SENTINEL_SUFFIX = "~sentinel"
 #: Bins per window, and the fewest a window must fill.
 BINS = 8
 LEAST_BINS = 4
+#: A sentinel ends after this many requests past its first wave, or at its seconds, whichever
+#: comes first: 8 bins of 8. A fast configuration needs no more to be judged
+#: (tests/unit/test_sentinel.py grades the rule on sentinels cut there), and every second it
+#: does not run is a second of the sweep saved; a slow one runs its full seconds.
+SENTINEL_REQUESTS = 64
 
 
 @dataclass(frozen=True)
@@ -114,19 +119,21 @@ def sentinel_verdict(
 
 
 def sentinel_point(fixed: list[LoadPoint], seconds: float | None) -> LoadPoint | None:
-    """The first fixed point again, `seconds` long, for a configuration of two or more fixed
-    points of a repeatable kind; None when there is nothing to repeat."""
+    """The first fixed point again, at most `seconds` long and `SENTINEL_REQUESTS` past its
+    first wave (a concurrent point's streams: every one starts at once), for a configuration
+    of two or more fixed points of a repeatable kind; None when there is nothing to repeat."""
     if seconds is None or len(fixed) < 2:
         return None
     first = fixed[0]
     if first.kind not in LoadKind.REPEATABLE or first.trace is not None:
         return None
     window = min(seconds, first.max_seconds) if first.max_seconds else seconds
+    first_wave = int(first.target or 1) if first.kind in LoadKind.STREAM else 1
     return dataclasses.replace(
         first,
         point_id=first.point_id + SENTINEL_SUFFIX,
         max_seconds=window,
-        max_requests=None,
+        max_requests=first_wave + SENTINEL_REQUESTS,
         warmup=None,
         cooldown=None,
     )

@@ -74,7 +74,12 @@ class MachineSettings(Strict):
         description="repeat each configuration's first fixed point, short, after its last: "
         "the two should agree when the machine held its speed",
     )
-    sentinel_seconds: float = Field(default=10.0, gt=0, le=600, description="the sentinel's window")
+    sentinel_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="the sentinel's window at most (it also ends 64 requests past its first wave)",
+    )
     stability_s: float | None = Field(
         default=None,
         gt=0,
