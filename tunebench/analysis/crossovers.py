@@ -21,7 +21,17 @@ from tunebench.analysis.replay_samples import repeat_of
 from tunebench.analysis.sides import LOAD_KEY, Side
 from tunebench.points.offered import is_replay, trace_name
 
-CROSSOVER_COLUMNS = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "e2e_p95_s")
+# per-request latency belongs here beside TTFT and ITL: speculation under a token budget
+# decodes its running sequences fast (ITL) while their prompts wait (TTFT), and only the
+# request's whole time says which side of its crossover a load is on
+CROSSOVER_COLUMNS = (
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "itl_p50_ms",
+    "tpot_p50_ms",
+    "e2e_p50_s",
+    "e2e_p95_s",
+)
 # the trace a replay point plays: replays of two traces are two curves, not one
 TRACE = "_trace"
 

@@ -300,7 +300,8 @@ class ConfigRunner:
             if state.sentinel is not None and point.point_id == state.sentinel.point_id:
                 self.reporter.note(
                     f"  sentinel: {point.point_id.removesuffix(SENTINEL_SUFFIX)} again for "
-                    f"{point.max_seconds:g} s (did the machine hold its speed?)"
+                    f"{point.max_seconds:g} s or {point.max_requests} requests, whichever ends "
+                    "first (did the machine hold its speed?)"
                 )
                 return
             self.reporter.point_starting(config, point)
