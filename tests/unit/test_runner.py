@@ -31,12 +31,18 @@ POINTS = [LoadPoint(f"concurrent-{n}", "concurrent", n, 5.0, None, None) for n i
 SLO = {"ttft_ms": {"p95": 100}}
 
 
-def make_runner(tmp_path, deployment, driver, slo=None):
+def make_runner(tmp_path, deployment, driver, slo=None, extras=PointExtras()):
     store = RunStore.create(
         tmp_path, RunKind.SWEEP, "t", varied_args=["max-num-seqs"], versions={}, host={}
     )
     runner = ConfigRunner(
-        store, deployment, lambda config: driver, Metrics(), SilentReporter(), PointRules(slo=slo)
+        store,
+        deployment,
+        lambda config: driver,
+        Metrics(),
+        SilentReporter(),
+        PointRules(slo=slo),
+        extras=extras,
     )
     return store, runner
 
@@ -91,17 +97,11 @@ def test_a_load_failure_keeps_the_finished_points_and_names_the_lost_one(tmp_pat
 def test_a_sentinel_the_load_generator_failed_leaves_the_points_and_says_it_checked_nothing(
     tmp_path,
 ):
-    store = RunStore.create(
-        tmp_path, RunKind.SWEEP, "t", varied_args=["max-num-seqs"], versions={}, host={}
-    )
-    runner = ConfigRunner(
-        store,
-        FakeDeployment(),
-        lambda config: FakeLoadDriver(fail_at="concurrent-1~sentinel"),
-        Metrics(),
-        SilentReporter(),
-        extras=PointExtras(sentinel_seconds=5.0),
-    )
+    from tunebench.report.tables import sentinel_notes
+
+    driver = FakeLoadDriver(fail_at="concurrent-1~sentinel")
+    extras = PointExtras(sentinel_seconds=5.0)
+    store, runner = make_runner(tmp_path, FakeDeployment(), driver, extras=extras)
     outcome = runner.run(CONFIG, POINTS)
     # every point was measured: the configuration is complete, not failed
     assert outcome.status == "complete" and outcome.points_done == 3
@@ -115,6 +115,12 @@ def test_a_sentinel_the_load_generator_failed_leaves_the_points_and_says_it_chec
         }
     ]
     assert [r["point_id"] for r in read_points(store.path)] == [p.point_id for p in POINTS]
+    # `show` and the report say what was not checked
+    assert sentinel_notes(store.manifest.configs) == [
+        "c1 repeat 1: sentinel not measured: fake load generator failed on "
+        "concurrent-1~sentinel (whether the machine held its speed over its points is not "
+        "checked)"
+    ]
 
 
 def test_a_server_that_dies_during_the_load_aborts_it(tmp_path):

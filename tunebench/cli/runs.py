@@ -79,6 +79,7 @@ def register(app: typer.Typer) -> None:
             capacity_lines,
             cross_check_view,
             failure_lines,
+            sentinel_notes,
             wide_console,
         )
         from tunebench.store.run import RunStore, resolve_run
@@ -120,6 +121,8 @@ def register(app: typer.Typer) -> None:
             console.print(text)
         for text in arg_check_lines(manifest.configs):
             console.print(text)
+        for note in sentinel_notes(manifest.configs):
+            console.print(f"[yellow]{note}[/]", highlight=False)
         lm_eval = next(
             (c.quality["lm_eval"] for c in manifest.configs if (c.quality or {}).get("lm_eval")),
             None,

@@ -29,7 +29,7 @@ from tunebench.report.formats import readable, sig, signed_pct
 from tunebench.report.points_table import OPTIONAL_COLUMNS
 from tunebench.report.quality_tables import quality_vs
 from tunebench.report.replayed_points import replay_section
-from tunebench.report.tables import CROSS_CHECK_SHOWN
+from tunebench.report.tables import CROSS_CHECK_SHOWN, sentinel_notes
 from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.spec.load_kind import LoadKind
 from tunebench.store.files import write_atomic
@@ -166,8 +166,8 @@ def _tune_section(run_path: Path) -> dict | None:
 
 
 def summary_notes(raw: pd.DataFrame, manifest: Manifest) -> list[str]:
-    """Configurations measured side by side, why the energy column is absent, and what each
-    configuration's roofline rests on."""
+    """Configurations measured side by side, why the energy column is absent, what each
+    configuration's roofline rests on, and every sentinel that judged nothing."""
     notes = []
     parallel = manifest.parallel or {}
     if parallel.get("note"):
@@ -185,7 +185,7 @@ def summary_notes(raw: pd.DataFrame, manifest: Manifest) -> list[str]:
             )
         elif roofline.get("note"):
             notes.append(f"no roofline for {config.config_id}: {roofline['note']}")
-    return notes
+    return notes + sentinel_notes(manifest.configs)
 
 
 def _requests_of(requests: pd.DataFrame | None, points: pd.DataFrame) -> pd.DataFrame:

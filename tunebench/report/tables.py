@@ -73,6 +73,21 @@ def failure_lines(configs: list[Any]) -> list[Text]:
     ]
 
 
+def sentinel_notes(configs: list[Any]) -> list[str]:
+    """Every sentinel that judged nothing (not measured, not compared), per configuration and
+    repeat: its points were not checked for a drift between them, and the run says so."""
+    notes = []
+    for config in configs:
+        records = config.sentinels or ([config.sentinel] if config.sentinel else [])
+        for record in records:
+            if record.get("note"):
+                notes.append(
+                    f"{config.config_id} repeat {record.get('repeat', 1)}: {record['note']} "
+                    "(whether the machine held its speed over its points is not checked)"
+                )
+    return notes
+
+
 def arg_check_lines(configs: list[Any]) -> list[Text]:
     """Per configuration, how many requested args the server showed, and every arg it could
     not read back (never silently "ok"); mismatches are in the points' invalid reasons."""
