@@ -3,7 +3,9 @@ the point says the machine changed speed under it, where and from which evidence
 sentinel is measured, and compare's gate calls the difference undecided, not a regression.
 
 One sweep of two identical configurations (variants a and b), two points each; the second
-point of b gets a 50% throttle for 8 s from 4 s into its 16-s window.
+point of b gets a 50% throttle for 12 s from 6 s into its 30-s window. The windows are long
+enough that an untouched one keeps the effective samples a p50 needs on a VM that wanders
+(16-s windows left one with 5 of the 6 needed, and the gate, rightly, judged nothing).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ load:
   client_cpus: "1"
   data: {kind: synthetic, prompt_tokens: 32, output_tokens: 32}
   profiles:
-    - {kind: concurrent, streams: [2, 3], max_seconds: 16}
+    - {kind: concurrent, streams: [2, 3], max_seconds: 30}
 machine: {sentinel_seconds: 8}
 """
 
@@ -71,9 +73,9 @@ def throttled(tmp_path_factory):
             sweep,
         )
         pgid = next(c for c in _manifest(run)["configs"] if c["label"] == "b")["server_pgid"]
-        time.sleep(4)
+        time.sleep(6)
         with Throttle(int(pgid), 0.5) as throttle:
-            time.sleep(8)
+            time.sleep(12)
         out, err = sweep.communicate(timeout=600)
     finally:
         if sweep.poll() is None:
