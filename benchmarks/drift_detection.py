@@ -11,7 +11,11 @@ seconds from `--offset` seconds into the window; the other points run untouched.
 reads each point's verdict and prints, per slowdown:
 - planted points flagged "machine speed changed" (any evidence, and the window's own
   requests alone, which see every cause, not only a cgroup), with the size found;
-- untouched points flagged (false flags, or the machine's own wander).
+- untouched points flagged (false flags, or the machine's own wander);
+- the sentinel's reading (the first point again at the end against its first run), which,
+  when it says the speed changed, marks every point of the sweep.
+`--slowdowns 0` runs a sweep with nothing planted (A/A: every flag there is a false flag or
+this machine's own wander).
 Exits 1 when a sweep fails, 2 on bad input.
 """
 
@@ -83,7 +87,7 @@ def _server_pgid(run: Path) -> int | None:
     return None
 
 
-def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
+def one_sweep(args, slowdown: float, out: Path) -> tuple[list[dict], dict | None]:
     spec_path = out / f"drift-{slowdown}.yaml"
     spec_path.write_text(yaml.safe_dump(spec(args.points, args.window)))
     stamp = f"{time.time():.0f}"
@@ -105,7 +109,8 @@ def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
             pgid = _server_pgid(run)
             done = len(point_rows(run))
             index = done  # the point now running, from 0
-            if pgid and index % 2 == 1 and index < args.points and str(index) not in planted:
+            due = index % 2 == 1 and index < args.points and str(index) not in planted
+            if pgid and slowdown > 0 and due:
                 # the point starts as the last one's row lands; plant inside its window
                 time.sleep(args.offset)
                 with Throttle(pgid, slowdown) as throttle:
@@ -126,10 +131,26 @@ def one_sweep(args, slowdown: float, out: Path) -> list[dict]:
     rows = point_rows(run) if run else []
     for index, row in enumerate(rows):
         row["planted"] = planted.get(str(index))
-    return rows
+    return rows, _sentinel(run) if run else None
 
 
-def summarise(slowdown: float, rows: list[dict]) -> None:
+def _sentinel(run: Path) -> dict | None:
+    configs = json.loads((run / "manifest.json").read_text()).get("configs", [])
+    return configs[0].get("sentinel") if configs else None
+
+
+def describe_sentinel(sentinel: dict | None) -> str:
+    if not sentinel:
+        return "sentinel: none recorded"
+    if "held" not in sentinel:
+        return f"sentinel: {sentinel.get('note', 'not judged')}"
+    return (
+        f"sentinel: {sentinel['point']} again at the end {sentinel['change_pct']:+.1f}% "
+        f"(z {sentinel['z']:.1f}): {'held' if sentinel['held'] else 'speed changed'}"
+    )
+
+
+def summarise(slowdown: float, rows: list[dict], sentinel: dict | None) -> None:
     planted = [r for r in rows if r["planted"]]
     untouched = [r for r in rows if not r["planted"]]
 
@@ -139,7 +160,10 @@ def summarise(slowdown: float, rows: list[dict]) -> None:
         return text in reason
 
     expected = 1 / (1 - slowdown) - 1
-    print(f"slowdown {slowdown:.0%} (time per token x{1 + expected:.2f}):")
+    if slowdown:
+        print(f"slowdown {slowdown:.0%} (time per token x{1 + expected:.2f}):")
+    else:
+        print("nothing planted (A/A):")
     for row in rows:
         where = ""
         if row["planted"]:
@@ -152,6 +176,17 @@ def summarise(slowdown: float, rows: list[dict]) -> None:
             f"{row.get('foreign_cpu_pct') or '-'}%, probe {row.get('probe_ms') or '-'} ms;"
             f"{where} flagged: {'yes' if flagged(row) else 'no'}"
             f" (requests alone: {'yes' if flagged(row, True) else 'no'})"
+        )
+    print(f"  {describe_sentinel(sentinel)}")
+    sizes = [float(r["window_change_pct"]) / 100 for r in planted if r.get("window_change_pct")]
+    if slowdown and sizes:
+        # the plant takes a share of the server's CPU; the window test reads time per token
+        lost = [1 - 1 / (1 + size) for size in sizes]
+        print(
+            f"  sized within 10 points: as speed lost {sum(abs(x - slowdown) <= 0.1 for x in lost)}"
+            f"/{len(sizes)} ({min(lost):.1%} to {max(lost):.1%} for {slowdown:.0%}); as time "
+            f"per token {sum(abs(x - expected) <= 0.1 for x in sizes)}/{len(sizes)} "
+            f"(+{min(sizes):.0%} to +{max(sizes):.0%} for +{expected:.0%})"
         )
     print(
         f"  planted flagged: {sum(map(flagged, planted))}/{len(planted)} "
@@ -172,13 +207,16 @@ def main() -> None:
     args = parser.parse_args()
     if args.offset + args.throttle > args.window:
         parser.error("--offset + --throttle must fit inside --window")
+    if any(not 0 <= s < 1 for s in args.slowdowns):
+        parser.error("--slowdowns: each must lie in [0, 1) (0: nothing planted)")
     args.output.mkdir(parents=True, exist_ok=True)
     host = host_info()
     print(f"machine: {host.get('cpu_model', '?')}, {host.get('cpus', '?')} CPUs")
     for repeat in range(args.repeats):
         for slowdown in args.slowdowns:  # alternated within each repeat
-            print(f"[{repeat + 1}/{args.repeats}] sweep with {slowdown:.0%} planted", flush=True)
-            summarise(slowdown, one_sweep(args, slowdown, args.output))
+            what = f"{slowdown:.0%} planted" if slowdown else "nothing planted"
+            print(f"[{repeat + 1}/{args.repeats}] sweep with {what}", flush=True)
+            summarise(slowdown, *one_sweep(args, slowdown, args.output))
 
 
 if __name__ == "__main__":
