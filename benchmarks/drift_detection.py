@@ -144,9 +144,17 @@ def describe_sentinel(sentinel: dict | None) -> str:
         return "sentinel: none recorded"
     if "held" not in sentinel:
         return f"sentinel: {sentinel.get('note', 'not judged')}"
+    # an inconclusive sentinel is not "held": 20% or more apart, within its windows' noise
+    verdict = (
+        "inconclusive"
+        if sentinel.get("inconclusive")
+        else "held"
+        if sentinel["held"]
+        else "speed changed"
+    )
     return (
-        f"sentinel: {sentinel['point']} again at the end {sentinel['change_pct']:+.1f}% "
-        f"(z {sentinel['z']:.1f}): {'held' if sentinel['held'] else 'speed changed'}"
+        f"sentinel: {sentinel['point']} again at the end, time per token "
+        f"{sentinel['change_pct']:+.1f}% (z {sentinel['z']:.1f}): {verdict}"
     )
 
 
