@@ -12,8 +12,9 @@ reads each point's verdict and prints, per slowdown:
 - planted points flagged "machine speed changed" (any evidence, and the window's own
   requests alone, which see every cause, not only a cgroup), with the size found;
 - untouched points flagged (false flags, or the machine's own wander);
-- the sentinel's reading (the first point again at the end against its first run), which,
-  when it says the speed changed, marks every point of the sweep.
+- the sentinels' readings (the first point again after every 4th point and at the end, each
+  against the reading before it), which, when one says the speed changed, mark the points
+  between the two readings (points/sentinel.py).
 `--slowdowns 0` runs a sweep with nothing planted (A/A: every flag there is a false flag or
 this machine's own wander).
 Exits 1 when a sweep fails, 2 on bad input.
@@ -131,19 +132,22 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[list[dict], dict | None
     rows = point_rows(run) if run else []
     for index, row in enumerate(rows):
         row["planted"] = planted.get(str(index))
-    return rows, _sentinel(run) if run else None
+    return rows, _sentinels(run) if run else []
 
 
-def _sentinel(run: Path) -> dict | None:
+def _sentinels(run: Path) -> list[dict]:
     configs = json.loads((run / "manifest.json").read_text()).get("configs", [])
-    return configs[0].get("sentinel") if configs else None
+    if not configs:
+        return []
+    return configs[0].get("sentinels") or (
+        [configs[0]["sentinel"]] if configs[0].get("sentinel") else []
+    )
 
 
-def describe_sentinel(sentinel: dict | None) -> str:
-    if not sentinel:
-        return "sentinel: none recorded"
+def describe_sentinel(sentinel: dict) -> str:
+    where = f" after {sentinel['after']}" if sentinel.get("after") else " again at the end"
     if "held" not in sentinel:
-        return f"sentinel: {sentinel.get('note', 'not judged')}"
+        return f"sentinel{where}: {sentinel.get('note', 'not judged')}"
     # an inconclusive sentinel is not "held": 20% or more apart, within its windows' noise
     verdict = (
         "inconclusive"
@@ -152,13 +156,20 @@ def describe_sentinel(sentinel: dict | None) -> str:
         if sentinel["held"]
         else "speed changed"
     )
+    against = sentinel.get("against") or sentinel["point"]
+    whole = (
+        f"; first point to here {sentinel['whole_change_pct']:+.1f}%"
+        if sentinel.get("whole_change_pct") is not None
+        else ""
+    )
     return (
-        f"sentinel: {sentinel['point']} again at the end, time per token "
-        f"{sentinel['change_pct']:+.1f}% (z {sentinel['z']:.1f}): {verdict}"
+        f"sentinel{where}: {sentinel['point']} again, time per token "
+        f"{sentinel['change_pct']:+.1f}% against {against} (z {sentinel['z']:.1f}): "
+        f"{verdict}{whole}"
     )
 
 
-def summarise(slowdown: float, rows: list[dict], sentinel: dict | None) -> None:
+def summarise(slowdown: float, rows: list[dict], sentinels: list[dict]) -> None:
     planted = [r for r in rows if r["planted"]]
     untouched = [r for r in rows if not r["planted"]]
 
@@ -166,6 +177,9 @@ def summarise(slowdown: float, rows: list[dict], sentinel: dict | None) -> None:
         reason = row.get("unverified_reason") or ""
         text = "its requests ran" if own else "machine speed changed"
         return text in reason
+
+    def by_sentinel(row: dict) -> bool:
+        return "machine speed changed: the sentinel" in (row.get("unverified_reason") or "")
 
     expected = 1 / (1 - slowdown) - 1
     if slowdown:
@@ -185,7 +199,10 @@ def summarise(slowdown: float, rows: list[dict], sentinel: dict | None) -> None:
             f"{where} flagged: {'yes' if flagged(row) else 'no'}"
             f" (requests alone: {'yes' if flagged(row, True) else 'no'})"
         )
-    print(f"  {describe_sentinel(sentinel)}")
+    if not sentinels:
+        print("  sentinel: none recorded")
+    for sentinel in sentinels:
+        print(f"  {describe_sentinel(sentinel)}")
     sizes = [float(r["window_change_pct"]) / 100 for r in planted if r.get("window_change_pct")]
     if slowdown and sizes:
         # the plant takes a share of the server's CPU; the window test reads time per token
@@ -200,6 +217,7 @@ def summarise(slowdown: float, rows: list[dict], sentinel: dict | None) -> None:
         f"  planted flagged: {sum(map(flagged, planted))}/{len(planted)} "
         f"(by the window's requests alone: {sum(flagged(r, True) for r in planted)}/"
         f"{len(planted)}); untouched flagged: {sum(map(flagged, untouched))}/{len(untouched)}"
+        f" (by a sentinel: {sum(by_sentinel(r) for r in untouched)}/{len(untouched)})"
     )
 
 

@@ -229,6 +229,7 @@ def build_runner(
                 and spec.load.driver == "guidellm"
                 else None
             ),
+            sentinel_every=spec.machine.sentinel_every,
         ),
     )
 

@@ -130,7 +130,7 @@ def test_the_verdict_describes_itself():
 def test_every_repeats_sentinel_is_kept_in_the_manifest(tmp_path):
     """A later repeat's sentinel does not replace an earlier one's record: each is measured
     data (the last one stays in `sentinel` too)."""
-    from tunebench.runner.sentinel import judge_sentinel
+    from tunebench.runner.sentinel import SentinelSpans, judge_sentinel
     from tunebench.seams.load import ClientResult
     from tunebench.seams.progress import SilentReporter
     from tunebench.spec.plan import LoadPoint
@@ -144,7 +144,9 @@ def test_every_repeats_sentinel_is_kept_in_the_manifest(tmp_path):
         result = ClientResult(
             point, point.point_id, {}, 1.0 * repeat, 2.0 * repeat, None, samples=later
         )
-        judge_sentinel(store, SilentReporter(), "c1", repeat, "concurrent-1", first, result)
+        spans = SentinelSpans()
+        spans.measured("concurrent-1", first)
+        judge_sentinel(store, SilentReporter(), "c1", repeat, "concurrent-1", spans, result)
     entry = store.manifest.config("c1")
     assert entry is not None and entry.sentinels is not None
     assert [r["repeat"] for r in entry.sentinels] == [1, 2]

@@ -48,8 +48,9 @@ def machine_speed_data(points: pd.DataFrame) -> pd.DataFrame:
 def sentinel_data(configs: list[Any], points: pd.DataFrame) -> pd.DataFrame:
     """Each configuration's and repeat's A...A sentinel (the manifest's `sentinels`, or the
     one `sentinel` of a run recorded before every repeat's was kept): minutes since the
-    run's first window, its configuration's label, its change against the first point (%)
-    and whether the machine held. Empty when none was measured."""
+    run's first window, its configuration's label, its change against the reading before it
+    (the first point, or the sentinel before: %) and whether the machine held. Empty when
+    none was measured."""
     if points.empty or "start_time" not in points:
         return pd.DataFrame()
     starts = pd.to_numeric(points["start_time"], errors="coerce").dropna()
@@ -80,8 +81,9 @@ def sentinel_data(configs: list[Any], points: pd.DataFrame) -> pd.DataFrame:
 def machine_speed_figure(data: pd.DataFrame, sentinels: pd.DataFrame | None = None) -> Any:
     """Two panels over the run's time: the probe (the last before each point, and inside
     it, beside the load), and each window's change of speed, the points the
-    machine moved under in red, with each sentinel's change against its configuration's
-    first point as a diamond (red: the machine did not hold). The figure;
+    machine moved under in red, with each sentinel's change against the reading before it
+    (its configuration's first point, or the sentinel before) as a diamond (red: the
+    machine did not hold). The figure;
     analysis/plots.py turns it into the report's PNG."""
     import matplotlib
 
@@ -114,7 +116,7 @@ def machine_speed_figure(data: pd.DataFrame, sentinels: pd.DataFrame | None = No
             ],
             edgecolor="black",
             zorder=3,
-            label="sentinel vs first point",
+            label="sentinel vs the reading before it",
         )
     bottom.axhline(0, color="black", linewidth=0.5)
     bottom.set_ylabel("change (%)")

@@ -40,7 +40,7 @@ class CapacityRecord(TypedDict, total=False):
 
 @with_config(_KEEP_UNKNOWN_KEYS)
 class SentinelRecord(TypedDict, total=False):
-    """A configuration's A...A sentinel in one repeat (runner/sentinel.py): its verdict, or
+    """One A...A sentinel of a configuration's repeat (runner/sentinel.py): its verdict, or
     `note` saying why there is none."""
 
     point: str  # the point it repeats
@@ -53,6 +53,15 @@ class SentinelRecord(TypedDict, total=False):
     first_requests: int
     sentinel_requests: int
     inconclusive: bool
+    # a configuration with sentinels between its points: the point this one followed, the
+    # reading it was compared with (the first point or the sentinel before) and the points
+    # between the two, which a change marks; the last one also reads first point to last
+    after: str
+    against: str
+    points: list[str]
+    whole_change_pct: float
+    whole_held: bool
+    whole_note: str
 
 
 @with_config(_KEEP_UNKNOWN_KEYS)

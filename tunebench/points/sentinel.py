@@ -3,6 +3,13 @@ last. Nothing about the load differs between the two, so a difference in the tim
 output token beyond their noise is the machine's: it did not hold its speed while the
 configuration was measured, and every point of it is unverified.
 
+A long configuration gets a sentinel after every `every` points too (A, points, A, points,
+..., A). Each is compared with the reading before it (the first point, or the sentinel
+before), so a change is placed in the span of points between the two readings that
+disagree, and only those points are marked: on a machine that wanders over minutes, one
+sentinel at the end of a ten-point configuration marks all ten for a change that happened
+under two of them.
+
 The two windows are read as the steadiness test reads one (points/steadiness.py): their
 first waves left out (each window starts every stream at once), bins of equal count, each
 bin's median log time per token, the noise from neighbouring bins of both windows. A change
@@ -31,6 +38,7 @@ from tunebench.points.steadiness import (
     per_token_series,
 )
 from tunebench.spec.load_kind import LoadKind
+from tunebench.spec.measure_settings import DEFAULT_SENTINEL_EVERY
 from tunebench.spec.plan import LoadPoint
 
 #: A sentinel's point id: its first point's, with this after it.
@@ -56,11 +64,25 @@ class SentinelVerdict:
     # say whether the machine held (its points keep the other evidence's verdicts)
     inconclusive: bool = False
 
-    def describe(self, point_id: str) -> str:
+    def describe(self, point_id: str, after: str | None = None, against: str | None = None) -> str:
+        """`after`: the point a sentinel between points followed (None: the only sentinel,
+        after the last point); `against`: the reading it was compared with, when not
+        `point_id` itself (the sentinel before it)."""
         way = "slower" if self.change > 0 else "faster"
+        size = f"{abs(self.change):.0%} {way}"
+        if after is None:
+            return (
+                f"the sentinel (a repeat of {point_id} after the last point) decoded "
+                f"{size} than {point_id} itself ({self.z:.1f} noise units)"
+            )
+        than = (
+            f"{point_id} itself"
+            if against in (None, point_id)
+            else f"its repeat after {sentinel_after(against)}"
+        )
         return (
-            f"the sentinel (a repeat of {point_id} after the last point) decoded "
-            f"{abs(self.change):.0%} {way} than {point_id} itself ({self.z:.1f} noise units)"
+            f"the sentinel after {after} (a repeat of {point_id}) decoded {size} than {than} "
+            f"({self.z:.1f} noise units)"
         )
 
     def as_record(self) -> SentinelRecord:
@@ -118,10 +140,13 @@ def sentinel_verdict(
     )
 
 
-def sentinel_point(fixed: list[LoadPoint], seconds: float | None) -> LoadPoint | None:
+def sentinel_point(
+    fixed: list[LoadPoint], seconds: float | None, after: str | None = None
+) -> LoadPoint | None:
     """The first fixed point again, at most `seconds` long and `SENTINEL_REQUESTS` past its
     first wave (a concurrent point's streams: every one starts at once), for a configuration
-    of two or more fixed points of a repeatable kind; None when there is nothing to repeat."""
+    of two or more fixed points of a repeatable kind; None when there is nothing to repeat.
+    `after`: the point a sentinel between points follows (None: the last sentinel)."""
     if seconds is None or len(fixed) < 2:
         return None
     first = fixed[0]
@@ -131,9 +156,41 @@ def sentinel_point(fixed: list[LoadPoint], seconds: float | None) -> LoadPoint |
     first_wave = int(first.target or 1) if first.kind in LoadKind.STREAM else 1
     return dataclasses.replace(
         first,
-        point_id=first.point_id + SENTINEL_SUFFIX,
+        point_id=first.point_id + SENTINEL_SUFFIX + (f"@{after}" if after else ""),
         max_seconds=window,
         max_requests=first_wave + SENTINEL_REQUESTS,
         warmup=None,
         cooldown=None,
     )
+
+
+def with_sentinels(
+    fixed: list[LoadPoint], seconds: float | None, every: int = DEFAULT_SENTINEL_EVERY
+) -> list[LoadPoint]:
+    """The fixed points in order with their sentinels placed: one after every `every` points
+    while two or more points follow it (0: none between), and one after the last. Without a
+    sentinel (`sentinel_point` is None) the points alone."""
+    last = sentinel_point(fixed, seconds)
+    if last is None:
+        return list(fixed)
+    out: list[LoadPoint] = []
+    for number, point in enumerate(fixed, start=1):
+        out.append(point)
+        if every and number % every == 0 and number <= len(fixed) - 2:
+            between = sentinel_point(fixed, seconds, after=point.point_id)
+            assert between is not None  # the same points as `last`
+            out.append(between)
+    return [*out, last]
+
+
+def sentinel_of(point_id: str) -> str | None:
+    """The point a sentinel repeats, from the sentinel's id; None for a point that is not one."""
+    head, found, _ = point_id.partition(SENTINEL_SUFFIX)
+    return head if found else None
+
+
+def sentinel_after(point_id: str) -> str | None:
+    """The point a sentinel between points followed; None for the last sentinel (after the
+    last point) and for a point that is not a sentinel."""
+    _, found, tail = point_id.partition(SENTINEL_SUFFIX)
+    return tail.removeprefix("@") or None if found else None

@@ -21,7 +21,7 @@ from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import rows_of
 from tunebench.points.checkpoint import check_checkpoint, declared_for_model
 from tunebench.points.records import CapacityRecord
-from tunebench.points.sentinel import SENTINEL_SUFFIX, sentinel_point
+from tunebench.points.sentinel import sentinel_after, sentinel_of, with_sentinels
 from tunebench.points.validity import verify_args
 from tunebench.redact import redact_text, secret_values
 from tunebench.runner.measuring import Measuring, PointExtras, PointRules
@@ -142,7 +142,8 @@ class ConfigRunner:
         driver = self.make_driver(config)
         fixed = [p for p in points if p.search is None]
         searches = [p for p in points if p.search is not None]
-        sentinel = sentinel_point(fixed, self.extras.sentinel_seconds)
+        # the fixed points with their A...A sentinels placed (points/sentinel.py)
+        planned = with_sentinels(fixed, self.extras.sentinel_seconds, self.extras.sentinel_every)
         probing = (
             CapacityProbing(
                 searches[0],
@@ -155,7 +156,7 @@ class ConfigRunner:
         if probing is not None:
             probing.seed(earlier_rows)
         state = Measuring(config, [], probing, done=len(earlier_rows), repeat=repeat)
-        state.sentinel = sentinel
+        state.sentinels = {p.point_id: p for p in planned if sentinel_of(p.point_id)}
         if attempt > 1 or repeat > 1:  # the series and the log of the earlier go are kept
             series = layout.series(config.config_id)
             state.earlier_series = rows_of(series.read_text()) if series.exists() else ""
@@ -163,10 +164,7 @@ class ConfigRunner:
         watch: ServerWatch | None = None
         try:
             # The load generator imports while the server starts: both take seconds.
-            driver.prepare(
-                fixed + ([sentinel] if sentinel else []),
-                layout.load_dir(config.config_id, attempt, repeat),
-            )
+            driver.prepare(planned, layout.load_dir(config.config_id, attempt, repeat))
             handle = self._start(config, driver)
             if handle is None:
                 entry = store.manifest.config(config.config_id)
@@ -297,11 +295,12 @@ class ConfigRunner:
             state.in_flight = point.point_id
             if isinstance(state.machine, MachineWatch):
                 state.machine.mark()
-            if state.sentinel is not None and point.point_id == state.sentinel.point_id:
+            repeated = sentinel_of(point.point_id)
+            if repeated is not None:
                 self.reporter.note(
-                    f"  sentinel: {point.point_id.removesuffix(SENTINEL_SUFFIX)} again for "
-                    f"{point.max_seconds:g} s or {point.max_requests} requests, whichever ends "
-                    "first (did the machine hold its speed?)"
+                    f"  sentinel: {repeated} again for {point.max_seconds:g} s or "
+                    f"{point.max_requests} requests, whichever ends first (did the machine "
+                    "hold its speed?)"
                 )
                 return
             self.reporter.point_starting(config, point)
@@ -320,19 +319,18 @@ class ConfigRunner:
                 # between points) is read into the row below
                 state.machine.wait_for_probe()
             state.in_flight = None
-            if state.sentinel is not None and result.point_id == state.sentinel.point_id:
+            repeated = sentinel_of(result.point_id)
+            if repeated is not None and result.point_id in state.sentinels:
                 judge_sentinel(
                     self.store,
                     self.reporter,
                     config.config_id,
                     state.repeat,
-                    state.sentinel.point_id.removesuffix(SENTINEL_SUFFIX),
-                    state.first_samples,
+                    repeated,
+                    state.spans,
                     result,
                 )
                 return
-            if state.first_samples is None:
-                state.first_samples = result.samples
             row = state.row(
                 result,
                 self.store.run_id,
@@ -345,6 +343,8 @@ class ConfigRunner:
             )
             store.add_requests(config.config_id, result.point_id, result.samples, state.repeat)
             store.add_point(row)
+            if state.sentinels and result.point.search is None:
+                state.spans.measured(result.point_id, result.samples)
             if probing is not None:
                 probing.observe(result.point_id, row.cells)
             state.done += 1
@@ -357,17 +357,13 @@ class ConfigRunner:
                 handle, on_result, on_start, next_points=probing.next_points if probing else None
             )
         except LoadError as exc:
-            sentinel = state.sentinel
-            if sentinel is not None and state.in_flight == sentinel.point_id:
+            failed_at = state.in_flight or ""
+            repeated = sentinel_of(failed_at)
+            if repeated is not None and sentinel_after(failed_at) is None:
                 # every point was measured and stored; only the check after them failed: the
                 # configuration is complete, and its sentinel record says what it could not see
                 sentinel_not_measured(
-                    store,
-                    self.reporter,
-                    config.config_id,
-                    state.repeat,
-                    sentinel.point_id.removesuffix(SENTINEL_SUFFIX),
-                    str(exc),
+                    store, self.reporter, config.config_id, state.repeat, repeated, str(exc)
                 )
                 return self._complete(state, probing, driver)
             capacity = self._record_capacity(config, probing)

@@ -15,13 +15,15 @@ from tunebench.machine.watch import MachineWatch
 from tunebench.metrics.scraper import MetricsScraper
 from tunebench.metrics.series import series_csv
 from tunebench.metrics.summary import summarize_window
-from tunebench.points.cells import PointRow, RequestSample
+from tunebench.points.cells import PointRow
 from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
 from tunebench.points.roofline import Roofline
 from tunebench.points.row import PointId, build_row
+from tunebench.points.sentinel import DEFAULT_SENTINEL_EVERY
 from tunebench.roofline.plan import RooflinePlanner
 from tunebench.runner.probing import CapacityProbing
+from tunebench.runner.sentinel import SentinelSpans
 from tunebench.seams.energy import EnergyMeter, EnergyReading
 from tunebench.seams.load import ClientResult
 from tunebench.spec.plan import LoadPoint, ServerConfig
@@ -48,6 +50,8 @@ class PointExtras:
     make_machine_watch: Callable[[ServerConfig], MachineWatch | str] | None = None
     # the A...A sentinel's window (spec `machine.sentinel_seconds`); None: no sentinel
     sentinel_seconds: float | None = None
+    # a sentinel between points after every this many (spec `machine.sentinel_every`)
+    sentinel_every: int = DEFAULT_SENTINEL_EVERY
 
 
 @dataclass
@@ -67,8 +71,9 @@ class Measuring:
     in_flight: str | None = None
     effective: dict[str, Any] = field(default_factory=dict)
     unverified: list[str] = field(default_factory=list)  # args the server gave no read-back of
-    sentinel: LoadPoint | None = None  # the first point again, after the last (points/sentinel)
-    first_samples: list[RequestSample] | None = None  # the first point's, for the sentinel
+    # the first point again, between points and after the last (points/sentinel.py), by id
+    sentinels: dict[str, LoadPoint] = field(default_factory=dict)
+    spans: SentinelSpans = field(default_factory=SentinelSpans)  # their readings so far
 
     def row(
         self,

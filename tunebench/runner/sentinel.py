@@ -1,16 +1,48 @@
-"""The A...A sentinel judged when it is measured: against the configuration's first point
-(points/sentinel.py), recorded in the manifest, and every point of the repeat marked when the
-machine did not hold its speed between the two."""
+"""The A...A sentinels judged when they are measured: each against the reading before it
+(the configuration's first point, or the sentinel before), recorded in the manifest, and the
+points between the two readings marked when the machine did not hold its speed between them
+(points/sentinel.py). The last sentinel of a configuration with sentinels between its points
+also reads the whole span, first point to last sentinel: a machine that moved in steps each
+too small to flag still marks every point when the whole is beyond noise."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from tunebench.points.cells import RequestSample
 from tunebench.points.machine import DRIFT_PREFIX
 from tunebench.points.records import SentinelRecord
-from tunebench.points.sentinel import sentinel_verdict
+from tunebench.points.sentinel import SentinelVerdict, sentinel_after, sentinel_verdict
 from tunebench.seams.load import ClientResult
 from tunebench.seams.progress import Reporter
 from tunebench.store.run import RunStore
+
+
+@dataclass
+class SentinelSpans:
+    """One repeat's readings of its first point as they come: the reading a sentinel is
+    compared with, the points measured since, and whether a span was marked."""
+
+    first: str | None = None  # the point every sentinel repeats
+    first_samples: list[RequestSample] | None = None
+    against: str | None = None  # the last reading: the first point or the last sentinel
+    against_samples: list[RequestSample] | None = None
+    points: list[str] = field(default_factory=list)  # measured since `against`
+    sentinels: int = 0  # judged so far
+    moved: int = 0  # spans marked
+
+    def measured(self, point_id: str, samples: list[RequestSample]) -> None:
+        """A point (not a sentinel) was stored."""
+        if self.first is None:
+            self.first, self.first_samples = point_id, samples
+            self.against, self.against_samples = point_id, samples
+        self.points.append(point_id)
+
+    def judged(self, sentinel_id: str, samples: list[RequestSample]) -> None:
+        """A sentinel was judged: the next span starts at it."""
+        self.against, self.against_samples = sentinel_id, samples
+        self.points = []
+        self.sentinels += 1
 
 
 def judge_sentinel(
@@ -19,14 +51,18 @@ def judge_sentinel(
     config_id: str,
     repeat: int,
     first: str,
-    first_samples: list[RequestSample] | None,
+    spans: SentinelSpans,
     result: ClientResult,
 ) -> None:
-    """`result` is the sentinel's window; `first` the point it repeats, `first_samples` that
-    point's requests (None when an earlier attempt measured it)."""
-    verdict = (
-        sentinel_verdict(first_samples, result.samples)
-        if first_samples is not None
+    """`result` is the sentinel's window; `first` the point it repeats, `spans` this repeat's
+    readings so far (no first reading: an earlier attempt measured the first point)."""
+    after = sentinel_after(result.point_id)
+    last = after is None
+    alone = last and spans.sentinels == 0  # the only sentinel: it judges every point
+    against = spans.against
+    verdict: SentinelVerdict | str = (
+        sentinel_verdict(spans.against_samples, result.samples)
+        if spans.against_samples is not None
         else "sentinel not compared: the first point was measured by an earlier attempt"
     )
     record: SentinelRecord = {
@@ -34,27 +70,70 @@ def judge_sentinel(
         "repeat": repeat,
         "window": [result.start_time, result.end_time],
     }
+    if not alone:
+        record["after"] = after or (spans.points[-1] if spans.points else "")
+        record["against"] = against or first
+        record["points"] = list(spans.points)
     if isinstance(verdict, str):
         record["note"] = verdict
         reporter.note(f"  {verdict}")
     else:
         record.update(verdict.as_record())
+        where = "" if alone else f" after {record['after']}"
         if verdict.inconclusive:
             way = "slower" if verdict.change > 0 else "faster"
             reporter.note(
-                f"  sentinel: {first} again {abs(verdict.change):.0%} {way}, within its windows' "
-                f"own noise ({verdict.z:.1f} noise units): it cannot say whether the machine held"
+                f"  sentinel{where}: {first} again {abs(verdict.change):.0%} {way}, within its "
+                f"windows' own noise ({verdict.z:.1f} noise units): it cannot say whether the "
+                "machine held"
             )
         elif verdict.held:
             reporter.note(
-                f"  sentinel: {first} again within {abs(verdict.change):.0%}: "
+                f"  sentinel{where}: {first} again within {abs(verdict.change):.0%}: "
                 "the machine held its speed"
             )
         else:
-            reason = f"{DRIFT_PREFIX}: {verdict.describe(first)}"
-            store.mark_unverified(config_id, repeat, reason)
-            reporter.note(f"  [yellow]{reason}[/]")
+            described = (
+                verdict.describe(first)
+                if alone
+                else verdict.describe(first, record["after"], against)
+            )
+            reason = f"{DRIFT_PREFIX}: {described}"
+            store.mark_unverified(config_id, repeat, reason, None if alone else spans.points)
+            spans.moved += 1
+            shown = "every point" if alone else ", ".join(spans.points)
+            reporter.note(f"  [yellow]{reason}[/] (marks {shown})")
+    if last and not alone:
+        _judge_whole(store, reporter, config_id, repeat, first, spans, result, record)
+    spans.judged(result.point_id, result.samples)
     _keep(store, config_id, repeat, record)
+
+
+def _judge_whole(
+    store: RunStore,
+    reporter: Reporter,
+    config_id: str,
+    repeat: int,
+    first: str,
+    spans: SentinelSpans,
+    result: ClientResult,
+    record: SentinelRecord,
+) -> None:
+    """The last sentinel against the first point: when no span moved and the whole did, the
+    machine drifted in steps too small to flag one by one, and every point is marked."""
+    if spans.first_samples is None:
+        return
+    whole = sentinel_verdict(spans.first_samples, result.samples)
+    if isinstance(whole, str):
+        record["whole_note"] = whole
+        return
+    record["whole_change_pct"] = round(100 * whole.change, 1)
+    record["whole_held"] = whole.held
+    if whole.held or spans.moved:
+        return
+    reason = f"{DRIFT_PREFIX}: {whole.describe(first)}, in steps each within its span's noise"
+    store.mark_unverified(config_id, repeat, reason)
+    reporter.note(f"  [yellow]{reason}[/] (marks every point)")
 
 
 def sentinel_not_measured(
@@ -68,7 +147,13 @@ def sentinel_not_measured(
 
 
 def _keep(store: RunStore, config_id: str, repeat: int, record: SentinelRecord) -> None:
-    # every repeat's record is kept: a later repeat's sentinel does not replace an earlier one
+    # every sentinel's record is kept: a later repeat's (or a later sentinel of the same
+    # repeat) does not replace an earlier one; a resumed repeat measures its sentinels again
     entry = store.manifest.config(config_id)
-    kept = [r for r in (entry.sentinels if entry else None) or [] if r.get("repeat") != repeat]
+    key = (repeat, record.get("after"))
+    kept = [
+        r
+        for r in (entry.sentinels if entry else None) or []
+        if (r.get("repeat"), r.get("after")) != key
+    ]
     store.update_config(config_id, sentinel=record, sentinels=[*kept, record])

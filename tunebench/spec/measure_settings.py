@@ -9,6 +9,9 @@ from pydantic import Field, model_validator
 
 from tunebench.spec.base import Strict
 
+#: A sentinel between a configuration's points after every this many (points/sentinel.py).
+DEFAULT_SENTINEL_EVERY = 4
+
 
 class Cost(Strict):
     """Price of serving, for cost per million tokens and requests per cost unit at every
@@ -79,6 +82,14 @@ class MachineSettings(Strict):
         gt=0,
         le=600,
         description="the sentinel's window at most (it also ends 64 requests past its first wave)",
+    )
+    sentinel_every: int = Field(
+        default=DEFAULT_SENTINEL_EVERY,
+        ge=0,
+        le=1000,
+        description="a sentinel also after every this many points while two or more follow "
+        "(0: only after the last): a change is then placed in the span between two sentinels, "
+        "and only its points are marked",
     )
     stability_s: float | None = Field(
         default=None,

@@ -214,12 +214,17 @@ class RunStore:
             self.rows.append(row.csv_cells() if isinstance(row, PointRow) else dict(row))
             self._write_points()
 
-    def mark_unverified(self, config_id: str, repeat: int, reason: str) -> None:
-        """Add `reason` to what could not be checked of every stored point of one
-        configuration's repeat (a sentinel that found the machine moved under them)."""
+    def mark_unverified(
+        self, config_id: str, repeat: int, reason: str, point_ids: Sequence[str] | None = None
+    ) -> None:
+        """Add `reason` to what could not be checked of the stored points `point_ids` (None:
+        every one) of one configuration's repeat (a sentinel that found the machine moved
+        under them)."""
         with self._writing:
             for row in self.rows:
                 if row.get("config_id") != config_id or str(row.get("repeat") or 1) != str(repeat):
+                    continue
+                if point_ids is not None and row.get("point_id") not in point_ids:
                     continue
                 reasons = [r for r in str(row.get("unverified_reason") or "").split("; ") if r]
                 if reason not in reasons:

@@ -8,7 +8,7 @@ from tunebench import kinds
 from tunebench.environment import gpu_visible
 from tunebench.load.guidellm import expected_benchmarks
 from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
-from tunebench.points.sentinel import sentinel_point
+from tunebench.points.sentinel import sentinel_of, with_sentinels
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import LoadPoint, Plan
@@ -82,15 +82,19 @@ def estimate_seconds(spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0) 
                 else expected_benchmarks(point)
             )
             per_config += drivers * count * (seconds + POINT_OVERHEAD_S)
-        # the A...A sentinel: the first fixed point again, short (points/sentinel.py)
-        sentinel = sentinel_point(
-            [p for p in plan.points if p.search is None],
+        # the A...A sentinels: the first fixed point again, short, between points and after
+        # the last (points/sentinel.py)
+        fixed = [p for p in plan.points if p.search is None]
+        planned = with_sentinels(
+            fixed,
             spec.machine.sentinel_seconds
             if spec.machine.sentinel and spec.load.driver == "guidellm"
             else None,
+            spec.machine.sentinel_every,
         )
-        if sentinel is not None:
-            per_config += drivers * ((sentinel.max_seconds or 0) + POINT_OVERHEAD_S)
+        for sentinel in planned:
+            if sentinel_of(sentinel.point_id) is not None:
+                per_config += drivers * ((sentinel.max_seconds or 0) + POINT_OVERHEAD_S)
         total += per_config * len(plan.configs)
     return total
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tunebench.errors import DeploymentError, LoadError
-from tunebench.points.cells import client_cells
+from tunebench.points.cells import RequestSample, client_cells
 from tunebench.seams.deployment import ServerHandle
 from tunebench.seams.load import ClientResult, MorePoints, ResultCallback, StartCallback
 from tunebench.spec.load_kind import LoadKind
@@ -105,7 +105,8 @@ class FakeLoadDriver:
     """A LoadDriver that measures each point instantly with `measure(point)` (default:
     `fake_columns`). `fail_at` raises LoadError when that point id starts; `hold_s` keeps
     each point "running" that long (so a watch can abort it); `before_point` sees each
-    point before it runs (a test can look at what is stored by then)."""
+    point before it runs (a test can look at what is stored by then); `samples(point)` gives
+    a point's per-request samples (default: none)."""
 
     def __init__(
         self,
@@ -113,11 +114,13 @@ class FakeLoadDriver:
         fail_at: str | None = None,
         hold_s: float = 0.0,
         before_point: Callable[[LoadPoint], None] | None = None,
+        samples: Callable[[LoadPoint], list[RequestSample]] | None = None,
     ):
         self.measure = measure or fake_columns
         self.fail_at = fail_at
         self.hold_s = hold_s
         self.before_point = before_point
+        self.samples = samples
         self.retried: list[dict[str, str]] = []
         self.prepared: list[LoadPoint] = []
         self.ran: list[str] = []
@@ -163,6 +166,7 @@ class FakeLoadDriver:
                     client_cells(self.measure(point), "fake load driver"),
                     started,
                     time.time(),
+                    samples=self.samples(point) if self.samples else [],
                 )
             )
 

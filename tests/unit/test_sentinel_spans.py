@@ -1,0 +1,224 @@
+"""Sentinels between a long configuration's points (points/sentinel.py `with_sentinels`,
+runner/sentinel.py): each is read against the reading before it, and a change marks only the
+points between the two readings that disagree; the last also reads the whole configuration,
+so a drift in steps too small to flag one by one still marks every point.
+
+The runner runs with fake seams; each point's requests are made at a time per token the test
+sets per point, with a 5% lognormal scatter (the sentinel's own rule is graded on recorded
+windows in tests/unit/test_sentinel.py)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from tunebench.points.cells import RequestSample
+from tunebench.points.sentinel import sentinel_after, sentinel_of, with_sentinels
+from tunebench.runner import ConfigRunner, PointRules
+from tunebench.runner.measuring import PointExtras
+from tunebench.seams.progress import SilentReporter
+from tunebench.spec.models import Metrics
+from tunebench.spec.plan import LoadPoint, ServerConfig
+from tunebench.store.manifest import RunKind
+from tunebench.store.run import RunStore, read_points
+from tunebench.testing import FakeDeployment, FakeLoadDriver
+
+CONFIG = ServerConfig("c1", "max-num-seqs=4", "m", None, {"max-num-seqs": 4}, {"max-num-seqs": 4})
+TEN = [LoadPoint(f"concurrent-{n}", "concurrent", n, 40.0, None, None) for n in range(1, 11)]
+STEADY = 2.0  # ms per output token
+
+
+def _requests(level_ms: float, seed: int, start: float) -> list[RequestSample]:
+    """80 requests one after another, each 0.1 s long, at `level_ms` per token."""
+    rng = random.Random(seed)
+    return [
+        {
+            "start_time": start + 0.1 * i,
+            "end_time": start + 0.1 * (i + 1),
+            "itl_ms": level_ms * rng.lognormvariate(0, 0.05),
+        }
+        for i in range(80)
+    ]
+
+
+def _run(tmp_path, levels: dict[str, float], every: int = 4, fail_at: str | None = None):
+    """One configuration of TEN with sentinels every `every`; `levels` sets a point's (or a
+    sentinel's, by its id) time per token, STEADY otherwise."""
+    made = {"count": 0}
+
+    def samples(point: LoadPoint) -> list[RequestSample]:
+        made["count"] += 1
+        level = levels.get(point.point_id, STEADY)
+        return _requests(level, made["count"], 100.0 * made["count"])
+
+    driver = FakeLoadDriver(samples=samples, fail_at=fail_at)
+    store = RunStore.create(
+        tmp_path, RunKind.SWEEP, "t", varied_args=["max-num-seqs"], versions={}, host={}
+    )
+    runner = ConfigRunner(
+        store,
+        FakeDeployment(),
+        lambda config: driver,
+        Metrics(enabled=False),
+        SilentReporter(),
+        PointRules(),
+        extras=PointExtras(sentinel_seconds=10.0, sentinel_every=every),
+    )
+    outcome = runner.run(CONFIG, TEN)
+    marked = {
+        r["point_id"]: r["unverified_reason"]
+        for r in read_points(store.path)
+        if "machine speed changed" in (r.get("unverified_reason") or "")
+    }
+    return outcome, store.manifest.config("c1"), driver, marked
+
+
+def test_sentinels_go_after_every_fourth_point_while_two_or_more_follow():
+    ids = [p.point_id for p in with_sentinels(TEN, 10.0, 4)]
+    assert ids == [
+        *[f"concurrent-{n}" for n in range(1, 5)],
+        "concurrent-1~sentinel@concurrent-4",
+        *[f"concurrent-{n}" for n in range(5, 9)],
+        "concurrent-1~sentinel@concurrent-8",
+        "concurrent-9",
+        "concurrent-10",
+        "concurrent-1~sentinel",
+    ]
+    # nine points: no sentinel after the 8th with one point left, the last one follows it
+    assert [p.point_id for p in with_sentinels(TEN[:9], 10.0, 4)][-3:] == [
+        "concurrent-8",
+        "concurrent-9",
+        "concurrent-1~sentinel",
+    ]
+    # four points (the demo's), or `every` 0: one sentinel, after the last
+    assert [p.point_id for p in with_sentinels(TEN[:4], 10.0, 4)][4:] == ["concurrent-1~sentinel"]
+    assert len(with_sentinels(TEN, 10.0, 0)) == 11
+    assert with_sentinels(TEN, None, 4) == TEN
+    sentinel = with_sentinels(TEN, 10.0, 4)[4]
+    assert sentinel.max_seconds == 10.0 and sentinel.target == 1
+    assert sentinel_of(sentinel.point_id) == "concurrent-1"
+    assert sentinel_after(sentinel.point_id) == "concurrent-4"
+    assert sentinel_after("concurrent-1~sentinel") is None
+    assert sentinel_of("concurrent-4") is None
+
+
+def test_a_steady_machine_marks_nothing_and_every_sentinel_is_kept(tmp_path):
+    outcome, entry, driver, marked = _run(tmp_path, {})
+    assert outcome.status == "complete" and outcome.points_done == 10
+    assert marked == {}
+    assert [r.get("after") for r in entry.sentinels] == [
+        "concurrent-4",
+        "concurrent-8",
+        "concurrent-10",
+    ]
+    assert [r["against"] for r in entry.sentinels] == [
+        "concurrent-1",
+        "concurrent-1~sentinel@concurrent-4",
+        "concurrent-1~sentinel@concurrent-8",
+    ]
+    assert entry.sentinels[1]["points"] == [f"concurrent-{n}" for n in range(5, 9)]
+    assert all(r["held"] for r in entry.sentinels)
+    assert entry.sentinels[-1]["whole_held"] is True
+    assert entry.sentinel == entry.sentinels[-1]
+    # the sentinels ran where they were planned, and are no rows
+    assert driver.ran[4] == "concurrent-1~sentinel@concurrent-4"
+    assert len(driver.ran) == 13
+
+
+def test_a_machine_that_slowed_under_points_5_to_8_marks_only_them(tmp_path):
+    """Slower from point 7 on, to the end: the readings before point 5 and after point 8
+    disagree, the ones around the last two points agree (both slow)."""
+    slow = {f"concurrent-{n}": 3.0 for n in range(7, 11)}
+    slow["concurrent-1~sentinel@concurrent-8"] = 3.0
+    slow["concurrent-1~sentinel"] = 3.0
+    _, entry, _, marked = _run(tmp_path, slow)
+    assert sorted(marked) == [f"concurrent-{n}" for n in range(5, 9)]
+    reason = marked["concurrent-5"]
+    assert (
+        "the sentinel after concurrent-8 (a repeat of concurrent-1) decoded 50% slower than "
+        "its repeat after concurrent-4" in reason
+    ), reason
+    held = [r["held"] for r in entry.sentinels]
+    assert held == [True, False, True]
+    # the whole moved, and the span that moved explains it: no point beyond it is marked
+    assert entry.sentinels[-1]["whole_held"] is False
+
+
+def test_a_first_point_slowed_throughout_marks_the_first_span_only(tmp_path):
+    """A change between configurations lands on the next one's first point."""
+    _, entry, _, marked = _run(tmp_path, {"concurrent-1": 3.0})
+    assert sorted(marked, key=lambda p: int(p.split("-")[1])) == [
+        f"concurrent-{n}" for n in range(1, 5)
+    ]
+    assert "than concurrent-1 itself" in marked["concurrent-1"]
+    assert re.search(r"3\d% faster", marked["concurrent-1"]), marked["concurrent-1"]
+    # the last sentinel against the slowed first point moves too, yet a span explains it
+    assert entry.sentinels[-1]["whole_held"] is False
+
+
+def test_a_drift_in_steps_too_small_to_flag_marks_every_point(tmp_path):
+    """12% slower at each sentinel: no span moves 20%, the whole moves 40%."""
+    steps = {
+        "concurrent-1~sentinel@concurrent-4": 2.24,
+        **{f"concurrent-{n}": 2.24 for n in range(5, 9)},
+        "concurrent-1~sentinel@concurrent-8": 2.51,
+        "concurrent-9": 2.51,
+        "concurrent-10": 2.81,
+        "concurrent-1~sentinel": 2.81,
+    }
+    _, entry, _, marked = _run(tmp_path, steps)
+    assert [r["held"] for r in entry.sentinels] == [True, True, True]
+    assert sorted(marked) == sorted(p.point_id for p in TEN)
+    assert "in steps each within its span's noise" in marked["concurrent-1"]
+    assert entry.sentinels[-1]["whole_held"] is False
+
+
+def test_one_sentinel_after_the_last_marks_every_point_as_before(tmp_path):
+    _, entry, driver, marked = _run(tmp_path, {"concurrent-1~sentinel": 3.0}, every=0)
+    assert len(driver.ran) == 11 and len(entry.sentinels) == 1
+    assert "after" not in entry.sentinels[0] and "whole_held" not in entry.sentinels[0]
+    assert sorted(marked) == sorted(p.point_id for p in TEN)
+    assert (
+        "the sentinel (a repeat of concurrent-1 after the last point) decoded 50% slower"
+        in marked["concurrent-1"]
+    )
+
+
+def test_a_sentinel_between_points_that_failed_fails_the_configuration(tmp_path):
+    """Points were still to come: unlike the last sentinel (the configuration is complete
+    then, tests/unit/test_runner.py), the configuration failed at it, its points stored."""
+    failed = "concurrent-1~sentinel@concurrent-4"
+    outcome, entry, _, _ = _run(tmp_path, {}, fail_at=failed)
+    assert outcome.status == "failed" and outcome.points_done == 4
+    assert entry.failed_point == failed
+    assert f"(point {failed} not measured)" in entry.error
+
+
+def test_the_estimate_counts_every_sentinel():
+    """`--dry-run` pays each sentinel's seconds and overhead: ten points, a sentinel after the
+    4th, the 8th and the last, against one after the last."""
+    from pathlib import Path
+
+    from tunebench.spec.loading import validate_spec
+    from tunebench.spec.plan import build_plan
+    from tunebench.sweep.estimate import POINT_OVERHEAD_S, estimate_seconds
+
+    def estimate(every: int) -> float:
+        spec = validate_spec(
+            {
+                "name": "t",
+                "model": "org/base",
+                "deployment": {"kind": "local"},
+                "load": {
+                    "data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 8},
+                    "profiles": [
+                        {"kind": "concurrent", "streams": list(range(1, 11)), "max_seconds": 40}
+                    ],
+                },
+                "machine": {"sentinel_every": every, "sentinel_seconds": 10},
+            },
+            Path("x.yaml"),
+        )
+        return estimate_seconds(spec, build_plan(spec, Path("x.yaml")))
+
+    assert estimate(4) - estimate(0) == 2 * (10 + POINT_OVERHEAD_S)
