@@ -158,10 +158,12 @@ def describe_sentinel(sentinel: dict) -> str:
     )
     against = sentinel.get("against") or sentinel["point"]
     whole = (
-        f"; first point to here {sentinel['whole_change_pct']:+.1f}%"
-        if sentinel.get("whole_change_pct") is not None
+        f"; against {sentinel['point']} itself {sentinel['first_change_pct']:+.1f}%"
+        if sentinel.get("first_change_pct") is not None
         else ""
     )
+    if sentinel.get("marked"):
+        whole += f"; marked {', '.join(sentinel.get('points') or ['every point'])}"
     return (
         f"sentinel{where}: {sentinel['point']} again, time per token "
         f"{sentinel['change_pct']:+.1f}% against {against} (z {sentinel['z']:.1f}): "

@@ -55,13 +55,15 @@ class SentinelRecord(TypedDict, total=False):
     inconclusive: bool
     # a configuration with sentinels between its points: the point this one followed, the
     # reading it was compared with (the first point or the sentinel before) and the points
-    # between the two, which a change marks; the last one also reads first point to last
+    # between the two, which a change marks; against the first point too (when `against` is
+    # a sentinel), and whether its span was marked
     after: str
     against: str
     points: list[str]
-    whole_change_pct: float
-    whole_held: bool
-    whole_note: str
+    first_change_pct: float
+    first_held: bool
+    first_note: str
+    marked: bool
 
 
 @with_config(_KEEP_UNKNOWN_KEYS)

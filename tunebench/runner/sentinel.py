@@ -1,9 +1,12 @@
-"""The A...A sentinels judged when they are measured: each against the reading before it
-(the configuration's first point, or the sentinel before), recorded in the manifest, and the
-points between the two readings marked when the machine did not hold its speed between them
-(points/sentinel.py). The last sentinel of a configuration with sentinels between its points
-also reads the whole span, first point to last sentinel: a machine that moved in steps each
-too small to flag still marks every point when the whole is beyond noise."""
+"""The A...A sentinels judged when they are measured, recorded in the manifest, and the
+points since the reading before them marked when the machine did not hold its speed
+(points/sentinel.py). Each sentinel is read against the reading before it (the
+configuration's first point, or the sentinel before) and, when that is another sentinel,
+against the first point too: the span of points between two readings is marked when its
+closing reading moved from its opening one (a change under these points) or from the first
+point (the machine no longer runs at the speed the configuration started at: a step that
+lasted, or a drift in steps each too small to flag). Points before the change stay as their
+other evidence judged them."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from tunebench.store.run import RunStore
 @dataclass
 class SentinelSpans:
     """One repeat's readings of its first point as they come: the reading a sentinel is
-    compared with, the points measured since, and whether a span was marked."""
+    compared with, and the points measured since."""
 
     first: str | None = None  # the point every sentinel repeats
     first_samples: list[RequestSample] | None = None
@@ -29,7 +32,6 @@ class SentinelSpans:
     against_samples: list[RequestSample] | None = None
     points: list[str] = field(default_factory=list)  # measured since `against`
     sentinels: int = 0  # judged so far
-    moved: int = 0  # spans marked
 
     def measured(self, point_id: str, samples: list[RequestSample]) -> None:
         """A point (not a sentinel) was stored."""
@@ -45,6 +47,9 @@ class SentinelSpans:
         self.sentinels += 1
 
 
+_NO_FIRST = "sentinel not compared: the first point was measured by an earlier attempt"
+
+
 def judge_sentinel(
     store: RunStore,
     reporter: Reporter,
@@ -57,14 +62,17 @@ def judge_sentinel(
     """`result` is the sentinel's window; `first` the point it repeats, `spans` this repeat's
     readings so far (no first reading: an earlier attempt measured the first point)."""
     after = sentinel_after(result.point_id)
-    last = after is None
-    alone = last and spans.sentinels == 0  # the only sentinel: it judges every point
-    against = spans.against
+    alone = after is None and spans.sentinels == 0  # the only sentinel: it judges every point
+    against = spans.against or first
     verdict: SentinelVerdict | str = (
         sentinel_verdict(spans.against_samples, result.samples)
         if spans.against_samples is not None
-        else "sentinel not compared: the first point was measured by an earlier attempt"
+        else _NO_FIRST
     )
+    # against the first point too, when the reading before was a sentinel
+    from_first: SentinelVerdict | str | None = None
+    if spans.first_samples is not None and spans.against != spans.first:
+        from_first = sentinel_verdict(spans.first_samples, result.samples)
     record: SentinelRecord = {
         "point": first,
         "repeat": repeat,
@@ -72,14 +80,33 @@ def judge_sentinel(
     }
     if not alone:
         record["after"] = after or (spans.points[-1] if spans.points else "")
-        record["against"] = against or first
+        record["against"] = against
         record["points"] = list(spans.points)
     if isinstance(verdict, str):
         record["note"] = verdict
         reporter.note(f"  {verdict}")
     else:
         record.update(verdict.as_record())
-        where = "" if alone else f" after {record['after']}"
+    if isinstance(from_first, SentinelVerdict):
+        record["first_change_pct"] = round(100 * from_first.change, 1)
+        record["first_held"] = from_first.held
+    elif from_first is not None:
+        record["first_note"] = from_first
+    where = "" if alone else f" after {record['after']}"
+    moved = [
+        (v, than)
+        for v, than in ((verdict, against), (from_first, first))
+        if isinstance(v, SentinelVerdict) and not v.held
+    ]
+    if moved:
+        shift, than = moved[0]
+        described = shift.describe(first) if alone else shift.describe(first, record["after"], than)
+        reason = f"{DRIFT_PREFIX}: {described}"
+        store.mark_unverified(config_id, repeat, reason, None if alone else spans.points)
+        record["marked"] = True
+        shown = "every point" if alone else ", ".join(spans.points) or "no point"
+        reporter.note(f"  [yellow]{reason}[/] (marks {shown})")
+    elif isinstance(verdict, SentinelVerdict):
         if verdict.inconclusive:
             way = "slower" if verdict.change > 0 else "faster"
             reporter.note(
@@ -87,53 +114,13 @@ def judge_sentinel(
                 f"windows' own noise ({verdict.z:.1f} noise units): it cannot say whether the "
                 "machine held"
             )
-        elif verdict.held:
+        else:
             reporter.note(
                 f"  sentinel{where}: {first} again within {abs(verdict.change):.0%}: "
                 "the machine held its speed"
             )
-        else:
-            described = (
-                verdict.describe(first)
-                if alone
-                else verdict.describe(first, record["after"], against)
-            )
-            reason = f"{DRIFT_PREFIX}: {described}"
-            store.mark_unverified(config_id, repeat, reason, None if alone else spans.points)
-            spans.moved += 1
-            shown = "every point" if alone else ", ".join(spans.points)
-            reporter.note(f"  [yellow]{reason}[/] (marks {shown})")
-    if last and not alone:
-        _judge_whole(store, reporter, config_id, repeat, first, spans, result, record)
     spans.judged(result.point_id, result.samples)
     _keep(store, config_id, repeat, record)
-
-
-def _judge_whole(
-    store: RunStore,
-    reporter: Reporter,
-    config_id: str,
-    repeat: int,
-    first: str,
-    spans: SentinelSpans,
-    result: ClientResult,
-    record: SentinelRecord,
-) -> None:
-    """The last sentinel against the first point: when no span moved and the whole did, the
-    machine drifted in steps too small to flag one by one, and every point is marked."""
-    if spans.first_samples is None:
-        return
-    whole = sentinel_verdict(spans.first_samples, result.samples)
-    if isinstance(whole, str):
-        record["whole_note"] = whole
-        return
-    record["whole_change_pct"] = round(100 * whole.change, 1)
-    record["whole_held"] = whole.held
-    if whole.held or spans.moved:
-        return
-    reason = f"{DRIFT_PREFIX}: {whole.describe(first)}, in steps each within its span's noise"
-    store.mark_unverified(config_id, repeat, reason)
-    reporter.note(f"  [yellow]{reason}[/] (marks every point)")
 
 
 def sentinel_not_measured(
