@@ -16,7 +16,9 @@ reads each point's verdict and prints, per slowdown:
   against the reading before it), which, when one says the speed changed, mark the points
   between the two readings (points/sentinel.py).
 `--slowdowns 0` runs a sweep with nothing planted (A/A: every flag there is a false flag or
-this machine's own wander).
+this machine's own wander). `--step-from K` plants one throttle from point K to the end of
+the sweep instead (a step that lasts: the sentinels between points should mark the span it
+began in and every span after it, and leave the points before).
 Exits 1 when a sweep fails, 2 on bad input.
 """
 
@@ -96,6 +98,7 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[list[dict], dict | None
     log_path = out / f"sweep-{slowdown}-{stamp}.log"
     sweep = start_sweep(spec_path, runs, log_path)
     planted: dict[str, tuple[float, float, str]] = {}
+    step: Throttle | None = None  # --step-from: one throttle from a point to the sweep's end
     try:
         run = None
         while sweep.poll() is None:
@@ -110,6 +113,16 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[list[dict], dict | None
             pgid = _server_pgid(run)
             done = len(point_rows(run))
             index = done  # the point now running, from 0
+            if args.step_from and slowdown > 0:
+                if pgid and step is None and index == args.step_from - 1:
+                    time.sleep(args.offset)
+                    step = Throttle(pgid, slowdown).__enter__()
+                    print(
+                        f"  planted {slowdown:.0%} from point {index + 1} on ({step.method})",
+                        flush=True,
+                    )
+                time.sleep(0.5)
+                continue
             due = index % 2 == 1 and index < args.points and str(index) not in planted
             if pgid and slowdown > 0 and due:
                 # the point starts as the last one's row lands; plant inside its window
@@ -125,11 +138,16 @@ def one_sweep(args, slowdown: float, out: Path) -> tuple[list[dict], dict | None
             time.sleep(0.5)
         sweep.wait()
     finally:
+        if step is not None:
+            step.__exit__(None, None, None)
         if sweep.poll() is None:
             stop_session(sweep)
     if sweep.returncode != 0:
         fail(sweep, log_path)
     rows = point_rows(run) if run else []
+    if step is not None:
+        for index in range(args.step_from - 1, len(rows)):
+            planted[str(index)] = (step.started, step.ended, step.method)
     for index, row in enumerate(rows):
         row["planted"] = planted.get(str(index))
     return rows, _sentinels(run) if run else []
@@ -199,7 +217,8 @@ def summarise(slowdown: float, rows: list[dict], sentinels: list[dict]) -> None:
             f" s, throttled {row.get('throttled_pct') or '-'}%, foreign "
             f"{row.get('foreign_cpu_pct') or '-'}%, probe {row.get('probe_ms') or '-'} ms;"
             f"{where} flagged: {'yes' if flagged(row) else 'no'}"
-            f" (requests alone: {'yes' if flagged(row, True) else 'no'})"
+            f" (requests alone: {'yes' if flagged(row, True) else 'no'}; by a sentinel: "
+            f"{'yes' if by_sentinel(row) else 'no'})"
         )
     if not sentinels:
         print("  sentinel: none recorded")
@@ -221,6 +240,8 @@ def summarise(slowdown: float, rows: list[dict], sentinels: list[dict]) -> None:
         f"{len(planted)}); untouched flagged: {sum(map(flagged, untouched))}/{len(untouched)}"
         f" (by a sentinel: {sum(by_sentinel(r) for r in untouched)}/{len(untouched)})"
     )
+    if any(r["planted"] for r in rows[1:]) and all(r["planted"] for r in rows[-2:]):
+        print(f"  planted flagged by a sentinel: {sum(map(by_sentinel, planted))}/{len(planted)}")
 
 
 def main() -> None:
@@ -231,6 +252,13 @@ def main() -> None:
     parser.add_argument("--offset", type=float, default=8.0)
     parser.add_argument("--throttle", type=float, default=12.0)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--step-from",
+        type=int,
+        default=0,
+        help="instead of plants inside windows, one throttle from this point (1-based, "
+        "--offset s into it) to the sweep's end: a step that lasts, for the sentinels",
+    )
     parser.add_argument("--output", type=Path, default=Path("/tmp/drift-detection"))
     args = parser.parse_args()
     if args.offset + args.throttle > args.window:
