@@ -189,7 +189,9 @@ def describe_sentinel(sentinel: dict) -> str:
     )
 
 
-def summarise(slowdown: float, rows: list[dict], sentinels: list[dict]) -> None:
+def summarise(slowdown: float, rows: list[dict], sentinels: list[dict], step: bool) -> None:
+    """`step`: one throttle from a point to the end (--step-from): the windows under it ran
+    slowed throughout, so their own change is not the plant's size, and is not sized."""
     planted = [r for r in rows if r["planted"]]
     untouched = [r for r in rows if not r["planted"]]
 
@@ -225,7 +227,7 @@ def summarise(slowdown: float, rows: list[dict], sentinels: list[dict]) -> None:
     for sentinel in sentinels:
         print(f"  {describe_sentinel(sentinel)}")
     sizes = [float(r["window_change_pct"]) / 100 for r in planted if r.get("window_change_pct")]
-    if slowdown and sizes:
+    if slowdown and sizes and not step:
         # the plant takes a share of the server's CPU; the window test reads time per token
         lost = [1 - 1 / (1 + size) for size in sizes]
         print(
@@ -240,7 +242,7 @@ def summarise(slowdown: float, rows: list[dict], sentinels: list[dict]) -> None:
         f"{len(planted)}); untouched flagged: {sum(map(flagged, untouched))}/{len(untouched)}"
         f" (by a sentinel: {sum(by_sentinel(r) for r in untouched)}/{len(untouched)})"
     )
-    if any(r["planted"] for r in rows[1:]) and all(r["planted"] for r in rows[-2:]):
+    if step:
         print(f"  planted flagged by a sentinel: {sum(map(by_sentinel, planted))}/{len(planted)}")
 
 
@@ -272,7 +274,8 @@ def main() -> None:
         for slowdown in args.slowdowns:  # alternated within each repeat
             what = f"{slowdown:.0%} planted" if slowdown else "nothing planted"
             print(f"[{repeat + 1}/{args.repeats}] sweep with {what}", flush=True)
-            summarise(slowdown, *one_sweep(args, slowdown, args.output))
+            rows, sentinels = one_sweep(args, slowdown, args.output)
+            summarise(slowdown, rows, sentinels, step=bool(args.step_from))
 
 
 if __name__ == "__main__":
