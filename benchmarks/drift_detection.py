@@ -12,9 +12,9 @@ reads each point's verdict and prints, per slowdown:
 - planted points flagged "machine speed changed" (any evidence, and the window's own
   requests alone, which see every cause, not only a cgroup), with the size found;
 - untouched points flagged (false flags, or the machine's own wander);
-- the sentinels' readings (the first point again after every 4th point and at the end, each
-  against the reading before it), which, when one says the speed changed, mark the points
-  between the two readings (points/sentinel.py).
+- the sentinels' readings (the first point again after every `--sentinel-every` points, 4,
+  and at the end, each against the reading before it and the first point), which, when one
+  says the speed changed, mark the points since the reading before it (points/sentinel.py).
 `--slowdowns 0` runs a sweep with nothing planted (A/A: every flag there is a false flag or
 this machine's own wander). `--step-from K` plants one throttle from point K to the end of
 the sweep instead (a step that lasts: the sentinels between points should mark the span it
@@ -44,8 +44,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from sweep_process import fail, start_sweep  # noqa: E402
 
 
-def spec(points: int, window: int) -> dict:
-    return {
+def spec(points: int, window: int, sentinel_every: int | None = None) -> dict:
+    """The sweep; `sentinel_every`: sentinels after every this many points (and after the
+    last), by count alone: the spans the figures in docs/benchmarks.md name (None: the
+    product's defaults)."""
+    out = {
         "name": "drift-detection",
         "model": "builtin:tiny-llama-random",
         "deployment": {
@@ -69,6 +72,9 @@ def spec(points: int, window: int) -> dict:
         "metrics": {"interval_s": 1},
         "output": "reports",
     }
+    if sentinel_every is not None:
+        out["machine"] = {"sentinel_every": sentinel_every, "sentinel_every_s": 0}
+    return out
 
 
 def point_rows(run: Path) -> list[dict]:
@@ -92,7 +98,7 @@ def _server_pgid(run: Path) -> int | None:
 
 def one_sweep(args, slowdown: float, out: Path) -> tuple[list[dict], dict | None]:
     spec_path = out / f"drift-{slowdown}.yaml"
-    spec_path.write_text(yaml.safe_dump(spec(args.points, args.window)))
+    spec_path.write_text(yaml.safe_dump(spec(args.points, args.window, args.sentinel_every)))
     stamp = f"{time.time():.0f}"
     runs = out / f"runs-{slowdown}-{stamp}"
     log_path = out / f"sweep-{slowdown}-{stamp}.log"
@@ -254,6 +260,12 @@ def main() -> None:
     parser.add_argument("--offset", type=float, default=8.0)
     parser.add_argument("--throttle", type=float, default=12.0)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--sentinel-every",
+        type=int,
+        default=4,
+        help="a sentinel after every this many points (0: only after the last)",
+    )
     parser.add_argument(
         "--step-from",
         type=int,

@@ -230,6 +230,7 @@ def build_runner(
                 else None
             ),
             sentinel_every=spec.machine.sentinel_every,
+            sentinel_every_s=spec.machine.sentinel_every_s,
         ),
     )
 

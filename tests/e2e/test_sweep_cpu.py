@@ -98,6 +98,30 @@ def test_physics_max_num_seqs_2_queues_at_8_streams(e2e_sweep):
     assert float(small["ttft_p50_ms"]) > float(large["ttft_p50_ms"])
 
 
+@pytest.mark.parametrize("label", ["mns2", "mns8"])
+def test_a_sentinel_between_points_and_one_after_the_last_read_the_first_point_again(
+    e2e_sweep, label
+):
+    """`machine: {sentinel_every: 1}`: concurrent-1, its sentinel, concurrent-8, poisson-4,
+    the last sentinel; each read against the reading before it, the last also against
+    concurrent-1 itself (runner/sentinel.py)."""
+    records = e2e_sweep.config(label)["sentinels"]
+    assert [(r["after"], r["against"], r["points"]) for r in records] == [
+        ("concurrent-1", "concurrent-1", ["concurrent-1"]),
+        ("poisson-4", "concurrent-1~sentinel@concurrent-1", ["concurrent-8", "poisson-4"]),
+    ], records
+    for record in records:
+        assert "held" in record or record.get("note"), record
+    assert "first_held" in records[1] or records[1].get("first_note"), records[1]
+    # a sentinel is no row
+    assert [r["point_id"] for r in e2e_sweep.rows_of(label)] == [
+        "concurrent-1",
+        "concurrent-8",
+        "poisson-4",
+    ]
+    assert "sentinel after concurrent-1: concurrent-1 again for" in e2e_sweep.stderr
+
+
 def test_run_directory_layout(e2e_sweep):
     path = e2e_sweep.path
     manifest = e2e_sweep.manifest
@@ -107,7 +131,7 @@ def test_run_directory_layout(e2e_sweep):
     assert manifest["spec"]["name"] == "e2e-cpu"
     for config in ("c2", "c3"):
         reports = sorted((path / "guidellm" / config / "benchmarks").glob("*.json"))
-        assert len(reports) == 4  # three points and the sentinel (points/sentinel.py)
+        assert len(reports) == 5  # three points and two sentinels (points/sentinel.py)
         assert json.loads(reports[0].read_text())["benchmarks"][0]["requests"]["successful"]
         assert (path / "logs" / f"server-{config}.log").stat().st_size > 0
     header = (path / "points.csv").read_text().splitlines()[0].split(",")

@@ -9,6 +9,7 @@ windows in tests/unit/test_sentinel.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 
@@ -62,7 +63,7 @@ def _run(tmp_path, levels: dict[str, float], every: int = 4, fail_at: str | None
         Metrics(enabled=False),
         SilentReporter(),
         PointRules(),
-        extras=PointExtras(sentinel_seconds=10.0, sentinel_every=every),
+        extras=PointExtras(sentinel_seconds=10.0, sentinel_every=every, sentinel_every_s=0),
     )
     outcome = runner.run(CONFIG, TEN)
     marked = {
@@ -78,7 +79,7 @@ def _number(point_id: str) -> int:
 
 
 def test_sentinels_go_after_every_fourth_point_while_two_or_more_follow():
-    ids = [p.point_id for p in with_sentinels(TEN, 10.0, 4)]
+    ids = [p.point_id for p in with_sentinels(TEN, 10.0, 4, 0)]
     assert ids == [
         *[f"concurrent-{n}" for n in range(1, 5)],
         "concurrent-1~sentinel@concurrent-4",
@@ -89,21 +90,41 @@ def test_sentinels_go_after_every_fourth_point_while_two_or_more_follow():
         "concurrent-1~sentinel",
     ]
     # nine points: no sentinel after the 8th with one point left, the last one follows it
-    assert [p.point_id for p in with_sentinels(TEN[:9], 10.0, 4)][-3:] == [
+    assert [p.point_id for p in with_sentinels(TEN[:9], 10.0, 4, 0)][-3:] == [
         "concurrent-8",
         "concurrent-9",
         "concurrent-1~sentinel",
     ]
-    # four points (the demo's), or `every` 0: one sentinel, after the last
-    assert [p.point_id for p in with_sentinels(TEN[:4], 10.0, 4)][4:] == ["concurrent-1~sentinel"]
-    assert len(with_sentinels(TEN, 10.0, 0)) == 11
-    assert with_sentinels(TEN, None, 4) == TEN
-    sentinel = with_sentinels(TEN, 10.0, 4)[4]
+    # four points, or neither rule: one sentinel, after the last
+    assert [p.point_id for p in with_sentinels(TEN[:4], 10.0, 4, 0)][4:] == [
+        "concurrent-1~sentinel"
+    ]
+    assert len(with_sentinels(TEN, 10.0, 0, 0)) == 11
+    assert with_sentinels(TEN, None, 4, 0) == TEN
+    sentinel = with_sentinels(TEN, 10.0, 4, 0)[4]
     assert sentinel.max_seconds == 10.0 and sentinel.target == 1
     assert sentinel_of(sentinel.point_id) == "concurrent-1"
     assert sentinel_after(sentinel.point_id) == "concurrent-4"
     assert sentinel_after("concurrent-1~sentinel") is None
     assert sentinel_of("concurrent-4") is None
+
+
+def test_by_default_a_sentinel_goes_between_points_every_two_minutes_of_windows():
+    """The default (`machine.sentinel_every_s: 120`, no count): ten 40-s points get one after
+    the 3rd and the 6th (the 9th has one point after it); ten 5-s points (50 s in all) and the
+    demo's four 10-s points only the last; a point without max_seconds counts no time."""
+    ids = [p.point_id for p in with_sentinels(TEN, 10.0)]
+    assert [i for i in ids if sentinel_of(i)] == [
+        "concurrent-1~sentinel@concurrent-3",
+        "concurrent-1~sentinel@concurrent-6",
+        "concurrent-1~sentinel",
+    ]
+    short = [dataclasses.replace(p, max_seconds=5.0) for p in TEN]
+    assert len(with_sentinels(short, 10.0)) == 11
+    demo = [dataclasses.replace(p, max_seconds=10.0) for p in TEN[:4]]
+    assert len(with_sentinels(demo, 10.0)) == 5
+    unbounded = [dataclasses.replace(p, max_seconds=None, max_requests=100) for p in TEN]
+    assert len(with_sentinels(unbounded, 10.0)) == 11
 
 
 def test_a_steady_machine_marks_nothing_and_every_sentinel_is_kept(tmp_path):
@@ -235,7 +256,7 @@ def test_the_estimate_counts_every_sentinel():
                         {"kind": "concurrent", "streams": list(range(1, 11)), "max_seconds": 40}
                     ],
                 },
-                "machine": {"sentinel_every": every, "sentinel_seconds": 10},
+                "machine": {"sentinel_every": every, "sentinel_every_s": 0, "sentinel_seconds": 10},
             },
             Path("x.yaml"),
         )

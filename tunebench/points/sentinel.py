@@ -38,7 +38,7 @@ from tunebench.points.steadiness import (
     per_token_series,
 )
 from tunebench.spec.load_kind import LoadKind
-from tunebench.spec.measure_settings import DEFAULT_SENTINEL_EVERY
+from tunebench.spec.measure_settings import DEFAULT_SENTINEL_EVERY_S
 from tunebench.spec.plan import LoadPoint
 
 #: A sentinel's point id: its first point's, with this after it.
@@ -165,21 +165,30 @@ def sentinel_point(
 
 
 def with_sentinels(
-    fixed: list[LoadPoint], seconds: float | None, every: int = DEFAULT_SENTINEL_EVERY
+    fixed: list[LoadPoint],
+    seconds: float | None,
+    every: int = 0,
+    every_s: float = DEFAULT_SENTINEL_EVERY_S,
 ) -> list[LoadPoint]:
-    """The fixed points in order with their sentinels placed: one after every `every` points
-    while two or more points follow it (0: none between), and one after the last. Without a
-    sentinel (`sentinel_point` is None) the points alone."""
+    """The fixed points in order with their sentinels placed: one after the last, and one
+    between points once the points since the last reading number `every` (0: not by count)
+    or planned `every_s` seconds of windows (0: not by time; a point without `max_seconds`
+    counts none), while two or more points follow. Without a sentinel (`sentinel_point` is
+    None) the points alone."""
     last = sentinel_point(fixed, seconds)
     if last is None:
         return list(fixed)
     out: list[LoadPoint] = []
+    count, planned = 0, 0.0  # since the last reading
     for number, point in enumerate(fixed, start=1):
         out.append(point)
-        if every and number % every == 0 and number <= len(fixed) - 2:
+        count, planned = count + 1, planned + (point.max_seconds or 0.0)
+        due = (every and count >= every) or (every_s and planned >= every_s)
+        if due and number <= len(fixed) - 2:
             between = sentinel_point(fixed, seconds, after=point.point_id)
             assert between is not None  # the same points as `last`
             out.append(between)
+            count, planned = 0, 0.0
     return [*out, last]
 
 

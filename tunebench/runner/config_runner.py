@@ -143,7 +143,12 @@ class ConfigRunner:
         fixed = [p for p in points if p.search is None]
         searches = [p for p in points if p.search is not None]
         # the fixed points with their A...A sentinels placed (points/sentinel.py)
-        planned = with_sentinels(fixed, self.extras.sentinel_seconds, self.extras.sentinel_every)
+        planned = with_sentinels(
+            fixed,
+            self.extras.sentinel_seconds,
+            self.extras.sentinel_every,
+            self.extras.sentinel_every_s,
+        )
         probing = (
             CapacityProbing(
                 searches[0],
@@ -297,8 +302,10 @@ class ConfigRunner:
                 state.machine.mark()
             repeated = sentinel_of(point.point_id)
             if repeated is not None:
+                after = sentinel_after(point.point_id)
                 self.reporter.note(
-                    f"  sentinel: {repeated} again for {point.max_seconds:g} s or "
+                    f"  sentinel{f' after {after}' if after else ''}: {repeated} again for "
+                    f"{point.max_seconds:g} s or "
                     f"{point.max_requests} requests, whichever ends first (did the machine "
                     "hold its speed?)"
                 )

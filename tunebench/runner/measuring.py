@@ -20,12 +20,12 @@ from tunebench.points.client_limit import DEFAULT_TOLERANCE
 from tunebench.points.cost import replica_price
 from tunebench.points.roofline import Roofline
 from tunebench.points.row import PointId, build_row
-from tunebench.points.sentinel import DEFAULT_SENTINEL_EVERY
 from tunebench.roofline.plan import RooflinePlanner
 from tunebench.runner.probing import CapacityProbing
 from tunebench.runner.sentinel import SentinelSpans
 from tunebench.seams.energy import EnergyMeter, EnergyReading
 from tunebench.seams.load import ClientResult
+from tunebench.spec.measure_settings import DEFAULT_SENTINEL_EVERY_S
 from tunebench.spec.plan import LoadPoint, ServerConfig
 
 
@@ -50,8 +50,10 @@ class PointExtras:
     make_machine_watch: Callable[[ServerConfig], MachineWatch | str] | None = None
     # the A...A sentinel's window (spec `machine.sentinel_seconds`); None: no sentinel
     sentinel_seconds: float | None = None
-    # a sentinel between points after every this many (spec `machine.sentinel_every`)
-    sentinel_every: int = DEFAULT_SENTINEL_EVERY
+    # sentinels between points: after this many points or seconds of windows since the last
+    # reading (spec `machine.sentinel_every`, `sentinel_every_s`; 0: not by that rule)
+    sentinel_every: int = 0
+    sentinel_every_s: float = DEFAULT_SENTINEL_EVERY_S
 
 
 @dataclass

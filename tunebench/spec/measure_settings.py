@@ -9,8 +9,11 @@ from pydantic import Field, model_validator
 
 from tunebench.spec.base import Strict
 
-#: A sentinel between a configuration's points after every this many (points/sentinel.py).
-DEFAULT_SENTINEL_EVERY = 4
+#: A sentinel between a configuration's points once the points since the last reading planned
+#: this many seconds of windows (points/sentinel.py): this machine's speed moves in spells of
+#: minutes, and a sentinel (at most 10 s, often half that) per two minutes of load costs a
+#: few percent of a configuration's time.
+DEFAULT_SENTINEL_EVERY_S = 120.0
 
 
 class Cost(Strict):
@@ -83,13 +86,21 @@ class MachineSettings(Strict):
         le=600,
         description="the sentinel's window at most (it also ends 64 requests past its first wave)",
     )
+    sentinel_every_s: float = Field(
+        default=DEFAULT_SENTINEL_EVERY_S,
+        ge=0,
+        le=3600,
+        description="a sentinel also between points, once the points since the last reading "
+        "planned this many seconds of windows and two or more points follow (0: not by time): "
+        "a change is then placed in the span between two readings, and the points before it "
+        "stand",
+    )
     sentinel_every: int = Field(
-        default=DEFAULT_SENTINEL_EVERY,
+        default=0,
         ge=0,
         le=1000,
         description="a sentinel also after every this many points while two or more follow "
-        "(0: only after the last): a change is then placed in the span between two sentinels, "
-        "and only its points are marked",
+        "(0: not by count)",
     )
     stability_s: float | None = Field(
         default=None,

@@ -91,6 +91,7 @@ def estimate_seconds(spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0) 
             if spec.machine.sentinel and spec.load.driver == "guidellm"
             else None,
             spec.machine.sentinel_every,
+            spec.machine.sentinel_every_s,
         )
         for sentinel in planned:
             if sentinel_of(sentinel.point_id) is not None:
