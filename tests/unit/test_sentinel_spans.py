@@ -240,26 +240,17 @@ def test_the_estimate_counts_every_sentinel():
     4th, the 8th and the last, against one after the last."""
     from pathlib import Path
 
+    from tests.unit.test_plan import BASE
     from tunebench.spec.loading import validate_spec
     from tunebench.spec.plan import build_plan
     from tunebench.sweep.estimate import POINT_OVERHEAD_S, estimate_seconds
 
+    ten = {"kind": "concurrent", "streams": list(range(1, 11)), "max_seconds": 40}
+
     def estimate(every: int) -> float:
-        spec = validate_spec(
-            {
-                "name": "t",
-                "model": "org/base",
-                "deployment": {"kind": "local"},
-                "load": {
-                    "data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 8},
-                    "profiles": [
-                        {"kind": "concurrent", "streams": list(range(1, 11)), "max_seconds": 40}
-                    ],
-                },
-                "machine": {"sentinel_every": every, "sentinel_every_s": 0, "sentinel_seconds": 10},
-            },
-            Path("x.yaml"),
-        )
+        machine = {"sentinel_every": every, "sentinel_every_s": 0, "sentinel_seconds": 10}
+        load = {**BASE["load"], "profiles": [ten]}
+        spec = validate_spec({**BASE, "load": load, "machine": machine}, Path("x.yaml"))
         return estimate_seconds(spec, build_plan(spec, Path("x.yaml")))
 
     assert estimate(4) - estimate(0) == 2 * (10 + POINT_OVERHEAD_S)
