@@ -42,15 +42,23 @@ def _requests(level_ms: float, seed: int, start: float) -> list[RequestSample]:
     ]
 
 
-def _run(tmp_path, levels: dict[str, float], every: int = 4, fail_at: str | None = None):
+def _run(
+    tmp_path,
+    levels: dict[str, float],
+    every: int = 4,
+    fail_at: str | None = None,
+    cut: dict[str, int] | None = None,
+):
     """One configuration of TEN with sentinels every `every`; `levels` sets a point's (or a
-    sentinel's, by its id) time per token, STEADY otherwise."""
+    sentinel's, by its id) time per token, STEADY otherwise; `cut` keeps only a point's first
+    requests."""
     made = {"count": 0}
 
     def samples(point: LoadPoint) -> list[RequestSample]:
         made["count"] += 1
         level = levels.get(point.point_id, STEADY)
-        return _requests(level, made["count"], 100.0 * made["count"])
+        requests = _requests(level, made["count"], 100.0 * made["count"])
+        return requests[: (cut or {}).get(point.point_id, len(requests))]
 
     driver = FakeLoadDriver(samples=samples, fail_at=fail_at)
     store = RunStore.create(
@@ -254,3 +262,19 @@ def test_the_estimate_counts_every_sentinel():
         return estimate_seconds(spec, build_plan(spec, Path("x.yaml")))
 
     assert estimate(4) - estimate(0) == 2 * (10 + POINT_OVERHEAD_S)
+
+
+def test_a_sentinel_too_thin_to_compare_leaves_its_points_to_the_next_one(tmp_path):
+    """The sentinel after concurrent-4 finished too few requests: it says so, and the one
+    after concurrent-8 is read against concurrent-1 and judges points 1-8."""
+    thin = "concurrent-1~sentinel@concurrent-4"
+    _, entry, _, marked = _run(
+        tmp_path, {"concurrent-1~sentinel@concurrent-8": 3.0}, cut={thin: 10}
+    )
+    records = entry.sentinels
+    assert "sentinel not compared: the sentinel has" in records[0]["note"]
+    assert records[1]["against"] == "concurrent-1"
+    assert records[1]["points"] == [f"concurrent-{n}" for n in range(1, 9)]
+    assert records[1]["held"] is False
+    # points 1-8 by the second sentinel; 9-10 because the last one moved back from it
+    assert sorted(marked, key=_number) == [p.point_id for p in TEN]

@@ -113,6 +113,11 @@ def _levels(samples: Sequence[SampleView]) -> list[float] | str:
     return [level for _, _, level in bin_levels(series, bins)]
 
 
+def readable(samples: Sequence[SampleView]) -> bool:
+    """Whether a window has the requests a sentinel comparison needs."""
+    return not isinstance(_levels(samples), str)
+
+
 def sentinel_verdict(
     first: Sequence[SampleView],
     sentinel: Sequence[SampleView],

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from tunebench.points.cells import RequestSample
 from tunebench.points.machine import DRIFT_PREFIX
 from tunebench.points.records import SentinelRecord
-from tunebench.points.sentinel import SentinelVerdict, sentinel_after, sentinel_verdict
+from tunebench.points.sentinel import (
+    SentinelVerdict,
+    readable,
+    sentinel_after,
+    sentinel_verdict,
+)
 from tunebench.seams.load import ClientResult
 from tunebench.seams.progress import Reporter
 from tunebench.store.run import RunStore
@@ -41,10 +46,14 @@ class SentinelSpans:
         self.points.append(point_id)
 
     def judged(self, sentinel_id: str, samples: list[RequestSample]) -> None:
-        """A sentinel was judged: the next span starts at it."""
+        """A sentinel was judged: the next span starts at it. A sentinel whose window is too
+        thin to compare starts none: the next one is read against the reading before it,
+        and judges its points too."""
+        self.sentinels += 1
+        if not readable(samples):
+            return
         self.against, self.against_samples = sentinel_id, samples
         self.points = []
-        self.sentinels += 1
 
 
 _NO_FIRST = "sentinel not compared: the first point was measured by an earlier attempt"
