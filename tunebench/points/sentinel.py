@@ -3,12 +3,11 @@ last. Nothing about the load differs between the two, so a difference in the tim
 output token beyond their noise is the machine's: it did not hold its speed while the
 configuration was measured, and every point of it is unverified.
 
-A long configuration gets a sentinel after every `every` points too (A, points, A, points,
-..., A). Each is compared with the reading before it (the first point, or the sentinel
-before), so a change is placed in the span of points between the two readings that
-disagree, and only those points are marked: on a machine that wanders over minutes, one
-sentinel at the end of a ten-point configuration marks all ten for a change that happened
-under two of them.
+A long configuration gets sentinels between its points too (A, points, A, points, ..., A:
+every `every_s` seconds of planned windows, or `every` points). runner/sentinel.py reads
+each against the reading before it and against the first point, and marks only the points
+since the reading before: on a machine that wanders over minutes, one sentinel at the end
+of a ten-point configuration marks all ten for a change that came after the eighth.
 
 The two windows are read as the steadiness test reads one (points/steadiness.py): their
 first waves left out (each window starts every stream at once), bins of equal count, each

@@ -161,7 +161,7 @@ class ConfigRunner:
         if probing is not None:
             probing.seed(earlier_rows)
         state = Measuring(config, [], probing, done=len(earlier_rows), repeat=repeat)
-        state.sentinels = {p.point_id: p for p in planned if sentinel_of(p.point_id)}
+        state.has_sentinels = len(planned) > len(fixed)
         if attempt > 1 or repeat > 1:  # the series and the log of the earlier go are kept
             series = layout.series(config.config_id)
             state.earlier_series = rows_of(series.read_text()) if series.exists() else ""
@@ -327,7 +327,7 @@ class ConfigRunner:
                 state.machine.wait_for_probe()
             state.in_flight = None
             repeated = sentinel_of(result.point_id)
-            if repeated is not None and result.point_id in state.sentinels:
+            if repeated is not None:
                 judge_sentinel(
                     self.store,
                     self.reporter,
@@ -350,7 +350,7 @@ class ConfigRunner:
             )
             store.add_requests(config.config_id, result.point_id, result.samples, state.repeat)
             store.add_point(row)
-            if state.sentinels and result.point.search is None:
+            if state.has_sentinels and result.point.search is None:
                 state.spans.measured(result.point_id, result.samples)
             if probing is not None:
                 probing.observe(result.point_id, row.cells)

@@ -26,7 +26,7 @@ from tunebench.runner.sentinel import SentinelSpans
 from tunebench.seams.energy import EnergyMeter, EnergyReading
 from tunebench.seams.load import ClientResult
 from tunebench.spec.measure_settings import DEFAULT_SENTINEL_EVERY_S
-from tunebench.spec.plan import LoadPoint, ServerConfig
+from tunebench.spec.plan import ServerConfig
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,10 @@ class Measuring:
     in_flight: str | None = None
     effective: dict[str, Any] = field(default_factory=dict)
     unverified: list[str] = field(default_factory=list)  # args the server gave no read-back of
-    # the first point again, between points and after the last (points/sentinel.py), by id
-    sentinels: dict[str, LoadPoint] = field(default_factory=dict)
-    spans: SentinelSpans = field(default_factory=SentinelSpans)  # their readings so far
+    # whether the first point is measured again, between points and after the last
+    # (points/sentinel.py), and those readings so far
+    has_sentinels: bool = False
+    spans: SentinelSpans = field(default_factory=SentinelSpans)
 
     def row(
         self,
