@@ -5,13 +5,16 @@ so a drift in steps too small to flag one by one still marks every point.
 
 The runner runs with fake seams; each point's requests are made at a time per token the test
 sets per point, with a 5% lognormal scatter (the sentinel's own rule is graded on recorded
-windows in tests/unit/test_sentinel.py)."""
+windows in tests/unit/test_sentinel.py). At the end, the chain as a whole is graded on
+recorded windows of this machine: A/A inside steady spells, and a planted step."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
 import re
+
+import pytest
 
 from tunebench.points.cells import RequestSample
 from tunebench.points.sentinel import sentinel_after, sentinel_of, with_sentinels
@@ -278,3 +281,69 @@ def test_a_sentinel_too_thin_to_compare_leaves_its_points_to_the_next_one(tmp_pa
     assert records[1]["held"] is False
     # points 1-8 by the second sentinel; 9-10 because the last one moved back from it
     assert sorted(marked, key=_number) == [p.point_id for p in TEN]
+
+
+# -- the chain graded on recorded windows --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chains() -> list[tuple[list[dict], list[list[dict]]]]:
+    """From the stability recordings of this machine (one server, one stream, constant load),
+    inside one steady spell (tests/unit/test_sentinel.py's rule): a 20-s first point, then
+    three sentinels 30 s apart, each cut at its request cap as a sweep runs it."""
+    from tests.unit.test_sentinel import _cut, _spells, _window
+    from tests.unit.test_steadiness import RECORDINGS, _requests
+
+    rng = random.Random(5)
+    out = []
+    for name in RECORDINGS:
+        rows = _requests(name)
+        for begin, end in _spells(rows):
+            length = 20 + 3 * 30
+            for _ in range(int((end - begin) // 6)):
+                if end - begin < length + 5:
+                    continue
+                start = rng.uniform(begin, end - length)
+                sentinels = [_cut(_window(rows, start + 40 + 30 * k, 10), True) for k in range(3)]
+                out.append((_window(rows, start, 20), sentinels))
+    assert len(out) >= 40, len(out)
+    return out
+
+
+def _marks(tmp_path, first: list[dict], sentinels: list[list[dict]]) -> bool:
+    """Whether runner/sentinel.py marks any point of a configuration whose first point and
+    sentinels (two between points, one after the last) read these windows."""
+    from tunebench.runner.sentinel import SentinelSpans, judge_sentinel
+    from tunebench.seams.load import ClientResult
+
+    store = RunStore.create(tmp_path, RunKind.SWEEP, "t", varied_args=[], versions={}, host={})
+    spans = SentinelSpans()
+    spans.measured("concurrent-1", first)
+    ids = ["concurrent-1~sentinel@concurrent-1", "concurrent-1~sentinel@concurrent-2"]
+    for number, (point_id, samples) in enumerate(zip([*ids, "concurrent-1~sentinel"], sentinels)):
+        if number:
+            spans.measured(f"concurrent-{number + 1}", [])
+        point = LoadPoint(point_id, "concurrent", 1, 10, None, None)
+        result = ClientResult(point, point_id, {}, 0.0, 1.0, samples=samples)
+        judge_sentinel(store, SilentReporter(), "c1", 1, "concurrent-1", spans, result)
+    entry = store.manifest.config("c1")
+    assert entry is not None and entry.sentinels is not None and len(entry.sentinels) == 3
+    return any(r.get("marked") for r in entry.sentinels)
+
+
+def test_a_chain_of_sentinels_on_a_steady_spell_marks_little(tmp_path, chains):
+    """A/A: five comparisons per configuration (each sentinel against the one before, the
+    later two against the first point too). Measured: 1 of 80 chains marked."""
+    marked = sum(_marks(tmp_path / str(i), a, b) for i, (a, b) in enumerate(chains))
+    assert marked / len(chains) <= 0.05, (marked, len(chains))
+
+
+@pytest.mark.parametrize("slowdown, least_found", [(0.3, 0.9), (0.5, 0.95)])
+def test_a_step_after_the_first_sentinel_is_marked(tmp_path, chains, slowdown, least_found):
+    """The same chains with the second and third sentinels slowed (a step that lasted).
+    Measured: 80 of 80 at 30% and at 50%."""
+    found = 0
+    for i, (first, sentinels) in enumerate(chains):
+        slowed = [[{**r, "itl_ms": r["itl_ms"] * (1 + slowdown)} for r in w] for w in sentinels[1:]]
+        found += _marks(tmp_path / str(i), first, [sentinels[0], *slowed])
+    assert found / len(chains) >= least_found, (found, len(chains))
