@@ -47,6 +47,7 @@ from tunebench.numbers import to_float  # noqa: E402
 from tunebench.points import trust  # noqa: E402
 from tunebench.points.slo import evaluate, slo_from_items  # noqa: E402
 from tunebench.recorded.noisy import (  # noqa: E402
+    RECORDED_DRIFT,
     GridConfig,
     GridCosts,
     RecordedGrid,
@@ -74,6 +75,9 @@ class Outcome:
     cost: SearchCost
     interval: tuple[float, float | None] | None = None
     converged: bool | None = None  # None: the strategy has no notion of converging
+    # a probe drew on a window the recording flagged "machine speed changed": tunebench
+    # would have marked this search "machine drifted during the search"
+    drifted: bool = False
 
 
 Strategy = Callable[[RecordedStart, dict, np.random.Generator, float, float | None], Outcome]
@@ -81,10 +85,13 @@ Strategy = Callable[[RecordedStart, dict, np.random.Generator, float, float | No
 
 def tunebench_search(rules: SearchRules) -> Strategy:
     def run(start, slo, rng, extra, warm_rate):
-        search, cost = search_noisy(
+        played = search_noisy(
             start, slo, warm_rate or 1.0, warm_rate is not None, rules, COSTS, rng, extra
         )
-        return Outcome(search.capacity, cost, search.interval, search.converged)
+        search = played.search
+        return Outcome(
+            search.capacity, played.cost, search.interval, search.converged, bool(played.drifted)
+        )
 
     return run
 
@@ -97,10 +104,10 @@ def previous_search(window_s: float) -> Strategy:
         rules = SearchRules(
             window_s=window_s, noise=0.0, sized_windows=False, max_probes=8, max_rate=TOP_RATE
         )
-        search, cost = search_noisy(
+        played = search_noisy(
             start, slo, warm_rate or 1.0, warm_rate is not None, rules, COSTS, rng, extra
         )
-        return Outcome(search.proven, cost)
+        return Outcome(played.search.proven, played.cost, drifted=bool(played.drifted))
 
     return run
 
@@ -111,19 +118,20 @@ def fixed_rates(rates: list[float], window_s: float, top_down: bool = False) -> 
 
     def run(start, slo, rng, extra, warm_rate):
         cost = SearchCost(deployments=1, seconds=COSTS.deployment_s)
-        answer = None
+        answer, drifted = None, False
         for rate in sorted(rates, reverse=top_down):
             row = noisy_probe(start, rate, window_s, slo, rng, extra)
             cost.probes += 1
             cost.seconds += window_s + COSTS.point_overhead_s
+            drifted = drifted or bool(row.get(RECORDED_DRIFT))
             met = trust.flag(row["slo_met"]) and not trust.is_client_limited(row)
             if top_down and met:
-                return Outcome(rate, cost)
+                return Outcome(rate, cost, drifted=drifted)
             if not top_down:
                 if not met:
                     break
                 answer = rate
-        return Outcome(answer, cost)
+        return Outcome(answer, cost, drifted=drifted)
 
     return run
 
@@ -201,15 +209,31 @@ def long_truths(
     rate, or below the lowest rate) keeps the bound its played starts pooled give. Also, per
     measured configuration, what its truth rests on: the pooled windows around it, each long
     start's own capacity, and every window's SLO ratio (a rate that passes again above the
-    first miss is then in view: the truth is the sustained rule's, not a clean knee)."""
+    first miss is then in view: the truth is the sustained rule's, not a clean knee). A long
+    start with a window its machine watch flagged "machine speed changed" is set aside: the
+    truth rests on unflagged starts only, and a configuration with none left is not graded."""
     labels = {c.label: c for c in configs}
     long_starts: dict[str, list[RecordedStart]] = {}
+    set_aside: dict[str, list[str]] = {}  # long starts recorded while the machine moved
     for run in runs:
         for config in RecordedGrid(run).configs:
-            if config.label in labels:
-                long_starts.setdefault(config.label, []).extend(
-                    config.starts[r] for r in sorted(config.starts)
-                )
+            if config.label not in labels:
+                continue
+            for repeat in sorted(config.starts):
+                start = config.starts[repeat]
+                moved = next((w for w in start.windows if w.drift), None)
+                if moved is None:
+                    long_starts.setdefault(config.label, []).append(start)
+                else:
+                    set_aside.setdefault(config.label, []).append(
+                        f"{run.name} start {repeat} at {moved.target:g} req/s: {moved.drift}"
+                    )
+    for label, why in set_aside.items():
+        left = len(long_starts.get(label, []))
+        print(
+            f"  truth {label}: {len(why)} long start(s) set aside, flagged by the machine watch "
+            f"({left} left): " + " | ".join(why)
+        )
     truths: dict[str, Truth] = {}
     brackets: dict[str, str] = {}
     for label, starts in long_starts.items():
@@ -245,6 +269,8 @@ def long_truths(
             + f"; SLO ratio by rate, per start: {ratios}"
         )
     for config in configs:
+        if config.label in set_aside and config.label not in long_starts:
+            continue  # every long start moved: no truth of record, the configuration ungraded
         if config.label not in truths:
             bound = held_out_capacity(config, sorted(config.starts), slo)
             if bound is not None and bound.kind == "exact":
@@ -270,6 +296,9 @@ def grade(
     rng = np.random.default_rng(12345)
     right, errors, probes, minutes, covered, load = [], [], [], [], [], []
     measurable, capped, signed, unconverged = [], [], [], 0
+    flagged = []  # per search: tunebench would have marked it "machine drifted"
+    # the searches it did not flag, graded alone (the answers of record)
+    kept_right, kept_measurable, kept_signed = [], [], []
     for _seed in range(seeds):
         previous = None
         for config in configs:
@@ -289,12 +318,24 @@ def grade(
             if error is not None and error == error:  # not NaN
                 errors.append(abs(error))
                 signed.append(error)
+            flagged.append(outcome.drifted)
+            if not outcome.drifted:
+                kept_right.append(hit)
+                if truth.kind == "exact":
+                    kept_measurable.append(hit)
+                    if error is not None and error == error:
+                        kept_signed.append(error)
             unconverged += outcome.converged is False
             probes.append(outcome.cost.probes)
             minutes.append(outcome.cost.seconds / 60)
             # probe-seconds: the load windows and their points' overhead, no deployment
             load.append(outcome.cost.seconds - outcome.cost.deployments * COSTS.deployment_s)
+    nan = float("nan")
     return {
+        "flagged": float(np.mean(flagged)) if flagged else nan,
+        "kept_right": float(np.mean(kept_right)) if kept_right else nan,
+        "kept_measurable": float(np.mean(kept_measurable)) if kept_measurable else nan,
+        "kept_signed": statistics.median(kept_signed) if kept_signed else nan,
         "covered": float(np.mean(covered)) if covered else float("nan"),
         "right": float(np.mean(right)),
         "measurable": float(np.mean(measurable)) if measurable else float("nan"),
@@ -329,6 +370,20 @@ def print_row(label: str, result: dict[str, float]) -> None:
             f"  {'':<44} measurable capacity: within 10% {result['measurable']:6.1%}, median "
             f"signed error {result['signed']:+.1%}; truth only a bound (beyond the rates "
             f"measured): {result['capped']:6.1%}; unconverged {result['unconverged']:.0%}"
+        )
+    if result["flagged"] > 0:
+        kept = result["kept_right"]
+        measurable = result["kept_measurable"]
+        print(
+            f"  {'':<44} flagged (machine drifted during the search): {result['flagged']:6.1%}; "
+            "the searches not flagged: within 10% "
+            + ("  n/a" if kept != kept else f"{kept:6.1%}")
+            + (
+                ""
+                if measurable != measurable
+                else f", measurable {measurable:6.1%} (median signed error "
+                f"{result['kept_signed']:+.1%})"
+            )
         )
     if result["covered"] == result["covered"]:  # not NaN
         print(

@@ -515,9 +515,9 @@ def trace(bench: Bench, seeds: int, own: dict[tuple[str, int], float], show: boo
             for config in bench.configs:
                 start = config.deploy(bench.played, rng)
                 rows.clear()
-                search, _ = tune_recorded.search_noisy(
+                search = tune_recorded.search_noisy(
                     start, bench.grid.slo, 1.0, False, bench.rules(), accuracy.COSTS, rng
-                )
+                ).search
                 truth = bench.truths[config.label].rate
                 mine = own.get((config.label, start.repeat), float("nan"))
                 _collect(found, search, rows, truth, mine)

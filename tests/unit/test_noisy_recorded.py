@@ -89,9 +89,11 @@ def test_a_search_on_the_noisy_recorded_run_lands_near_the_held_out_truth(grid):
         truth = held_out_capacity(config, [3], grid.slo)
         answers = []
         for _ in range(30):
-            search, cost = search_noisy(
+            played = search_noisy(
                 config.deploy([1, 2], rng), grid.slo, 1.0, False, rules, grid.costs(), rng
             )
+            search, cost = played.search, played.cost
+            assert played.drifted == []  # nothing in this recording was flagged
             answers.append(truth.within(search.capacity, 0.10))
             assert cost.deployments == 1 and cost.probes == len(search.probes)
             assert cost.seconds > grid.costs().deployment_s + 10.0 * cost.probes

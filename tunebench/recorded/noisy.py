@@ -9,7 +9,10 @@ numbers, so a search tested on it never meets noise. This one answers like a ser
   that start recorded, each from the quantile function interpolated between the two
   recorded rates around the probe's (reciprocally, like recorded/model.py: queueing latency
   grows like 1/(1 - load)); a short window is as noisy as a real one, a longer one less;
-- `extra` adds noise on top: one log-normal factor (sd `extra`) on a probe's latencies.
+- `extra` adds noise on top: one log-normal factor (sd `extra`) on a probe's latencies;
+- a probe drawn from a window the recording flagged "machine speed changed" says so
+  (`RECORDED_DRIFT`), as a live probe on a moving machine would be flagged: a search that
+  read one is a search tunebench flags.
 
 The truth a benchmark grades against comes from the repeats the recorded deployment never
 draws (held out): their requests pooled per recorded rate, the SLO evaluated at each rate,
@@ -30,14 +33,17 @@ import numpy as np
 
 from tunebench.errors import StoreError
 from tunebench.numbers import to_float
-from tunebench.points import client_limit
+from tunebench.points import client_limit, trust
 from tunebench.points.capacity import RatePoint, sustained_capacity
+from tunebench.points.machine import is_drift
 from tunebench.points.slo import SLO_METRICS, evaluate
 from tunebench.recorded.model import ConfigRecord
 from tunebench.spec.plan import args_key
 from tunebench.store.run import RunStore, read_requests
 
 PERCENTILES = (50, 90, 95, 99)
+#: A drawn probe's column: the drift reason of a recorded window its requests came from.
+RECORDED_DRIFT = "recorded_drift"
 # The client's own columns a probe inherits from the nearer recorded window.
 CLIENT_STATE = (
     "dispatch_lag_p50_ms",
@@ -61,6 +67,12 @@ class RecordedWindow:
     @property
     def requests(self) -> int:
         return min((len(v) for v in self.samples.values()), default=0)
+
+    @property
+    def drift(self) -> str | None:
+        """The recording's own "machine speed changed" reason for this window (its window
+        test, probe, telemetry or a sentinel after it), or None: it was not flagged."""
+        return next((r for r in trust.unverified_reasons(self.row) if is_drift(r)), None)
 
 
 @dataclass
@@ -111,6 +123,9 @@ class RecordedStart:
         if share > 1:
             warnings.append(client_limit.RECORDED_BEYOND)
         row["client_warnings"] = ";".join(warnings)
+        # a probe drawn from a window recorded while the machine moved rests on that move
+        sources = [low] if high is None else [low, high]
+        row[RECORDED_DRIFT] = next((w.drift for w in sources if w.drift), None)
         row["requests_ok"] = count
         row["requests_failed"] = 0
         row["requests_incomplete"] = 0

@@ -23,7 +23,7 @@ from tunebench.points.capacity import (
 )
 from tunebench.points.slo import evaluate, highest_quantile
 from tunebench.recorded.model import RecordedConfig
-from tunebench.recorded.noisy import GridCosts, RecordedGrid, RecordedStart
+from tunebench.recorded.noisy import RECORDED_DRIFT, GridCosts, RecordedGrid, RecordedStart
 from tunebench.spec.plan import DEFAULT_NOISE, ServerConfig
 from tunebench.tune.study import TrialOutcome
 
@@ -89,6 +89,17 @@ class SearchCost:
         self.seconds += other.seconds
 
 
+@dataclass
+class PlayedSearch:
+    """A capacity search played on a recorded start: the search, what it cost, and the probes
+    that drew on windows the recording flagged "machine speed changed" (a live search would
+    have been marked "machine drifted during the search": no answer of record)."""
+
+    search: CapacitySearch
+    cost: SearchCost
+    drifted: list[str]
+
+
 def noisy_probe(
     start: RecordedStart,
     rate: float,
@@ -114,8 +125,9 @@ def search_noisy(
     costs: GridCosts,
     rng: np.random.Generator,
     extra: float = 0.0,
-) -> tuple[CapacitySearch, SearchCost]:
-    """One capacity search on one deployment (a recorded start), with what it cost."""
+) -> PlayedSearch:
+    """One capacity search on one deployment (a recorded start), with what it cost and the
+    probes that read windows recorded while the machine moved."""
     search = CapacitySearch(
         start_rate=start_rate,
         warm=warm,
@@ -126,6 +138,7 @@ def search_noisy(
     )
     quantile = highest_quantile(slo) if rules.sized_windows else None
     cost = SearchCost(deployments=1, seconds=costs.deployment_s)
+    drifted: list[str] = []
     while (rate := search.next_rate()) is not None:
         rate = float(f"{rate:.3g}")  # as the runner rounds probe rates
         margin = search.window_margin(rules.sample_margin, rules.bracketing_margin)
@@ -133,10 +146,12 @@ def search_noisy(
         row = noisy_probe(start, rate, seconds, slo, rng, extra)
         cost.probes += 1
         cost.seconds += seconds + costs.point_overhead_s
+        if row.get(RECORDED_DRIFT):
+            drifted.append(f"{rate:g} req/s: {row[RECORDED_DRIFT]}")
         search.tell(
             rate, trust.flag(row["slo_met"]), trust.is_client_limited(row), row["slo_ratio"]
         )
-    return search, cost
+    return PlayedSearch(search, cost, drifted)
 
 
 @dataclass
@@ -169,7 +184,7 @@ class NoisyCapacityEvaluator:
                 effective=recorded.effective,
             )
         start = recorded.deploy(self.repeats, self.rng)
-        search, cost = search_noisy(
+        played = search_noisy(
             start,
             self.slo,
             self.hint or self.start_rate,
@@ -179,7 +194,8 @@ class NoisyCapacityEvaluator:
             self.rng,
             self.extra,
         )
-        self.cost.add(cost)
+        search = played.search
+        self.cost.add(played.cost)
         if search.capacity:
             self.hint = search.capacity
         return TrialOutcome(
