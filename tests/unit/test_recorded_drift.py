@@ -1,14 +1,16 @@
 """A recorded grid's machine flags, played: a probe drawn from a window the recording flagged
 "machine speed changed" says so, a search that read one is a flagged search (what a live
 search on that moving machine would be marked), and a long truth start that moved is set
-aside (benchmarks/capacity_accuracy.py grades the answers of record on the rest)."""
+aside (benchmarks/capacity_accuracy.py grades the answers of record on the rest); and the
+steep grid recorded with the machine watch on this workplace's VM, read as it was."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from benchmarks.capacity_accuracy import long_truths
-from tunebench.recorded.noisy import RECORDED_DRIFT, RecordedGrid
+from tests.conftest import FIXTURES
+from tunebench.recorded.noisy import RECORDED_DRIFT, RecordedGrid, held_out_capacity
 from tunebench.testing.runs import make_repeats_grid_run
 from tunebench.tune.recorded import SearchRules, noisy_probe, search_noisy
 
@@ -74,3 +76,28 @@ def test_a_configuration_whose_every_long_start_moved_is_not_graded(tmp_path):
     # no truth of record is left: not the played bound, not an error, not graded
     assert "slow" not in truths and "slow" not in said
     assert truths["fast"].kind == "exact"
+
+
+WATCHED = FIXTURES / "grid-cpu-steep-watched"
+
+
+def test_the_watched_steep_grid_flagged_few_played_windows_and_most_long_starts():
+    # the recorded facts docs/benchmarks.md reads ("the steep grid with the machine watch")
+    played = RecordedGrid(WATCHED / "played")
+    windows = [w for c in played.configs for s in c.starts.values() for w in s.windows]
+    flagged = [(w.row["config_label"], w.row["repeat"], w.target) for w in windows if w.drift]
+    assert len(windows) == 72 and sorted(flagged) == [
+        ("defaults", "1", 18.0),
+        ("defaults", "2", 2.0),
+    ]
+    truths, said = long_truths(sorted(WATCHED.glob("truth-*")), played.configs, played.slo)
+    # five of six long starts moved: one start of max-num-seqs 1 x 128 is left, none of 1 x 32
+    assert "mns1-mnbt32" not in truths
+    assert truths["mns1-mnbt128"].kind == "exact"
+    assert 11.38 < truths["mns1-mnbt128"].rate <= 12.65
+    assert "1 long start(s)" in said["mns1-mnbt128"]
+    # its two played starts crossed 13% below and 10% above it: no answer of one start's own
+    # capacity is within 10% of the truth (the ceiling for it is 0)
+    mns1 = next(c for c in played.configs if c.label == "mns1-mnbt128")
+    own = [held_out_capacity(mns1, [r], played.slo).rate for r in (1, 2)]
+    assert not any(truths["mns1-mnbt128"].within(rate, 0.10) for rate in own)
