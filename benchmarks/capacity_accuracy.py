@@ -25,6 +25,11 @@ deployment (stop, start, warm-up, load generator set-up) and per probe its windo
 measured overhead of a load point. It stops by its own rule; its answer is graded:
 within +-10% of the held-out truth (a truth that is a bound, "below the lowest recorded
 rate" or "at least the highest", is met by an answer on the right side of it).
+
+A grid recorded with the machine watch carries its flags: a search that drew a probe from a
+window flagged "machine speed changed" is one tunebench would mark "machine drifted during the
+search", and the searches not flagged (the answers of record) are graded alone beside the
+flagged share; with `--truth`, a long start with a flagged window is set aside.
 """
 
 from __future__ import annotations
