@@ -133,6 +133,22 @@ def test_one_arg_moves_come_before_two_arg_moves_and_nothing_is_tried_twice():
     assert len(set(asked)) == len(asked)
 
 
+def test_where_nothing_measured_tells_the_way_larger_values_come_first():
+    # a start in the middle of the grid, no neighbour measured: the first try is one of its
+    # two one-arg moves up (more sequences, a larger token budget), never one down
+    first = set()
+    for seed in range(16):
+        study, dists = _study({(3, 1): 10.0}, seed=seed)
+        first.add(_ask(study, dists))
+    assert first == {(4, 1), (3, 2)}  # both, by seed: the tie between them is random
+
+
+def test_a_slope_measured_down_outranks_the_preference_for_up():
+    # one more sequence measured worse: the next try is one fewer, not a larger budget
+    study, dists = _study({(3, 1): 10.0, (4, 1): 6.0})
+    assert _ask(study, dists) == (2, 1)
+
+
 def test_when_the_best_has_no_unmeasured_neighbour_the_next_best_is_searched():
     around = {(i, j): 1.0 for i, j in itertools.product((0, 1), (0, 1))}
     around[(0, 0)] = 9.0  # the best: every neighbour measured

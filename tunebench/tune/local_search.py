@@ -20,7 +20,8 @@ trials (the baseline, with no params, is not one), each proposal is, in this ord
    param), then two params at once. Among those, a move away from a neighbour already
    measured worse comes first (the slope says so), then fewer params changed, then a two-
    param move along the one-param move measured best (the ridge move's second neighbour),
-   then at random.
+   then a move to larger values (more sequences, a larger token budget: the way capacity
+   usually grows, see `_upward`), then at random.
 
 When the best trial's neighbours are all measured, the next best trial's are searched; when
 every neighbour is, the proposal is random. Measured (benchmarks/tune_efficiency.py
@@ -80,6 +81,20 @@ def neighbours(dist: BaseDistribution, value: Any) -> list[Any]:
             spread = [value + width, value - width]
         return [v for v in spread if dist.low <= v <= dist.high and not math.isclose(v, value)]
     return []
+
+
+def _upward(
+    here: dict[str, Any], params: dict[str, Any], subset: tuple[str, ...], space: dict
+) -> bool:
+    """Whether a move raises every param it changes (an ordered one: its index). The args a
+    tuner sizes a batch with (max-num-seqs, max-num-batched-tokens, the KV cache's share of
+    memory) raise capacity until memory or step time says no, and vLLM's own defaults lie at
+    their large end, so where nothing measured says which way is better, up is tried first;
+    past a cliff (the batch no longer fits) the slope sends the search back down."""
+    return all(
+        not isinstance(space[name], CategoricalDistribution) and params[name] > here[name]
+        for name in subset
+    )
 
 
 def _key(params: dict[str, Any]) -> tuple:
@@ -272,13 +287,15 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                         continue
                     uphill = self._uphill(best.params, params, subset, space, here, value_of)
                     # a two-param move along the one-param move measured best first: on a
-                    # ridge, it is the ridge move's second neighbour
+                    # ridge, it is the ridge move's second neighbour; then, where nothing
+                    # measured tells the way, larger values first (see _upward)
                     along = [value_of.get(_key({**best.params, n: params[n]})) for n in subset]
                     known = [v for v in along if v is not None] if changed > 1 else []
                     rank = (
                         0 if uphill else 1,
                         changed,
                         -max(known) if known else math.inf,
+                        0 if _upward(best.params, params, subset, space) else 1,
                         float(self._rng.random()),
                     )
                     candidates.append((rank, params))
