@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.capacity_accuracy import long_truths
+from benchmarks.capacity_accuracy import ceiling_by_config, long_truths
 from tests.conftest import FIXTURES
 from tunebench.recorded.noisy import RECORDED_DRIFT, RecordedGrid, held_out_capacity
 from tunebench.testing.runs import make_repeats_grid_run
@@ -101,3 +101,4 @@ def test_the_watched_steep_grid_flagged_few_played_windows_and_most_long_starts(
     mns1 = next(c for c in played.configs if c.label == "mns1-mnbt128")
     own = [held_out_capacity(mns1, [r], played.slo).rate for r in (1, 2)]
     assert not any(truths["mns1-mnbt128"].within(rate, 0.10) for rate in own)
+    assert ceiling_by_config([mns1], truths, played.slo, [1, 2]) == {"mns1-mnbt128": 0.0}
