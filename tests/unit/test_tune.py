@@ -500,6 +500,33 @@ def test_runner_evaluator_capacity_zero_is_a_value():
     assert result.values == [0.0] and result.attrs["probes"] == 2
 
 
+def test_a_trial_whose_search_drifted_names_a_best_that_says_so(tmp_path):
+    drift = "machine drifted during the search (1 of 3 probes; first: capacity-2: ...)"
+    capacity = {
+        "rate": 4.0,
+        "client_bound": False,
+        "probes": 3,
+        "probe_rates": [1.0, 4.0, 8.0],
+        "capped": False,
+        "converged": True,
+        "upper": 8.0,
+        "drift": drift,
+    }
+    outcome = ConfigOutcome("t1", "complete", 3, None, capacity, {}, [])
+    result = RunnerEvaluator(
+        FakeRunner(outcome), [], None, "capacity", SilentReporter(), 1
+    ).evaluate(ServerConfig("t1", "x", "m", None, {}))
+    assert result.values == [4.0] and result.attrs["drift"] == drift
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(
+        optuna.trial.create_trial(
+            value=4.0, user_attrs={**result.attrs, "deployed": True, "args": {}}
+        )
+    )
+    best = results.summarize(study, "capacity")["best"]
+    assert best["capacity"]["drift"] == drift  # best_config and headline read it from here
+
+
 def test_secret_engine_args_never_reach_the_study_or_exports(tmp_path):
     evaluator = FakeEvaluator()
     study, _ = run_tuner(

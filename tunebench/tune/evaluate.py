@@ -84,6 +84,8 @@ class RunnerEvaluator:
             "converged": capacity["converged"],
             # with the flags above: whether the capacity is only a lower bound (no miss seen)
             "upper": capacity.get("upper"),
+            # probes measured while the machine moved: the best named on it must say so
+            "drift": capacity.get("drift"),
         }
         if capacity["rate"] is None and capacity["client_bound"]:
             return TrialOutcome(

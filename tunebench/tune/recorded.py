@@ -200,6 +200,11 @@ class NoisyCapacityEvaluator:
             self.hint = search.capacity
         return TrialOutcome(
             [float(search.capacity or 0.0)],
-            attrs={"probes": len(search.probes), "label": recorded.label},
+            attrs={
+                "probes": len(search.probes),
+                "label": recorded.label,
+                # as a live trial's (tune/evaluate.py): probes read while the machine moved
+                "drift": played.drifted[0] if played.drifted else None,
+            },
             effective=recorded.effective,
         )

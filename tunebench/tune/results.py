@@ -47,7 +47,7 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> TrialRecord:
     }
 
 
-CAPACITY_ATTRS = ("converged", "capped", "client_bound", "upper")
+CAPACITY_ATTRS = ("converged", "capped", "client_bound", "upper", "drift")
 
 
 def capacity_of(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
