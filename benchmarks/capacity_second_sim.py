@@ -16,7 +16,8 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
   factor, sd 4%), each with 5 Poisson windows at 0.5-1.6 x the truth, ~60 requests each
   after a warm-up, written in the run format a noisy recorded deployment reads
   (tunebench/recorded/noisy.py); the search plays repeats 1 and 2 (`--played`), graded
-  by capacity_accuracy.py's own `grade` and `ceiling` (imported, not copied).
+  by capacity_accuracy.py's own `grade` and benchmarks/grid/truths.py's `ceiling` (imported,
+  not copied).
 - Live probes: the same starts, but each probe runs the simulator at its own rate for its
   own window: what the search would meet on such a server, without the recording's
   windows in between (the played recording can be no better than them: its ceiling).
@@ -54,6 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import benchmarks.capacity_accuracy as accuracy  # noqa: E402
+import benchmarks.grid.truths as truth_rules  # noqa: E402
 import tunebench.points.capacity as capacity_module  # noqa: E402
 import tunebench.tune.recorded as tune_recorded  # noqa: E402
 from tunebench.points import client_limit  # noqa: E402
@@ -347,9 +349,9 @@ def second_bench(truth: dict[str, dict[str, Any]], played: list[int], rec: Recor
 def queueing_bench() -> Bench:
     law = sharp_knee_grid()
     grid = RecordedGrid(make_queueing_grid(Path(tempfile.mkdtemp()), law, "sharp-knee").path)
-    truths = accuracy.analytic_truths(law)
+    truths = truth_rules.analytic_truths(law)
     bench = _bench("queueing law (sharp-knee), played", grid, truths, grid.repeats)
-    bench.ceiling = accuracy.analytic_ceiling(law, truths, grid.repeats)
+    bench.ceiling = truth_rules.analytic_ceiling(law, truths, grid.repeats)
     return bench
 
 
@@ -367,7 +369,7 @@ def _bench(name: str, grid: RecordedGrid, truths: dict[str, Truth], played: list
     configs = [c for c in grid.configs if any(r in c.starts for r in played)]
     configs = [c for c in configs if c.label in truths]
     top = max(w.target for c in configs for s in c.starts.values() for w in s.windows)
-    ceiling = accuracy.ceiling(configs, truths, grid.slo, played)
+    ceiling = truth_rules.ceiling(configs, truths, grid.slo, played)
     return Bench(name, grid, configs, truths, played, ceiling, top)
 
 
@@ -380,7 +382,7 @@ def live_bench(second: Bench, count: int, rec: Recording) -> Bench:
     shares = [
         np.mean(
             [
-                second.truths[c.label].within(own[f"{c.label}|{r}"], accuracy.WITHIN)
+                second.truths[c.label].within(own[f"{c.label}|{r}"], truth_rules.WITHIN)
                 for r in second.played
             ]
         )

@@ -10,8 +10,8 @@ import math
 import pytest
 import yaml
 
-from benchmarks.capacity_accuracy import long_truths
 from benchmarks.grid.record_truth import truth_spec
+from benchmarks.grid.truths import long_truths
 from tests.conftest import FIXTURES, REPO
 from tunebench.recorded.noisy import RecordedGrid
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.capacity_accuracy import ceiling_by_config, long_truths
+from benchmarks.grid.truths import ceiling_by_config, long_truths
 from tests.conftest import FIXTURES
 from tunebench.recorded.noisy import RECORDED_DRIFT, RecordedGrid, held_out_capacity
 from tunebench.testing.runs import make_repeats_grid_run

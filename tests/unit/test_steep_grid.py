@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import yaml
 
-from benchmarks.capacity_accuracy import ceiling, decode_ms, long_truths
+from benchmarks.grid.truths import ceiling, decode_ms, long_truths
 from tests.conftest import FIXTURES, REPO
 from tunebench.points.samples import needed
 from tunebench.recorded.noisy import RecordedGrid
