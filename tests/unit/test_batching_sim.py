@@ -12,9 +12,11 @@ import pytest
 from benchmarks.capacity_second_sim import (
     SLO,
     Recording,
+    WorstWindow,
     make_batching_grid,
     window_rates,
 )
+from tunebench.points.capacity import CapacitySearch
 from tunebench.recorded.noisy import RecordedGrid, held_out_capacity
 from tunebench.testing.batching_sim import (
     Engine,
@@ -112,3 +114,21 @@ def test_the_recorded_grid_is_what_a_noisy_recorded_deployment_reads(tmp_path):
         assert 0.5 * knees[config.label] <= found.rate <= 1.6 * knees[config.label]
     costs = grid.costs()
     assert costs.deployment_s > 0 and costs.point_overhead_s == pytest.approx(2.0)
+
+
+def test_the_worst_window_variant_counts_a_rate_whose_windows_disagree_as_a_miss():
+    """The benchmark's `WorstWindow` against today's search on one rate's two windows (ratios
+    0.8 and 1.2: their geometric mean, 0.98, passes)."""
+    today, worst = CapacitySearch(noise=0.2), WorstWindow(noise=0.2)
+    for search in (today, worst):
+        search.tell(4.0, True, ratio=0.8)
+        search.tell(4.0, False, ratio=1.2)
+    (mean,) = today.verdicts()
+    assert mean.slo_met and mean.ratio == pytest.approx(math.sqrt(0.8 * 1.2))
+    (worst_verdict,) = worst.verdicts()
+    assert not worst_verdict.slo_met and worst_verdict.ratio == pytest.approx(1.2)
+    # windows that agree are read as today's search reads them
+    agreeing = WorstWindow(noise=0.2)
+    agreeing.tell(4.0, True, ratio=0.8)
+    agreeing.tell(4.0, True, ratio=0.9)
+    assert agreeing.verdicts()[0].slo_met
