@@ -38,16 +38,14 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
-import math
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -56,14 +54,18 @@ sys.path.insert(0, str(REPO))
 
 import benchmarks.capacity_accuracy as accuracy  # noqa: E402
 import benchmarks.grid.truths as truth_rules  # noqa: E402
-import tunebench.points.capacity as capacity_module  # noqa: E402
 import tunebench.tune.recorded as tune_recorded  # noqa: E402
+from benchmarks.grid.search_variants import (  # noqa: E402
+    FIXES,
+    OVERLOAD,
+    PreviousSearch,
+    swapped,
+    variant,
+)
 from tunebench.points import client_limit  # noqa: E402
 from tunebench.points.capacity import (  # noqa: E402
     CapacitySearch,
-    Probe,
     RatePoint,
-    RateVerdict,
     probe_seconds,
     sustained_capacity,
 )
@@ -450,17 +452,6 @@ class LiveProbes:
         return row
 
 
-@contextlib.contextmanager
-def swapped(module: Any, name: str, value: Any) -> Iterator[None]:
-    """`module.name` is `value` inside the block (how a variant reaches search_noisy)."""
-    before = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, before)
-
-
 def grade(
     bench: Bench, strategy: accuracy.Strategy, seeds: int, warm: bool = False
 ) -> dict[str, float]:
@@ -705,105 +696,6 @@ class BracketSides:
             f"bracket vs the start's own capacity: passing end above it {np.mean(self.above):.0%}"
             f", missing end below it {np.mean(self.below):.0%} ({len(self.above)} searches)"
         )
-
-
-# -- variants of the search, swapped in here only ------------------------------------------
-
-
-@dataclass
-class PreviousSearch(CapacitySearch):
-    """The search before the log chord: the bracket's crossing in 1/ratio, and narrowing
-    windows of the sample margin however narrow the bracket."""
-
-    chord: str = "reciprocal"
-    narrowing_growth: float = 1.0
-
-
-@dataclass
-class FixedWindows(CapacitySearch):
-    """Today's chord in log ratio, with the previous fixed narrowing windows."""
-
-    narrowing_growth: float = 1.0
-
-
-@dataclass
-class WorstWindow(CapacitySearch):
-    """Today's search, but a rate whose windows disagree (one missed, the mean passed) counts
-    as a miss at its worst window's ratio: on a server whose latency comes in busy periods a
-    window that passed may have missed the busy period, and one that missed saw it."""
-
-    def _verdict(self, rate: float, group: list[Probe]) -> RateVerdict:
-        verdict = super()._verdict(rate, group)
-        ratios = [p.ratio for p in group if p.ratio]
-        if verdict.slo_met and len(ratios) > 1 and max(ratios) > 1:
-            return replace(verdict, slo_met=False, ratio=max(ratios))
-        return verdict
-
-
-OVERLOAD = 2.0  # a miss this far past the limit measures its window's length, not the knee
-
-
-def _geometric_middle(a: Probe, b: Probe) -> float:
-    return math.sqrt(a.rate * b.rate)
-
-
-def _guarded_crossing(a: Probe, b: Probe) -> float:
-    """The 1/ratio chord while both ends are within OVERLOAD of the limit; past it the
-    chord is flat at 1/ratio ~ 0 on a batching server and overshoots: the middle."""
-    assert a.ratio and b.ratio
-    if max(b.ratio, 1 / a.ratio) <= OVERLOAD:
-        return _CROSSING(a, b)
-    return _geometric_middle(a, b)
-
-
-_CROSSING = capacity_module._crossing
-
-
-def with_crossing(crossing: Callable[[Probe, Probe], float]) -> type[CapacitySearch]:
-    """PreviousSearch whose answer and narrowing probes use `crossing` for the rate
-    between the bracket's ends (its growing still projects the knee with the chord)."""
-
-    class Variant(PreviousSearch):
-        @property
-        def capacity(self) -> float | None:
-            with swapped(capacity_module, "_crossing", crossing):
-                return super().capacity
-
-        def _narrow(self, lower: Probe, upper: Probe) -> float:
-            with swapped(capacity_module, "_crossing", crossing):
-                return super()._narrow(lower, upper)
-
-    return Variant
-
-
-# name: (the search, changes to the search's settings); the last one changes how much a
-# probe measures too (`sample_margin`: requests per narrowing window, 4 today; `max_probes`:
-# 8 today).
-FIXES: dict[str, tuple[type[CapacitySearch] | None, dict[str, Any]]] = {
-    "before: 1/ratio chord, fixed windows": (PreviousSearch, {}),
-    "A: chord only near the limit (before's windows)": (with_crossing(_guarded_crossing), {}),
-    "log chord, fixed windows": (FixedWindows, {}),
-    "today: log chord, growing windows": (None, {}),
-    "today + margin 16 + 12 probes": (None, {"sample_margin": 16.0, "max_probes": 12}),
-    "today + margin 8, bracketing 1.5": (None, {"sample_margin": 8.0, "bracketing_margin": 1.5}),
-    "today + a rate's worst window when they disagree": (WorstWindow, {}),
-    "worst window + margin 8, bracketing 1.5": (
-        WorstWindow,
-        {"sample_margin": 8.0, "bracketing_margin": 1.5},
-    ),
-}
-
-
-def variant(rules: SearchRules, search: type[CapacitySearch] | None) -> accuracy.Strategy:
-    inner = accuracy.tunebench_search(rules)
-    if search is None:
-        return inner
-
-    def run(*args: Any) -> accuracy.Outcome:
-        with swapped(tune_recorded, "CapacitySearch", search):
-            return inner(*args)
-
-    return run
 
 
 def main() -> None:

@@ -12,10 +12,10 @@ import pytest
 from benchmarks.capacity_second_sim import (
     SLO,
     Recording,
-    WorstWindow,
     make_batching_grid,
     window_rates,
 )
+from benchmarks.grid.search_variants import WorstWindow
 from tunebench.points.capacity import CapacitySearch
 from tunebench.recorded.noisy import RecordedGrid, held_out_capacity
 from tunebench.testing.batching_sim import (
