@@ -217,8 +217,12 @@ def summarise(slowdown: float, rows: list[dict], sentinels: list[dict], step: bo
     for row in rows:
         where = ""
         if row["planted"]:
-            start = float(row["start_time"])
-            where = f" planted t={row['planted'][0] - start:.0f}-{row['planted'][1] - start:.0f} s"
+            # inside the window: a lasting step (--step-from) began before most of its
+            # windows and ended after them, so it is clipped to each window's own span
+            start, span = float(row["start_time"]), float(row.get("duration_s") or "inf")
+            begin = max(0.0, row["planted"][0] - start)
+            end = min(span, row["planted"][1] - start)
+            where = f" planted t={begin:.0f}-{end:.0f} s;"
         print(
             f"  {row['point_id']:<14} change {row.get('window_change_pct') or '-':>6}% at "
             f"t={row.get('window_change_from_s') or '-'}-{row.get('window_change_to_s') or '-'}"
