@@ -59,6 +59,20 @@ BRACKETING_MARGIN = 2.5
 NARROWING_GROWTH = 2.0
 MAX_WINDOW_FACTOR = 10  # ... but is never more than this many times the spec's max_seconds
 SELECTION = 2.5  # see CapacitySearch._verdict; checked by tests/unit/test_capacity_noise.py
+# Under a noise model the answer of a nearly closed bracket pools the probes within this
+# factor of its ends (`_pooled_crossing`): the ends were kept for landing on their sides of
+# the limit, so their own windows overstate how far apart the sides lie (on a batching
+# server a lucky window passed above the capacity in 42% of searches, an unlucky one missed
+# below it in 13%), and their neighbours' windows carry the rest of what was measured about
+# the knee. 1.3 was measured against 1.6 and the chord alone on the batching simulator, the
+# queueing law and the recorded CPU grid (benchmarks/capacity_second_sim.py --fixes;
+# docs/benchmarks.md).
+POOL_SPAN = 1.3
+# ... only once the bracket is within this many tolerances: a wide one (probes ran out on
+# the way up) ends at a miss far past the knee, and a line from it through the passes
+# below bends with the latency curve and reads low (on an M/M/1 law, 85% of cold searches
+# within 10% pooled against 96% for the chord; tests/unit/test_capacity_pooled.py)
+POOL_WIDTH = 4.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,7 @@ class CapacitySearch:
     z: float = 1.645  # a verdict is clear when its mean is this many standard errors away
     chord: str = "log"  # the bracket's crossing: "log" ratio, or "reciprocal" (1/ratio)
     narrowing_growth: float = NARROWING_GROWTH  # 1: narrowing windows of `margin` only
+    pool_span: float | None = POOL_SPAN  # None: the answer is the chord between the ends
     probes: list[Probe] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -119,6 +134,8 @@ class CapacitySearch:
             raise ValueError("noise >= 0 and max_confirm >= 0 are required")
         if self.chord not in ("log", "reciprocal") or self.narrowing_growth < 1:
             raise ValueError('chord "log" or "reciprocal" and narrowing_growth >= 1 are required')
+        if self.pool_span is not None and self.pool_span < 1:
+            raise ValueError("pool_span >= 1 (or None: no pooling) is required")
 
     def _measured(self) -> list[Probe]:
         """Probes that say something about the server. A client that fell behind sent less
@@ -196,7 +213,9 @@ class CapacitySearch:
         """The estimate: where log ratio, linear between the bracket's ends, reaches 0 (the
         ends' ratios taken together over their probes; `chord`), inside the bracket; the
         proven rate when the bound is the client's or a margin is missing. The proven rate
-        alone sits up to `tolerance` below the crossing, every time."""
+        alone sits up to `tolerance` below the crossing, every time. Under a noise model,
+        where the probes near the bracket cross the limit together (`_pooled_crossing`),
+        which may lie below the highest pass: that pass may have been a lucky window."""
         lower, upper, bound = self.lower, self.upper, self.bound
         if lower is None:
             return None
@@ -206,7 +225,39 @@ class CapacitySearch:
             return lower.rate
         if upper.ratio <= lower.ratio:
             return lower.rate
+        pooled = self._pooled_crossing(lower, upper)
+        if pooled is not None:
+            return pooled
         return min(upper.rate, max(lower.rate, self._chord(lower, upper)))
+
+    def _pooled_crossing(self, lower: Probe, upper: Probe) -> float | None:
+        """Where a least-squares line of log ratio on log rate, through every measured
+        probe within `pool_span` of the bracket's ends (from lower / pool_span to upper x
+        pool_span; each window once, so a confirmed rate weighs by its windows), reaches 0:
+        between the lowest of those rates and the lowest miss. None without a noise model,
+        for a bracket wider than `POOL_WIDTH` tolerances, with fewer than two rates, or when
+        the line does not rise with the rate."""
+        if self.noise <= 0 or self.pool_span is None:
+            return None
+        if upper.rate > lower.rate * (1 + POOL_WIDTH * self.tolerance):
+            return None
+        near = [
+            (math.log(p.rate), math.log(p.ratio))
+            for p in self._measured()
+            if p.ratio
+            and p.slo_met == (p.ratio <= 1)  # a miss by errors has no latency margin
+            and lower.rate / self.pool_span <= p.rate <= upper.rate * self.pool_span
+        ]
+        if len({x for x, _ in near}) < 2:
+            return None
+        mean_x = sum(x for x, _ in near) / len(near)
+        mean_y = sum(y for _, y in near) / len(near)
+        sxx = sum((x - mean_x) ** 2 for x, _ in near)
+        sxy = sum((x - mean_x) * (y - mean_y) for x, y in near)
+        if sxy <= 0:
+            return None
+        crossing = math.exp(mean_x - mean_y * sxx / sxy)
+        return min(upper.rate, max(math.exp(min(x for x, _ in near)), crossing))
 
     def _chord(self, lower: Probe, upper: Probe) -> float:
         """Where the bracket's ends cross the limit: `_log_crossing`, or `_crossing` (the
