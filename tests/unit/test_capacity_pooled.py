@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks.capacity_laws import mm1_ratio
 from tunebench.points.capacity import POOL_SPAN, CapacitySearch
 
 
@@ -74,18 +75,13 @@ def test_a_miss_by_errors_has_no_latency_margin_to_fit():
     assert search.capacity == 11.0  # the proven rate: the bound has no latency margin
 
 
-def queueing_ratio(rate: float, capacity: float) -> float:
-    """An analytic law the search does not share: M/M/1's p90 wait over its limit, the
-    limit set so that `capacity` is exactly where the ratio reaches 1."""
-    mu = capacity * 1.25  # the limit sits at 80% load
-    wait = lambda r: math.log(10) / (mu - r) if r < mu else math.inf  # noqa: E731
-    return min(wait(rate) / wait(capacity), 50.0)
-
-
 @pytest.mark.parametrize("warm", [False, True])
 def test_on_a_queueing_law_with_window_noise_the_answers_land_within_10_percent(warm):
-    """Graded against the law's own capacity over many seeds, with each window's ratio read
-    with log-normal noise of sd 0.2 (the recorded CPU grid's: 0.17-0.21)."""
+    """Graded against an analytic law the search does not share (M/M/1's p90 wait, the
+    capacity at 80% load) over many seeds, each window's ratio read with log-normal noise
+    of sd 0.2 (the recorded CPU grid's: 0.17-0.21). A line through the probes of a wide
+    bracket bends with the law and reads low here: 85% of 400 cold searches within 10%
+    (benchmarks/capacity_laws.py)."""
     errors = []
     for seed in range(200):
         rng = np.random.default_rng(seed)
@@ -93,7 +89,7 @@ def test_on_a_queueing_law_with_window_noise_the_answers_land_within_10_percent(
         start = truth * math.exp(rng.normal(0, 0.15)) if warm else 1.0
         search = CapacitySearch(start_rate=start, warm=warm, max_probes=8, noise=0.2)
         while (rate := search.next_rate()) is not None:
-            ratio = queueing_ratio(rate, truth) * math.exp(rng.normal(0, 0.2))
+            ratio = mm1_ratio(rate, truth) * math.exp(rng.normal(0, 0.2))
             search.tell(rate, ratio <= 1, ratio=ratio)
         assert search.capacity is not None
         errors.append(math.log(search.capacity / truth))

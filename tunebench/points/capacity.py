@@ -12,7 +12,9 @@ is then within `tolerance` of the true capacity. Growing projects the rate at wh
 `slo_ratio` (measured/limit of the worst threshold) reaches 1 from two passes (see
 `_crossing`). Narrowing and the answer take the bracket's crossing in log ratio
 (`_log_crossing`), and probe where one more result can close the bracket; without ratios
-they double and bisect.
+they double and bisect. Under a noise model a nearly closed bracket's answer is a line
+through every probe near it (`_pooled_crossing`), not its two ends alone: they were kept
+for landing on their sides, so their own windows are the luckiest readings of the knee.
 
 A warm start (the previous configuration's capacity) brackets with small steps, since the
 answer is probably near; a cold start doubles. A probe the client could not drive
