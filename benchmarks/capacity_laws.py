@@ -16,9 +16,10 @@ ratio is 1.
   server's latency, without its busy periods); the capacity 1.1 x the knee.
 
 Capacities are drawn from 3-30 req/s; a cold search starts at 1 req/s, a warm one within a
-log-normal 15% of the truth; 8 probes, noise model 0.2. Three answer rules: the chord
-between the bracket's two ends (`pool_span=None`), today's (a line through the probes near
-a bracket within `POOL_WIDTH` tolerances), and that line on a bracket of any width.
+log-normal 15% of the truth; 8 probes, noise model 0.2. Three answer rules: today's, the
+chord between the bracket's two ends; the pooled answer (`pool_span=POOL_SPAN`: a line
+through the probes near a bracket within `POOL_WIDTH` tolerances); and that line on a
+bracket of any width.
 Printed per law, noise and start: how often the answer is within 10% of the truth, and the
 median signed error (log).
 """
@@ -86,17 +87,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=400)
     args = parser.parse_args()
     began = time.monotonic()
-    rules = ("the chord between the ends", "today", "pooled at any width")
+    rules = ("today: the chord between the ends", "pooled near a narrow bracket", "at any width")
     print(f"{args.seeds} searches each; " + " | ".join(rules))
+    pooled = {"pool_span": capacity.POOL_SPAN}
     for name, law in LAWS.items():
         for sd in (0.2, 0.4):
             for warm in (False, True):
-                cells = [describe(search_errors(law, sd, warm, args.seeds, pool_span=None))]
-                cells.append(describe(search_errors(law, sd, warm, args.seeds)))
+                cells = [describe(search_errors(law, sd, warm, args.seeds))]
+                cells.append(describe(search_errors(law, sd, warm, args.seeds, **pooled)))
                 width = capacity.POOL_WIDTH
                 capacity.POOL_WIDTH = math.inf
                 try:
-                    cells.append(describe(search_errors(law, sd, warm, args.seeds)))
+                    cells.append(describe(search_errors(law, sd, warm, args.seeds, **pooled)))
                 finally:
                     capacity.POOL_WIDTH = width
                 start = "warm" if warm else "cold"

@@ -21,10 +21,9 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
 - Live probes: the same starts, but each probe runs the simulator at its own rate for its
   own window: what the search would meet on such a server, without the recording's
   windows in between (the played recording can be no better than them: its ceiling).
-- The search is graded as it is (the answer a line through the probes near the bracket,
-  narrowing probes at the chord in log ratio, narrowing windows that grow as the bracket
-  narrows) and as it was before (`ChordOnly`: the answer the chord between the bracket's
-  two ends), each with its cost: probe-seconds per search
+- The search is graded as it is (chord in log ratio, narrowing windows that grow as the
+  bracket narrows) and as it was before (`PreviousSearch`: the chord in 1/ratio, narrowing
+  windows of the sample margin throughout), each with its cost: probe-seconds per search
   (load windows and their points' overhead, no deployment; the median, and the sum over
   all searches).
 - `--diagnose SEEDS`: where today's answers come from (probes, requests per probe, the
@@ -59,7 +58,7 @@ import tunebench.tune.recorded as tune_recorded  # noqa: E402
 from benchmarks.grid.search_variants import (  # noqa: E402
     FIXES,
     OVERLOAD,
-    ChordOnly,
+    PreviousSearch,
     swapped,
     variant,
 )
@@ -736,7 +735,7 @@ def main() -> None:
     print(f"{second.name}: {len(second.configs)} configurations, SLO {SLO}, played {played}")
     searches = {
         "today's search": accuracy.tunebench_search(second.rules()),
-        "the search before": variant(second.rules(), ChordOnly),
+        "the search before": variant(second.rules(), PreviousSearch),
     }
     for name, strategy in searches.items():
         print_grade(f"{name}, cold", grade(second, strategy, args.seeds), second)

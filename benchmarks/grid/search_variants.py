@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import benchmarks.capacity_accuracy as accuracy
 import tunebench.points.capacity as capacity_module
 import tunebench.tune.recorded as tune_recorded
-from tunebench.points.capacity import CapacitySearch, Probe, RateVerdict
+from tunebench.points.capacity import POOL_SPAN, CapacitySearch, Probe, RateVerdict
 from tunebench.tune.recorded import SearchRules
 
 
@@ -31,16 +31,7 @@ def swapped(module: Any, name: str, value: Any) -> Iterator[None]:
 
 
 @dataclass
-class ChordOnly(CapacitySearch):
-    """The search before the pooled answer: the answer is the chord in log ratio between
-    the bracket's two ends alone (their own windows), not a line through the probes near
-    them."""
-
-    pool_span: float | None = None
-
-
-@dataclass
-class PreviousSearch(ChordOnly):
+class PreviousSearch(CapacitySearch):
     """The search before the log chord: the bracket's crossing in 1/ratio, and narrowing
     windows of the sample margin however narrow the bracket."""
 
@@ -49,15 +40,23 @@ class PreviousSearch(ChordOnly):
 
 
 @dataclass
-class FixedWindows(ChordOnly):
-    """The chord in log ratio, with the previous fixed narrowing windows."""
+class FixedWindows(CapacitySearch):
+    """Today's chord in log ratio, with the previous fixed narrowing windows."""
 
     narrowing_growth: float = 1.0
 
 
 @dataclass
+class Pooled(CapacitySearch):
+    """Today's search, the answer of a bracket within POOL_WIDTH tolerances a line through
+    the probes within 1.3x of its ends (`pool_span`)."""
+
+    pool_span: float | None = POOL_SPAN
+
+
+@dataclass
 class WidePool(CapacitySearch):
-    """Today's pooled answer, through the probes within 1.6x of the bracket's ends."""
+    """... through the probes within 1.6x of its ends."""
 
     pool_span: float | None = 1.6
 
@@ -119,9 +118,9 @@ FIXES: dict[str, tuple[type[CapacitySearch] | None, dict[str, Any]]] = {
     "before: 1/ratio chord, fixed windows": (PreviousSearch, {}),
     "A: chord only near the limit (before's windows)": (with_crossing(_guarded_crossing), {}),
     "log chord, fixed windows": (FixedWindows, {}),
-    "log chord, growing windows": (ChordOnly, {}),
-    "today: pooled within 1.3x, log chord, growing windows": (None, {}),
-    "today, pooled within 1.6x": (WidePool, {}),
+    "today: log chord, growing windows": (None, {}),
+    "today + pooled within 1.3x": (Pooled, {}),
+    "today + pooled within 1.6x": (WidePool, {}),
     "today + margin 16 + 12 probes": (None, {"sample_margin": 16.0, "max_probes": 12}),
     "today + margin 8, bracketing 1.5": (None, {"sample_margin": 8.0, "bracketing_margin": 1.5}),
     "today + a rate's worst window when they disagree": (WorstWindow, {}),

@@ -1,5 +1,6 @@
-"""The capacity search's answer under a noise model: a line through the probes near the
-bracket, not the chord between its two ends alone (points/capacity.py `_pooled_crossing`)."""
+"""The capacity search's pooled answer (`pool_span`, not the default): under a noise model a
+line through the probes near a narrow bracket, not the chord between its two ends alone
+(points/capacity.py `_pooled_crossing`)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ PROBES = [(6.0, 0.4), (10.0, 0.9), (11.5, 0.95), (12.0, 1.3), (13.0, 2.0)]
 
 
 def test_the_answer_is_the_crossing_of_a_least_squares_line_through_the_near_probes():
-    search = told(CapacitySearch(start_rate=6.0, noise=0.2), PROBES)
+    search = told(CapacitySearch(start_rate=6.0, noise=0.2, pool_span=POOL_SPAN), PROBES)
     lower, upper = search.lower, search.upper
     assert lower is not None and upper is not None
     assert (lower.rate, upper.rate) == (11.5, 12.0)
@@ -43,8 +44,8 @@ def test_the_answer_is_the_crossing_of_a_least_squares_line_through_the_near_pro
 def test_without_a_noise_model_or_pooling_the_answer_is_the_chord_between_the_ends():
     chord = 11.5 - math.log(0.95) / (math.log(1.3) - math.log(0.95)) * 0.5
     for search in (
-        CapacitySearch(start_rate=6.0),  # noise 0: every probe taken at its word
-        CapacitySearch(start_rate=6.0, noise=0.2, pool_span=None),
+        CapacitySearch(start_rate=6.0, pool_span=POOL_SPAN),  # noise 0: probes at their word
+        CapacitySearch(start_rate=6.0, noise=0.2),  # the default: no pooling
     ):
         assert told(search, PROBES).capacity == pytest.approx(chord)
     with pytest.raises(ValueError):
@@ -54,11 +55,13 @@ def test_without_a_noise_model_or_pooling_the_answer_is_the_chord_between_the_en
 def test_the_pooled_answer_stays_between_the_lowest_near_rate_and_the_lowest_miss():
     # a line that crosses above the miss (a flat pass far below the bracket, a miss barely
     # over the limit): the answer is capped at the lowest miss
-    search = told(CapacitySearch(start_rate=8.0, noise=0.2), [(9.0, 0.99), (10.0, 1.01)])
+    search = told(
+        CapacitySearch(start_rate=8.0, noise=0.2, pool_span=POOL_SPAN), [(9.0, 0.99), (10.0, 1.01)]
+    )
     assert search.capacity is not None and 9.0 <= search.capacity <= 10.0
     # a line that does not rise with the rate says nothing: the chord between the ends
     flat = told(
-        CapacitySearch(start_rate=8.0, noise=0.2),
+        CapacitySearch(start_rate=8.0, noise=0.2, pool_span=POOL_SPAN),
         [(8.0, 0.9), (9.0, 0.95), (10.0, 1.2), (11.0, 0.5), (11.0, 0.5), (11.0, 0.5)],
     )
     assert flat.capacity is not None and flat.upper is not None
@@ -67,7 +70,7 @@ def test_the_pooled_answer_stays_between_the_lowest_near_rate_and_the_lowest_mis
 
 def test_a_miss_by_errors_has_no_latency_margin_to_fit():
     # 12 req/s missed by its error rate (ratio under 1): not a point of the line
-    search = CapacitySearch(start_rate=10.0, noise=0.2)
+    search = CapacitySearch(start_rate=10.0, noise=0.2, pool_span=POOL_SPAN)
     search.tell(10.0, True, ratio=0.9)
     search.tell(11.0, True, ratio=0.95)
     search.tell(12.0, False, ratio=0.8)
@@ -87,7 +90,9 @@ def test_on_a_queueing_law_with_window_noise_the_answers_land_within_10_percent(
         rng = np.random.default_rng(seed)
         truth = float(rng.uniform(3.0, 30.0))
         start = truth * math.exp(rng.normal(0, 0.15)) if warm else 1.0
-        search = CapacitySearch(start_rate=start, warm=warm, max_probes=8, noise=0.2)
+        search = CapacitySearch(
+            start_rate=start, warm=warm, max_probes=8, noise=0.2, pool_span=POOL_SPAN
+        )
         while (rate := search.next_rate()) is not None:
             ratio = mm1_ratio(rate, truth) * math.exp(rng.normal(0, 0.2))
             search.tell(rate, ratio <= 1, ratio=ratio)

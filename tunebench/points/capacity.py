@@ -12,9 +12,10 @@ is then within `tolerance` of the true capacity. Growing projects the rate at wh
 `slo_ratio` (measured/limit of the worst threshold) reaches 1 from two passes (see
 `_crossing`). Narrowing and the answer take the bracket's crossing in log ratio
 (`_log_crossing`), and probe where one more result can close the bracket; without ratios
-they double and bisect. Under a noise model a nearly closed bracket's answer is a line
-through every probe near it (`_pooled_crossing`), not its two ends alone: they were kept
-for landing on their sides, so their own windows are the luckiest readings of the knee.
+they double and bisect. With `pool_span` (not the default) a nearly closed bracket's
+answer under a noise model is a line through every probe near it (`_pooled_crossing`), not
+its two ends alone: they were kept for landing on their sides, so their own windows are the
+luckiest readings of the knee.
 
 A warm start (the previous configuration's capacity) brackets with small steps, since the
 answer is probably near; a cold start doubles. A probe the client could not drive
@@ -61,19 +62,21 @@ BRACKETING_MARGIN = 2.5
 NARROWING_GROWTH = 2.0
 MAX_WINDOW_FACTOR = 10  # ... but is never more than this many times the spec's max_seconds
 SELECTION = 2.5  # see CapacitySearch._verdict; checked by tests/unit/test_capacity_noise.py
-# Under a noise model the answer of a nearly closed bracket pools the probes within this
-# factor of its ends (`_pooled_crossing`): the ends were kept for landing on their sides of
-# the limit, so their own windows overstate how far apart the sides lie (on a batching
-# server a lucky window passed above the capacity in 42% of searches, an unlucky one missed
-# below it in 13%), and their neighbours' windows carry the rest of what was measured about
-# the knee. 1.3 was measured against 1.6 and the chord alone on the batching simulator, the
-# queueing law and the recorded CPU grid (benchmarks/capacity_second_sim.py --fixes;
-# docs/benchmarks.md).
+# With `pool_span` set (not the default), the answer of a nearly closed bracket under a
+# noise model pools the probes within that factor of its ends (`_pooled_crossing`): the
+# ends were kept for landing on their sides of the limit, so their own windows overstate
+# how far apart the sides lie (on a batching server a lucky window passed above the capacity
+# in 42% of searches, an unlucky one missed below it in 13%), and their neighbours' windows
+# carry the rest of what was measured about the knee. Measured with 1.3 on the batching
+# simulator, the queueing law, the recorded CPU grid and two analytic laws, and with the
+# tuner (docs/benchmarks.md, capacity_second_sim.py): a gain of 1-6 points within 10% on the
+# batching server, none elsewhere, and 2-3 points fewer tuner picks within 5% of the best on
+# two grids, so the chord between the ends stays the default.
 POOL_SPAN = 1.3
-# ... only once the bracket is within this many tolerances: a wide one (probes ran out on
-# the way up) ends at a miss far past the knee, and a line from it through the passes
+# ... and only once the bracket is within this many tolerances: a wide one (probes ran out
+# on the way up) ends at a miss far past the knee, and a line from it through the passes
 # below bends with the latency curve and reads low (on an M/M/1 law, 85% of cold searches
-# within 10% pooled against 96% for the chord; tests/unit/test_capacity_pooled.py)
+# within 10% pooled at any width against 96% for the chord; benchmarks/capacity_laws.py)
 POOL_WIDTH = 4.0
 
 
@@ -126,7 +129,7 @@ class CapacitySearch:
     z: float = 1.645  # a verdict is clear when its mean is this many standard errors away
     chord: str = "log"  # the bracket's crossing: "log" ratio, or "reciprocal" (1/ratio)
     narrowing_growth: float = NARROWING_GROWTH  # 1: narrowing windows of `margin` only
-    pool_span: float | None = POOL_SPAN  # None: the answer is the chord between the ends
+    pool_span: float | None = None  # e.g. POOL_SPAN: pool the probes near a narrow bracket
     probes: list[Probe] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -215,9 +218,10 @@ class CapacitySearch:
         """The estimate: where log ratio, linear between the bracket's ends, reaches 0 (the
         ends' ratios taken together over their probes; `chord`), inside the bracket; the
         proven rate when the bound is the client's or a margin is missing. The proven rate
-        alone sits up to `tolerance` below the crossing, every time. Under a noise model,
-        where the probes near the bracket cross the limit together (`_pooled_crossing`),
-        which may lie below the highest pass: that pass may have been a lucky window."""
+        alone sits up to `tolerance` below the crossing, every time. With `pool_span` and a
+        noise model, where the probes near the bracket cross the limit together
+        (`_pooled_crossing`), which may lie below the highest pass: that pass may have been
+        a lucky window."""
         lower, upper, bound = self.lower, self.upper, self.bound
         if lower is None:
             return None
