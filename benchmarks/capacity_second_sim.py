@@ -63,14 +63,10 @@ from benchmarks.grid.search_variants import (  # noqa: E402
     variant,
 )
 from tunebench.points import client_limit  # noqa: E402
-from tunebench.points.capacity import (  # noqa: E402
-    CapacitySearch,
-    RatePoint,
-    probe_seconds,
-    sustained_capacity,
-)
+from tunebench.points.capacity import CapacitySearch, probe_seconds  # noqa: E402
 from tunebench.points.columns import SERVER_COLUMNS  # noqa: E402
 from tunebench.points.slo import evaluate  # noqa: E402
+from tunebench.points.sustained import RatePoint, sustained_capacity  # noqa: E402
 from tunebench.recorded.noisy import (  # noqa: E402
     GridConfig,
     RecordedGrid,

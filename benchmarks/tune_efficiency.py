@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO))
 
 from tunebench.numbers import to_float  # noqa: E402
 from tunebench.points import trust  # noqa: E402
-from tunebench.points.capacity import RatePoint, sustained_capacity  # noqa: E402
 from tunebench.points.slo import slo_from_items  # noqa: E402
+from tunebench.points.sustained import RatePoint, sustained_capacity  # noqa: E402
 from tunebench.recorded.noisy import RecordedGrid, held_out_capacity, run_spread  # noqa: E402
 from tunebench.spec.models import Tune  # noqa: E402
 from tunebench.testing.queueing import (  # noqa: E402

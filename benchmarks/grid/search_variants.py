@@ -91,7 +91,7 @@ def _guarded_crossing(a: Probe, b: Probe) -> float:
     return _geometric_middle(a, b)
 
 
-_CROSSING = capacity_module._crossing
+_CROSSING = capacity_module.reciprocal_crossing
 
 
 def with_crossing(crossing: Callable[[Probe, Probe], float]) -> type[CapacitySearch]:
@@ -101,11 +101,11 @@ def with_crossing(crossing: Callable[[Probe, Probe], float]) -> type[CapacitySea
     class Variant(PreviousSearch):
         @property
         def capacity(self) -> float | None:
-            with swapped(capacity_module, "_crossing", crossing):
+            with swapped(capacity_module, "reciprocal_crossing", crossing):
                 return super().capacity
 
         def _narrow(self, lower: Probe, upper: Probe) -> float:
-            with swapped(capacity_module, "_crossing", crossing):
+            with swapped(capacity_module, "reciprocal_crossing", crossing):
                 return super()._narrow(lower, upper)
 
     return Variant

@@ -8,12 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from tunebench.points.capacity import (
-    CapacitySearch,
-    RatePoint,
-    probe_seconds,
-    sustained_capacity,
-)
+from tunebench.points.capacity import CapacitySearch, probe_seconds
+from tunebench.points.sustained import RatePoint, sustained_capacity
 
 
 def queueing_ratio(rate: float, saturation: float) -> float:

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tunebench.points import client_limit
-from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.slo import evaluate
+from tunebench.points.sustained import RatePoint, sustained_capacity
 from tunebench.recorded.model import RecordedRun
 from tunebench.tune.recorded import search_capacity
 

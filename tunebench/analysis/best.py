@@ -6,7 +6,7 @@ The rule, in order (a tune run's own answer comes first):
   2. a capacity search: the configuration with the highest capacity (req/s at the SLO);
   3. a run with an SLO and fixed request rates (poisson, constant): the configuration that
      sustains the highest rate within the SLO, by the rule the recorded deployment, the
-     benchmarks and the capacity search share (points/capacity.py `sustained_capacity`: the
+     benchmarks and the capacity search share (points/sustained.py `sustained_capacity`: the
      SLO must hold at every rate up to it; the median over repeats);
   4. a run with an SLO: the configuration whose best point has the highest goodput_rps
      (requests/s that met every threshold; output tok/s when the run has no per-request

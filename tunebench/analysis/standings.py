@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 
 from tunebench.numbers import to_float
-from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.offered import rate_text
 from tunebench.points.records import CapacityRecord
+from tunebench.points.sustained import RatePoint, sustained_capacity
 from tunebench.spec.load_kind import LoadKind
 from tunebench.store.manifest import Manifest
 

@@ -10,7 +10,7 @@ Bracketing first (grow or shrink the rate until one rate meets the SLO and a hig
 misses it), then narrowing until the bracket is within `tolerance` (relative): the result
 is then within `tolerance` of the true capacity. Growing projects the rate at which
 `slo_ratio` (measured/limit of the worst threshold) reaches 1 from two passes (see
-`_crossing`). Narrowing and the answer take the bracket's crossing in log ratio
+`reciprocal_crossing`). Narrowing and the answer take the bracket's crossing in log ratio
 (`_log_crossing`), and probe where one more result can close the bracket; without ratios
 they double and bisect. With `pool_span` (not the default) a nearly closed bracket's
 answer under a noise model is a line through every probe near it (`_pooled_crossing`), not
@@ -266,10 +266,12 @@ class CapacitySearch:
         return min(upper.rate, max(math.exp(min(x for x, _ in near)), crossing))
 
     def _chord(self, lower: Probe, upper: Probe) -> float:
-        """Where the bracket's ends cross the limit: `_log_crossing`, or `_crossing` (the
+        """Where the bracket's ends cross the limit: `_log_crossing`, or `reciprocal_crossing` (the
         1/ratio chord the search used before) with chord="reciprocal"."""
         return (
-            _crossing(lower, upper) if self.chord == "reciprocal" else _log_crossing(lower, upper)
+            reciprocal_crossing(lower, upper)
+            if self.chord == "reciprocal"
+            else _log_crossing(lower, upper)
         )
 
     def window_margin(
@@ -400,7 +402,7 @@ class CapacitySearch:
         a, b = sorted(met[-2:], key=lambda p: p.rate)
         if a.ratio is None or b.ratio is None:  # filtered out above
             return None
-        return _crossing(a, b) if a.rate < b.rate and b.ratio > a.ratio else None
+        return reciprocal_crossing(a, b) if a.rate < b.rate and b.ratio > a.ratio else None
 
     def _clamp(self, rate: float) -> float:
         return min(rate, self.max_rate) if self.max_rate is not None else rate
@@ -433,7 +435,7 @@ def _normal_cdf(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
 
-def _crossing(a: Probe, b: Probe) -> float:
+def reciprocal_crossing(a: Probe, b: Probe) -> float:
     """The rate where the line through (rate, 1/ratio) of `a` and `b` reaches 1/ratio = 1.
 
     Queueing latency grows like 1/(1 - load), so its reciprocal falls about linearly in
@@ -451,7 +453,7 @@ def _log_crossing(a: Probe, b: Probe) -> float:
     """The rate where the line through (rate, log ratio) of `a` and `b` reaches 0.
 
     The bracket's ends lie on either side of the limit. On a queueing server 1/ratio falls
-    about linearly in the rate (`_crossing`); on a batching server latency is flat until
+    about linearly in the rate (`reciprocal_crossing`); on a batching server latency is flat until
     the batch fills and then a queue as long as the window, so a miss past the knee reads
     1/ratio ~ 0 however far past it lies, and the 1/ratio chord lands next to the miss
     (on benchmarks/capacity_second_sim.py's grid it over-estimated by 9% in the median).
@@ -462,56 +464,3 @@ def _log_crossing(a: Probe, b: Probe) -> float:
     if la == lb:
         return (a.rate + b.rate) / 2
     return a.rate - la / (lb - la) * (b.rate - a.rate)
-
-
-@dataclass(frozen=True)
-class RatePoint:
-    """One fixed-rate load point as the SLO saw it."""
-
-    rate: float
-    slo_met: bool
-    ratio: float | None = None
-    client_limited: bool = False
-
-
-@dataclass(frozen=True)
-class SustainedCapacity:
-    """The capacity a set of fixed-rate points shows. `kind`: "exact" (crossed between two
-    measured rates), "below" (the lowest rate already missed: under `rate`), "at-least"
-    (every rate met it, or the client could not drive the next: `rate` or more)."""
-
-    rate: float
-    kind: str
-
-
-def sustained_capacity(points: list[RatePoint]) -> SustainedCapacity | None:
-    """The one rule for "how much load does this configuration sustain within the SLO",
-    shared by `results`, the report, the recorded deployment's truth and the benchmarks: walk up the
-    rates; the SLO must hold at every rate up to the capacity (a pass above a miss is luck,
-    not capacity); between the last pass and the first miss the capacity is where 1/ratio,
-    linear in the rate, reaches 1 (as the search interpolates; ratios taken as a running
-    maximum, as the recorded deployment makes latencies monotone). A pass the client could not drive
-    ends the walk: the capacity is at least the last pass."""
-    if not points:
-        return None
-    passed: RatePoint | None = None
-    worst = 0.0  # a server is not faster under more load: ratios as a running maximum
-    for point in sorted(points, key=lambda p: p.rate):
-        if point.ratio:
-            worst = max(worst, point.ratio)
-            point = RatePoint(point.rate, point.slo_met, worst, point.client_limited)
-        if not point.slo_met:
-            if passed is None:
-                return SustainedCapacity(point.rate, "below")
-            as_probe = Probe(passed.rate, True, False, passed.ratio)
-            miss = Probe(point.rate, False, False, point.ratio)
-            if passed.ratio and point.ratio and point.ratio > passed.ratio:
-                rate = min(point.rate, max(passed.rate, _crossing(as_probe, miss)))
-            else:
-                rate = (passed.rate + point.rate) / 2
-            return SustainedCapacity(rate, "exact")
-        if point.client_limited:
-            return SustainedCapacity(passed.rate if passed else point.rate, "at-least")
-        passed = point
-    assert passed is not None
-    return SustainedCapacity(passed.rate, "at-least")

@@ -19,8 +19,8 @@ from typing import Any
 from tunebench.errors import StoreError
 from tunebench.numbers import to_float
 from tunebench.points import client_limit
-from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.slo import evaluate
+from tunebench.points.sustained import RatePoint, sustained_capacity
 from tunebench.spec.plan import args_key
 from tunebench.store.manifest import ConfigEntry
 from tunebench.store.run import RunStore
@@ -209,7 +209,7 @@ def true_capacity(
     client_tolerance: float = client_limit.DEFAULT_TOLERANCE,
 ) -> float | None:
     """The capacity the recorded `kind` points show, by the rule every "best" shares
-    (points/capacity.py `sustained_capacity`); None when the lowest recorded rate missed."""
+    (points/sustained.py `sustained_capacity`); None when the lowest recorded rate missed."""
     points = []
     for row in config.rows:
         if row["load_kind"] != kind or not to_float(row.get("target")):

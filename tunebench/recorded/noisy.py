@@ -34,9 +34,9 @@ import numpy as np
 from tunebench.errors import StoreError
 from tunebench.numbers import to_float
 from tunebench.points import client_limit, trust
-from tunebench.points.capacity import RatePoint, sustained_capacity
 from tunebench.points.machine import is_drift
 from tunebench.points.slo import SLO_METRICS, evaluate
+from tunebench.points.sustained import RatePoint, sustained_capacity
 from tunebench.recorded.model import ConfigRecord
 from tunebench.spec.plan import args_key
 from tunebench.store.run import RunStore, read_requests
@@ -256,7 +256,7 @@ class GridCosts:
 @dataclass(frozen=True)
 class Truth:
     """A configuration's capacity from held-out repeats, by the shared rule
-    (points/capacity.py `sustained_capacity`): "exact", "below" or "at-least" `rate`."""
+    (points/sustained.py `sustained_capacity`): "exact", "below" or "at-least" `rate`."""
 
     rate: float
     kind: str
