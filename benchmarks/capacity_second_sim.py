@@ -1,7 +1,7 @@
 """How right is the capacity search on a second, independent server law? A batching DES.
 
     python benchmarks/capacity_second_sim.py [--seeds 20] [--truth-requests 20000]
-        [--diagnose SEEDS] [--fixes] [--queueing-seeds 20]
+        [--diagnose SEEDS] [--fixes] [--queueing-seeds 20] [--budgets]
 
 benchmarks/capacity_accuracy.py --synthetic grades the search on the queueing law it was
 tuned on (tunebench/testing/queueing.py). This grades it on a law it never saw: the
@@ -21,6 +21,9 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
 - Live probes: the same starts, but each probe runs the simulator at its own rate for its
   own window: what the search would meet on such a server, without the recording's
   windows in between (the played recording can be no better than them: its ceiling).
+  Each start runs at its own speed, so its own long-run capacity lies more than 10% from
+  the configuration's truth in about one search of ten: the live ceiling. Live rows also
+  grade each answer against the deployed start's own capacity: the search's own error.
 - The search is graded as it is (chord in log ratio, narrowing windows that grow as the
   bracket narrows) and as it was before (`PreviousSearch`: the chord in 1/ratio, narrowing
   windows of the sample margin throughout), each with its cost: probe-seconds per search
@@ -29,6 +32,8 @@ continuous-batching simulation of tunebench/testing/batching_sim.py, over max-nu
 - `--diagnose SEEDS`: where today's answers come from (probes, requests per probe, the
   p90s read, the bracket and its interpolation, the noise model), against the truth and
   against the deployed start's own capacity.
+- `--budgets`: the live search with longer windows and more probes (BUDGETS): what a
+  larger budget buys, against the truth and against the deployed start's own capacity.
 - `--fixes`: variants of the search (subclasses of CapacitySearch or other settings,
   swapped in here only), each graded on this simulator, played and live, on the
   queueing law's grid (`--synthetic sharp-knee` of capacity_accuracy.py) and on the
@@ -54,6 +59,7 @@ sys.path.insert(0, str(REPO))
 
 import benchmarks.capacity_accuracy as accuracy  # noqa: E402
 import benchmarks.grid.truths as truth_rules  # noqa: E402
+import tunebench.points.capacity as capacity_module  # noqa: E402
 import tunebench.tune.recorded as tune_recorded  # noqa: E402
 from benchmarks.grid.search_variants import (  # noqa: E402
     FIXES,
@@ -63,7 +69,11 @@ from benchmarks.grid.search_variants import (  # noqa: E402
     variant,
 )
 from tunebench.points import client_limit  # noqa: E402
-from tunebench.points.capacity import CapacitySearch, probe_seconds  # noqa: E402
+from tunebench.points.capacity import (  # noqa: E402
+    MAX_WINDOW_FACTOR,
+    CapacitySearch,
+    probe_seconds,
+)
 from tunebench.points.columns import SERVER_COLUMNS  # noqa: E402
 from tunebench.points.slo import evaluate  # noqa: E402
 from tunebench.points.sustained import RatePoint, sustained_capacity  # noqa: E402
@@ -665,10 +675,12 @@ def window_length(bench: Bench, own: dict[tuple[str, int], float]) -> None:
 
 
 class BracketSides:
-    """A strategy that keeps, per search, where its bracket lies against the deployed
-    start's own long-run capacity: a passing end above it read a lucky window (the busy
-    periods missed it), a missing end below it an unlucky one. Symmetric noise makes the two
-    about as common; the over-estimate is made of the first outnumbering the second."""
+    """A strategy that keeps, per search, where its answer and its bracket lie against the
+    deployed start's own long-run capacity. The answer against it is the search's own
+    error, without the start's speed factor (which no search of that start can see: the
+    ceiling). A passing end above it read a lucky window (the busy periods missed it), a
+    missing end below it an unlucky one: symmetric noise makes the two about as common; the
+    over-estimate is made of the first outnumbering the second."""
 
     def __init__(
         self, strategy: accuracy.Strategy, bench: Bench, own: dict[tuple[str, int], float]
@@ -677,21 +689,59 @@ class BracketSides:
         self.own = {id(c.starts[r]): own[(c.label, r)] for c in bench.configs for r in c.starts}
         self.above: list[bool] = []
         self.below: list[bool] = []
+        self.errors: list[float] = []  # answer / own - 1; nan: no answer
 
     def __call__(self, start: RecordedStart, *args: Any) -> accuracy.Outcome:
         outcome = self.strategy(start, *args)
+        own = self.own[id(start)]
+        self.errors.append(outcome.answer / own - 1 if outcome.answer else float("nan"))
         if outcome.interval:
             low, high = outcome.interval
-            own = self.own[id(start)]
             self.above.append(low > own)
             self.below.append(high is not None and high < own)
         return outcome
+
+    def against_own(self) -> str:
+        errors = np.asarray(self.errors)
+        return (
+            f"against the deployed start's own capacity: within 10% "
+            f"{np.mean(np.abs(errors) <= truth_rules.WITHIN):6.1%}, within 5% "
+            f"{np.mean(np.abs(errors) <= 0.05):6.1%}, median signed error "
+            f"{np.nanmedian(errors):+6.1%}"
+        )
 
     def describe(self) -> str:
         return (
             f"bracket vs the start's own capacity: passing end above it {np.mean(self.above):.0%}"
             f", missing end below it {np.mean(self.below):.0%} ({len(self.above)} searches)"
         )
+
+
+# --budgets: what more probes and longer windows buy on the batching server, live. The
+# last two also lift the window's cap (MAX_WINDOW_FACTOR x the 10-s base window) to 40.
+BUDGETS: tuple[tuple[str, dict[str, Any], int], ...] = (
+    ("today (margin 4, 8 probes)", {}, MAX_WINDOW_FACTOR),
+    ("margin 16, 12 probes", {"sample_margin": 16.0, "max_probes": 12}, MAX_WINDOW_FACTOR),
+    ("margin 32, 12 probes, cap 400 s", {"sample_margin": 32.0, "max_probes": 12}, 40),
+    ("margin 64, 16 probes, cap 400 s", {"sample_margin": 64.0, "max_probes": 16}, 40),
+)
+
+
+def budgets(live: Bench, rec: Recording, seeds: int, own: dict[tuple[str, int], float]) -> None:
+    print(
+        f"\nwhat a larger budget buys, live probes ({seeds} seeds; the ceiling, a perfect "
+        f"reading of each deployed start: {live.ceiling:.1%}):"
+    )
+    for name, changes, cap in BUDGETS:
+        print(name)
+        strategy = accuracy.tunebench_search(live.rules(**changes))
+        with swapped(tune_recorded, "noisy_probe", LiveProbes(live, rec)):
+            with swapped(capacity_module, "MAX_WINDOW_FACTOR", cap):
+                for warm in (False, True):
+                    sides = BracketSides(strategy, live, own)
+                    result = grade(live, sides, seeds, warm)
+                    print_grade(f"DES live, {'warm' if warm else 'cold'}", result, live)
+                    print(f"  {'':<30} {sides.against_own()}")
 
 
 def main() -> None:
@@ -720,6 +770,11 @@ def main() -> None:
         help="grade only this candidate fix (repeatable; implies --fixes): " + "; ".join(FIXES),
     )
     parser.add_argument("--queueing-seeds", type=int, default=20)
+    parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="grade the live search with longer windows and more probes (BUDGETS)",
+    )
     args = parser.parse_args()
     global TRUTH_REQUESTS
     TRUTH_REQUESTS = args.truth_requests
@@ -737,11 +792,15 @@ def main() -> None:
         print_grade(f"{name}, cold", grade(second, strategy, args.seeds), second)
         print_grade(f"{name}, warm", grade(second, strategy, args.seeds, True), second)
     live = live_bench(second, args.truth_requests, rec)
+    own_live = own_capacity(live, True)
     with swapped(tune_recorded, "noisy_probe", LiveProbes(live, rec)):
         print(f"{live.name}:")
         for name, strategy in searches.items():
-            print_grade(f"{name}, cold", grade(live, strategy, args.seeds), live)
-            print_grade(f"{name}, warm", grade(live, strategy, args.seeds, True), live)
+            for warm in (False, True):
+                kept = BracketSides(strategy, live, own_live)
+                result = grade(live, kept, args.seeds, warm)
+                print_grade(f"{name}, {'warm' if warm else 'cold'}", result, live)
+                print(f"  {'':<30} {kept.against_own()}")
     if args.diagnose:
         print("\nwhy: the recording")
         window_reading(truth, rec, args.truth_requests)
@@ -755,9 +814,10 @@ def main() -> None:
             print("    " + probe_bias(live, own))
             window_length(live, own)
             trace(live, args.diagnose, own, True)
+    if args.budgets:
+        budgets(live, rec, args.seeds, own_live)
     if args.fixes or args.fix:
         queueing = queueing_bench()
-        own_live = own_capacity(live, True)
         benches = (
             (second, args.seeds, tune_recorded.noisy_probe, "DES played"),
             (live, args.seeds, LiveProbes(live, rec), "DES live"),
@@ -781,6 +841,7 @@ def main() -> None:
                         result = grade(bench, sides or strategy, seeds, warm)
                         print_grade(f"{short}, {'warm' if warm else 'cold'}", result, bench)
                         if sides is not None:
+                            print(f"  {'':<30} {sides.against_own()}")
                             print(f"  {'':<30} {sides.describe()}")
     print(f"({time.monotonic() - began:.0f} s)")
 

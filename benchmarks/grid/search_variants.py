@@ -12,7 +12,14 @@ from typing import Any, Callable, Iterator
 import benchmarks.capacity_accuracy as accuracy
 import tunebench.points.capacity as capacity_module
 import tunebench.tune.recorded as tune_recorded
-from tunebench.points.capacity import POOL_SPAN, CapacitySearch, Probe, RateVerdict
+from tunebench.points.capacity import (
+    BRACKETING_MARGIN,
+    POOL_SPAN,
+    SAMPLE_MARGIN,
+    CapacitySearch,
+    Probe,
+    RateVerdict,
+)
 from tunebench.tune.recorded import SearchRules
 
 
@@ -75,6 +82,36 @@ class WorstWindow(CapacitySearch):
         return verdict
 
 
+@dataclass
+class MeasureLongerWhenContradicted(CapacitySearch):
+    """Today's search until its windows contradict each other (a miss at or below a rate
+    that passed: the server's latency scatters more than the noise model says); from then
+    on its windows are `CONTRADICTED_GROWTH` x as long and it may spend `CONTRADICTED_PROBES`
+    more probes. A server whose windows agree pays nothing more."""
+
+    def contradicted(self) -> bool:
+        measured = [p for p in self._measured() if p.ratio]
+        lowest_miss = min((p.rate for p in measured if not p.slo_met), default=math.inf)
+        return any(p.slo_met and p.rate >= lowest_miss for p in measured)
+
+    def tell(
+        self, rate: float, slo_met: bool, client_limited: bool = False, ratio: float | None = None
+    ) -> None:
+        before = self.contradicted()
+        super().tell(rate, slo_met, client_limited, ratio)
+        if not before and self.contradicted():
+            self.max_probes += CONTRADICTED_PROBES
+
+    def window_margin(
+        self, margin: float = SAMPLE_MARGIN, bracketing: float = BRACKETING_MARGIN
+    ) -> float:
+        grown = super().window_margin(margin, bracketing)
+        return grown * CONTRADICTED_GROWTH if self.contradicted() else grown
+
+
+CONTRADICTED_GROWTH, CONTRADICTED_PROBES = 4.0, 4
+
+
 OVERLOAD = 2.0  # a miss this far past the limit measures its window's length, not the knee
 
 
@@ -124,6 +161,10 @@ FIXES: dict[str, tuple[type[CapacitySearch] | None, dict[str, Any]]] = {
     "today + margin 16 + 12 probes": (None, {"sample_margin": 16.0, "max_probes": 12}),
     "today + margin 8, bracketing 1.5": (None, {"sample_margin": 8.0, "bracketing_margin": 1.5}),
     "today + a rate's worst window when they disagree": (WorstWindow, {}),
+    "today + 4x windows and 4 more probes once windows contradict": (
+        MeasureLongerWhenContradicted,
+        {},
+    ),
     "worst window + margin 8, bracketing 1.5": (
         WorstWindow,
         {"sample_margin": 8.0, "bracketing_margin": 1.5},

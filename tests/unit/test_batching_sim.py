@@ -9,13 +9,16 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks.capacity_accuracy import Outcome
 from benchmarks.capacity_second_sim import (
     SLO,
+    Bench,
+    BracketSides,
     Recording,
     make_batching_grid,
     window_rates,
 )
-from benchmarks.grid.search_variants import WorstWindow
+from benchmarks.grid.search_variants import MeasureLongerWhenContradicted, WorstWindow
 from tunebench.points.capacity import CapacitySearch
 from tunebench.recorded.noisy import RecordedGrid, held_out_capacity
 from tunebench.testing.batching_sim import (
@@ -26,6 +29,7 @@ from tunebench.testing.batching_sim import (
     simulate,
     ttft_quantile,
 )
+from tunebench.tune.recorded import SearchCost
 
 
 def test_a_lone_request_costs_its_steps():
@@ -132,3 +136,44 @@ def test_the_worst_window_variant_counts_a_rate_whose_windows_disagree_as_a_miss
     agreeing.tell(4.0, True, ratio=0.8)
     agreeing.tell(4.0, True, ratio=0.9)
     assert agreeing.verdicts()[0].slo_met
+
+
+def test_bracket_sides_grades_each_answer_against_its_own_start(tmp_path):
+    """The live rows' second grade: an answer against the deployed start's own long-run
+    capacity (not the configuration's truth), and where the bracket lies against it."""
+    store = make_batching_grid(tmp_path, {"mns2-mnbt64": 7.0}, Recording(repeats=2))
+    grid = RecordedGrid(store.path)
+    bench = Bench("b", grid, grid.configs, {}, [1, 2], 0.9, 10.0)
+    (config,) = grid.configs
+    own = {("mns2-mnbt64", 1): 6.0, ("mns2-mnbt64", 2): 8.0}
+    answers = {1: (6.3, (6.2, 6.6)), 2: (None, None)}
+
+    def strategy(start, *args):
+        answer, interval = answers[start.repeat]
+        return Outcome(answer, SearchCost(), interval)
+
+    sides = BracketSides(strategy, bench, own)
+    for repeat in (1, 1, 2):
+        sides(config.starts[repeat], SLO, None, 0.0, None)
+    assert sides.errors[:2] == pytest.approx([0.05, 0.05]) and math.isnan(sides.errors[2])
+    assert sides.above == [True, True] and sides.below == [False, False]
+    # a search with no answer is not within 10% of anything
+    assert "within 10%  66.7%" in sides.against_own()
+    assert "median signed error  +5.0%" in sides.against_own()
+
+
+def test_the_contradicted_variant_measures_longer_once_a_pass_lies_above_a_miss():
+    search = MeasureLongerWhenContradicted(noise=0.2, max_probes=8)
+    plain = CapacitySearch(noise=0.2, max_probes=8)
+    for each in (search, plain):
+        each.tell(2.0, True, ratio=0.5)
+        each.tell(4.0, False, ratio=1.3)
+    # windows that agree (a pass below a miss): today's search, its windows and its budget
+    assert not search.contradicted() and search.max_probes == 8
+    assert search.window_margin() == plain.window_margin()
+    for each in (search, plain):
+        each.tell(4.4, True, ratio=0.9)  # a pass above the miss
+    assert search.contradicted() and search.max_probes == 12
+    assert search.window_margin() == pytest.approx(4 * plain.window_margin())
+    search.tell(4.4, True, ratio=0.95)  # still contradicted: the budget grows once
+    assert search.max_probes == 12
