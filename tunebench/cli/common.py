@@ -172,3 +172,15 @@ def write_report_keeping_the_run(out, run_path: Path) -> None:
             f"[yellow]report not written ({type(exc).__name__}: {exc}); "
             f"retry with: tunebench report {run_path}[/]"
         )
+
+
+def starts_here(run_root: Path, spec: Any) -> Any:
+    """The server starts an earlier run of this spec measured under `run_root` (a
+    sweep.estimate.MeasuredStarts) for a dry-run's estimate; None where there is none or
+    nothing starts (a recorded run plays its recording)."""
+    from tunebench import kinds
+    from tunebench.sweep.estimate import measured_starts
+
+    if kinds.kind_of(spec).plays_recorded_run or not run_root.is_dir():
+        return None
+    return measured_starts(run_root, spec.name, spec.deployment.kind)

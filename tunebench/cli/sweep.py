@@ -13,6 +13,7 @@ from tunebench.cli.common import (
     new_run_root,
     root_of,
     root_option,
+    starts_here,
     write_report_keeping_the_run,
     writing,
 )
@@ -116,12 +117,10 @@ def register(app: typer.Typer) -> None:
         # job runs where its own vLLM and models are)
         notes = check_sweep(spec, spec_path, dry_run=dry_run) if slurm is None else []
         if dry_run:
-            new_run_root(root, spec.output, spec_path, make=False)  # as the real run would
-            out.print(
-                sweep_plan(
-                    spec, plan, estimate_range(spec, plan), chart_args(spec, spec_path, plan)
-                )
-            )
+            run_root = new_run_root(root, spec.output, spec_path, make=False)  # as the run would
+            starts = starts_here(run_root, spec)
+            seconds = estimate_range(spec, plan, starts.seconds if starts else None)
+            out.print(sweep_plan(spec, plan, seconds, chart_args(spec, spec_path, plan), starts))
             for note in notes:
                 out.print(f"note: {note}", highlight=False, soft_wrap=True)
             return

