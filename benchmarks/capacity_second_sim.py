@@ -1,7 +1,7 @@
 """How right is the capacity search on a second, independent server law? A batching DES.
 
     python benchmarks/capacity_second_sim.py [--seeds 20] [--truth-requests 20000]
-        [--diagnose SEEDS] [--fixes] [--queueing-seeds 20] [--budgets]
+        [--diagnose SEEDS] [--fixes] [--queueing-seeds 20] [--budgets] [--grade-seed N]
 
 benchmarks/capacity_accuracy.py --synthetic grades the search on the queueing law it was
 tuned on (tunebench/testing/queueing.py). This grades it on a law it never saw: the
@@ -508,7 +508,7 @@ def trace(bench: Bench, seeds: int, own: dict[tuple[str, int], float], show: boo
         rows.append(probe(*args, **kwargs))
         return rows[-1]
 
-    rng = np.random.default_rng(12345)  # as accuracy.grade draws
+    rng = np.random.default_rng(accuracy.GRADE_SEED)  # as accuracy.grade draws
     found: dict[str, list[float]] = {k: [] for k in TRACE_KEYS}
     with swapped(tune_recorded, "noisy_probe", spy):
         for seed in range(seeds):
@@ -771,6 +771,13 @@ def main() -> None:
     )
     parser.add_argument("--queueing-seeds", type=int, default=20)
     parser.add_argument(
+        "--grade-seed",
+        type=int,
+        default=accuracy.GRADE_SEED,
+        help="seed of the searches' draws (starts deployed, probe windows): another set of "
+        "seeds than the one every rule was chosen on",
+    )
+    parser.add_argument(
         "--budgets",
         action="store_true",
         help="grade the live search with longer windows and more probes (BUDGETS)",
@@ -778,6 +785,7 @@ def main() -> None:
     args = parser.parse_args()
     global TRUTH_REQUESTS
     TRUTH_REQUESTS = args.truth_requests
+    accuracy.GRADE_SEED = args.grade_seed
     began = time.monotonic()
     truth = truths_cached(args.truth_requests)
     played = [int(r) for r in args.played.split(",")]
