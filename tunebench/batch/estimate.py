@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tunebench.batch.run import PHASES
-from tunebench.errors import TunebenchError
 from tunebench.numbers import to_float
 from tunebench.store.manifest import RunKind, Status
-from tunebench.store.run import RunStore, list_runs
+from tunebench.store.run import RunStore, newest_runs
 
 #: The phases a configuration pays whatever its records.
 FIXED_PHASES = tuple(phase for phase in PHASES if phase != "generate_s")
@@ -47,11 +46,7 @@ def estimate_batch(root: Path, name: str, labels: list[str], records: int) -> Ba
 
 
 def _last_complete(root: Path, name: str) -> RunStore | None:
-    for path in reversed(list_runs(root)):  # run ids sort by time
-        try:
-            store = RunStore.open(path)
-        except TunebenchError:
-            continue
+    for store in newest_runs(root):
         manifest = store.manifest
         if (
             manifest.kind == RunKind.BATCH

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping, Sequence
 
-from tunebench.errors import PathError, StoreError
+from tunebench.errors import PathError, StoreError, TunebenchError
 from tunebench.points.cells import Cell, PointRow, SampleView
 from tunebench.points.columns import REQUEST_COLUMNS, point_columns
 from tunebench.processes import stop_leftover_group
@@ -340,6 +340,16 @@ def list_runs(root: Path) -> list[Path]:
     if not Path(root).is_dir():
         return []
     return sorted(p for p in Path(root).iterdir() if is_run(p))
+
+
+def newest_runs(root: Path) -> Iterator[RunStore]:
+    """The runs under `root` that open, newest first (run ids sort by time); one that does
+    not open (a half-written or foreign directory) is passed over."""
+    for path in reversed(list_runs(root)):
+        try:
+            yield RunStore.open(path)
+        except TunebenchError:
+            continue
 
 
 def resolve_run(ref: str, root: Path) -> Path:

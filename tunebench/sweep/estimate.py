@@ -15,7 +15,6 @@ from pathlib import Path
 
 from tunebench import kinds
 from tunebench.environment import gpu_visible
-from tunebench.errors import TunebenchError
 from tunebench.load.guidellm import expected_benchmarks
 from tunebench.points.capacity import SAMPLE_MARGIN, CapacitySearch, probe_seconds
 from tunebench.points.sentinel import sentinel_of, with_sentinels
@@ -23,7 +22,7 @@ from tunebench.points.slo import highest_quantile
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import LoadPoint, Plan
 from tunebench.store.manifest import RunKind
-from tunebench.store.run import RunStore, list_runs
+from tunebench.store.run import newest_runs
 
 # Rough costs measured on a 2-core CPU box (docs/benchmarks.md).
 LOAD_PROCESS_S = 15.0  # a GuideLLM worker's start per configuration
@@ -64,11 +63,8 @@ def measured_starts(root: Path, name: str, deployment_kind: str) -> MeasuredStar
     """The server starts of the newest sweep or tune under `root` named `name` with this
     deployment kind that started at least one server (a run that stopped part-way counts:
     its starts were measured); None when there is none."""
-    for path in reversed(list_runs(root)):  # run ids sort by time
-        try:
-            manifest = RunStore.open(path).manifest
-        except TunebenchError:
-            continue
+    for store in newest_runs(root):
+        manifest = store.manifest
         if (
             manifest.name != name
             or manifest.deployment_kind != deployment_kind
