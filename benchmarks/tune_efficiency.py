@@ -70,10 +70,10 @@ BATCHING_GRIDS = {"batching": 4096, "batching-small-kv": 1024}
 
 
 def batching_grid(name: str) -> tuple[dict[str, float], Path]:
-    """The second simulator's grid (benchmarks/capacity_second_sim.py): every configuration's
+    """The second simulator's grid (benchmarks/grid/second_sim.py): every configuration's
     true capacity from long simulations (cached under /tmp), and a recording of 3 starts x
     5 Poisson windows around each knee to tune on."""
-    import benchmarks.capacity_second_sim as second
+    import benchmarks.grid.second_sim as second
     from tunebench.testing.batching_sim import StepCosts
 
     assert second.Recording.speed_sd == BATCHING_SPEED_SD

@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 
 from benchmarks.capacity_accuracy import Outcome
-from benchmarks.capacity_second_sim import (
-    SLO,
-    Bench,
-    BracketSides,
-    Recording,
-    make_batching_grid,
-    window_rates,
-)
 from benchmarks.grid.search_variants import MeasureLongerWhenContradicted, WorstWindow
+from benchmarks.grid.second_sim import SLO, Recording, make_batching_grid, window_rates
+from benchmarks.grid.second_sim_grading import Bench, BracketSides
 from tunebench.points.capacity import CapacitySearch
 from tunebench.recorded.noisy import RecordedGrid, held_out_capacity
 from tunebench.testing.batching_sim import (
