@@ -184,3 +184,19 @@ def starts_here(run_root: Path, spec: Any) -> Any:
     if kinds.kind_of(spec).plays_recorded_run or not run_root.is_dir():
         return None
     return measured_starts(run_root, spec.name, spec.deployment.kind)
+
+
+def same_spec_run_here(run_root: Path, spec_data: dict, spec: Any) -> Any:
+    """An earlier whole run of this very spec under `run_root` (a sweep.estimate.MeasuredRun)
+    for a dry-run's estimate; None where there is none or nothing starts."""
+    import json
+
+    from tunebench import kinds
+    from tunebench.redact import redact
+    from tunebench.sweep.estimate import measured_run
+
+    if kinds.kind_of(spec).plays_recorded_run or not run_root.is_dir():
+        return None
+    # as the manifest holds it: secrets masked, through JSON
+    stored = json.loads(json.dumps(redact(spec_data), default=str))
+    return measured_run(run_root, stored, spec.deployment.kind)

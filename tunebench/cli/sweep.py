@@ -13,6 +13,7 @@ from tunebench.cli.common import (
     new_run_root,
     root_of,
     root_option,
+    same_spec_run_here,
     starts_here,
     write_report_keeping_the_run,
     writing,
@@ -120,7 +121,10 @@ def register(app: typer.Typer) -> None:
             run_root = new_run_root(root, spec.output, spec_path, make=False)  # as the run would
             starts = starts_here(run_root, spec)
             seconds = estimate_range(spec, plan, starts.seconds if starts else None)
-            out.print(sweep_plan(spec, plan, seconds, chart_args(spec, spec_path, plan), starts))
+            # a part (--only) runs fewer configurations than the whole run measured
+            same = same_spec_run_here(run_root, spec_data, spec) if only is None else None
+            args = chart_args(spec, spec_path, plan)
+            out.print(sweep_plan(spec, plan, seconds, args, starts, same))
             for note in notes:
                 out.print(f"note: {note}", highlight=False, soft_wrap=True)
             return

