@@ -6,6 +6,7 @@ probe by probe against the truth and the deployed start's own capacity.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,22 @@ def _collect(
 def probe_bias(bench: Bench, own: dict[tuple[str, int], float], repeats: int = 40) -> str:
     """One probe's log SLO ratio at each start's own capacity, window sized as when
     narrowing: the noise model assumes it centred on 0 with sd `noise` (0.2)."""
+    values = _log_ratios(bench, own, lambda rate: probe_seconds(rate, 10.0, QUANTILE), repeats)
+    return (
+        f"one probe at the start's own capacity: median ratio {np.exp(np.median(values)):.2f}, "
+        f"passes {np.mean(values <= 0):.0%}, sd of log ratio {values.std():.2f} (the noise model: "
+        f"centred on 1, sd {SearchRules().noise:g})"
+    )
+
+
+def _log_ratios(
+    bench: Bench,
+    own: dict[tuple[str, int], float],
+    seconds_at: Callable[[float], float],
+    repeats: int,
+) -> np.ndarray:
+    """Log SLO ratios of `repeats` probes at each played start's own capacity, each window
+    `seconds_at(rate)` long (the same draws for every caller: seed 3)."""
     rng = np.random.default_rng(3)
     logs = []
     for config in bench.configs:
@@ -136,19 +153,13 @@ def probe_bias(bench: Bench, own: dict[tuple[str, int], float], repeats: int = 4
             rate = own.get((config.label, r))
             if rate is None or r not in config.starts:
                 continue
-            seconds = probe_seconds(rate, 10.0, QUANTILE)
             for _ in range(repeats):
                 row = tune_recorded.noisy_probe(
-                    config.starts[r], rate, seconds, bench.grid.slo, rng
+                    config.starts[r], rate, seconds_at(rate), bench.grid.slo, rng
                 )
                 if row.get("slo_ratio"):
                     logs.append(np.log(row["slo_ratio"]))
-    values = np.asarray(logs)
-    return (
-        f"one probe at the start's own capacity: median ratio {np.exp(np.median(values)):.2f}, "
-        f"passes {np.mean(values <= 0):.0%}, sd of log ratio {values.std():.2f} (the noise model: "
-        f"centred on 1, sd {SearchRules().noise:g})"
-    )
+    return np.asarray(logs)
 
 
 def window_reading(truth: dict[str, dict[str, Any]], rec: Recording, count: int) -> None:
@@ -187,17 +198,7 @@ def window_length(bench: Bench, own: dict[tuple[str, int], float]) -> None:
     comes in busy periods (the queue's excursions) that a short window mostly misses and
     now and then catches whole, so its p90 is low more often than not, and scattered."""
     for count in (60, 144, 600, 2000):
-        rng = np.random.default_rng(3)
-        logs = []
-        for config in bench.configs:
-            for r in bench.played:
-                rate = own[(config.label, r)]
-                for _ in range(10):
-                    row = tune_recorded.noisy_probe(
-                        config.starts[r], rate, count / rate, bench.grid.slo, rng
-                    )
-                    logs.append(np.log(row["slo_ratio"]))
-        v = np.asarray(logs)
+        v = _log_ratios(bench, own, lambda rate, count=count: count / rate, 10)
         print(
             f"    {count:>5} requests at the start's own capacity: median ratio "
             f"{np.exp(np.median(v)):.2f}, passes {np.mean(v <= 0):.0%}, sd of log ratio "

@@ -174,29 +174,31 @@ def write_report_keeping_the_run(out, run_path: Path) -> None:
         )
 
 
+def _measured_here(run_root: Path, spec: Any) -> bool:
+    """Whether earlier runs under `run_root` can say what this spec's run costs: a recorded
+    run starts nothing and waits for no window."""
+    from tunebench import kinds
+
+    return not kinds.kind_of(spec).plays_recorded_run and run_root.is_dir()
+
+
 def starts_here(run_root: Path, spec: Any) -> Any:
     """The server starts an earlier run of this spec measured under `run_root` (a
     sweep.estimate.MeasuredStarts) for a dry-run's estimate; None where there is none or
-    nothing starts (a recorded run plays its recording)."""
-    from tunebench import kinds
+    nothing starts."""
     from tunebench.sweep.estimate import measured_starts
 
-    if kinds.kind_of(spec).plays_recorded_run or not run_root.is_dir():
+    if not _measured_here(run_root, spec):
         return None
     return measured_starts(run_root, spec.name, spec.deployment.kind)
 
 
 def same_spec_run_here(run_root: Path, spec_data: dict, spec: Any) -> Any:
-    """An earlier whole run of this very spec under `run_root` (a sweep.estimate.MeasuredRun)
-    for a dry-run's estimate; None where there is none or nothing starts."""
-    import json
-
-    from tunebench import kinds
-    from tunebench.redact import redact
+    """An earlier whole run of this very spec (`spec_data`, the file's mapping) under
+    `run_root` (a sweep.estimate.MeasuredRun) for a dry-run's estimate; None where there is
+    none or nothing starts."""
     from tunebench.sweep.estimate import measured_run
 
-    if kinds.kind_of(spec).plays_recorded_run or not run_root.is_dir():
+    if not _measured_here(run_root, spec):
         return None
-    # as the manifest holds it: secrets masked, through JSON
-    stored = json.loads(json.dumps(redact(spec_data), default=str))
-    return measured_run(run_root, stored, spec.deployment.kind)
+    return measured_run(run_root, spec_data, spec.deployment.kind)

@@ -37,7 +37,10 @@ def register(app: typer.Typer) -> None:
             "Where the run is stored (overrides the spec's `output`, default reports/)."
         ),
         dry_run: bool = typer.Option(
-            False, "--dry-run", help="Print the plan and a time estimate; start nothing."
+            False,
+            "--dry-run",
+            help="Print the plan and a time estimate (the measured time of an earlier run "
+            "of the same spec under the run root, where there is one); start nothing.",
         ),
         report: bool = typer.Option(
             True, "--report/--no-report", help="Write report.html at the end."

@@ -292,6 +292,12 @@ def _kind_of_v1(data: dict[str, Any]) -> str:
     return RunKind.SWEEP.value
 
 
+def as_stored(spec: dict[str, Any]) -> dict[str, Any]:
+    """A spec as a manifest holds it once written and read back: secrets masked, through
+    JSON (`Manifest.to_json`), so it compares equal to `Manifest.spec` of a run of it."""
+    return json.loads(json.dumps(redact(spec), default=str))
+
+
 def spec_of(manifest: Manifest) -> tuple[dict[str, Any], Path]:
     """The spec a run was started with, for a resume of any kind.
 

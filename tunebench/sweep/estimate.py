@@ -26,7 +26,7 @@ from tunebench.points.sentinel import sentinel_of, with_sentinels
 from tunebench.points.slo import highest_quantile
 from tunebench.spec.models import SweepSpec
 from tunebench.spec.plan import LoadPoint, Plan
-from tunebench.store.manifest import ConfigStatus, RunKind, Status
+from tunebench.store.manifest import ConfigStatus, RunKind, Status, as_stored
 from tunebench.store.run import newest_runs
 
 # Rough costs measured on a 2-core CPU box (docs/benchmarks.md).
@@ -91,16 +91,17 @@ class MeasuredRun:
 
 
 def measured_run(root: Path, spec: dict[str, Any], deployment_kind: str) -> MeasuredRun | None:
-    """The newest sweep under `root` whose stored spec is `spec` (as the manifest stores it:
-    secrets masked), with this deployment kind, that completed every configuration in one
-    attempt (a resumed run's wall is two part-runs; a failed configuration's is short);
-    None when there is none."""
+    """The newest sweep under `root` of the spec `spec` (the mapping its file holds), with
+    this deployment kind, that completed every configuration in one attempt (a resumed
+    run's wall is two part-runs; a failed configuration's is short); None when there is
+    none."""
+    stored = as_stored(spec)
     for store in newest_runs(root):
         manifest = store.manifest
         if (
             manifest.kind != RunKind.SWEEP
             or manifest.deployment_kind != deployment_kind
-            or manifest.spec != spec
+            or manifest.spec != stored
             or manifest.status != Status.COMPLETE
             or len(manifest.attempts) != 1
             or manifest.ended_at is None
